@@ -1,0 +1,152 @@
+"""Argument validation and the shape-only description of one decode problem.
+
+Every check here runs on the host from shapes, dtypes, strides and devices
+alone (never from tensor values), so it is cheap, it never synchronises and it
+is safe under CUDA-graph capture. Each error names the argument, what it got
+and what is allowed.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
+SUPPORTED_HEAD_DIMS = (64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Shapes and options of one call; what the dispatcher decides from."""
+
+    batch: int
+    seqlen_q: int  # T, query tokens per sequence
+    heads_q: int
+    heads_kv: int
+    seqlen_k: int  # S, cache capacity
+    head_dim: int
+    dtype: torch.dtype
+    device: torch.device
+    causal: bool
+    softmax_scale: float
+    has_cache_seqlens: bool
+    # True when q, k_cache, v_cache (and out) start on 16-byte boundaries and all
+    # their non-unit strides are multiples of 16 bytes: what TMA descriptors need.
+    aligned_16b: bool = True
+
+    @property
+    def group_size(self) -> int:
+        return self.heads_q // self.heads_kv
+
+    @property
+    def kind(self) -> str:
+        if self.heads_kv == 1 and self.heads_q > 1:
+            return "MQA"
+        return "MHA" if self.group_size == 1 else "GQA"
+
+    def bytes_moved(self) -> int:
+        """q + k + v + out, the bytes a decode kernel must move at least."""
+        e = torch.finfo(self.dtype).bits // 8
+        q = self.batch * self.seqlen_q * self.heads_q * self.head_dim
+        kv = 2 * self.batch * self.seqlen_k * self.heads_kv * self.head_dim
+        return e * (2 * q + kv)
+
+    def describe(self) -> str:
+        return (f"B={self.batch} T={self.seqlen_q} Hq={self.heads_q} Hkv={self.heads_kv} "
+                f"S={self.seqlen_k} D={self.head_dim} {str(self.dtype).replace('torch.', '')}"
+                f"{' causal' if self.causal and self.seqlen_q > 1 else ''}"
+                f"{' varlen' if self.has_cache_seqlens else ''}")
+
+
+def _shape(t: torch.Tensor) -> str:
+    return "[" + ", ".join(str(s) for s in t.shape) + "]"
+
+
+def _check_tensor(name: str, t, layout: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor {layout}, got {type(t).__name__}")
+    if t.dim() != 4:
+        raise ValueError(f"{name}: expected a 4-D tensor {layout}, got {t.dim()}-D shape {_shape(t)}")
+    if t.dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name}: dtype {t.dtype} is not supported; allowed: torch.bfloat16, torch.float16")
+    if t.numel() > 0 and t.stride(-1) != 1:
+        raise ValueError(
+            f"{name}: the last (head_dim) dimension must be contiguous (stride(-1) == 1), got strides "
+            f"{tuple(t.stride())}; fmha never copies a tensor behind your back, pass a view with unit last stride")
+
+
+def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
+             out=None) -> Problem:
+    """Check the arguments of `fmha.attention` and return the Problem they describe."""
+    _check_tensor("q", q, "[B, T, Hq, D]")
+    _check_tensor("k_cache", k_cache, "[B, S, Hkv, D]")
+    _check_tensor("v_cache", v_cache, "[B, S, Hkv, D]")
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name}: dtype {t.dtype} differs from q's {q.dtype}; q, k_cache and v_cache "
+                            "must share one dtype (bfloat16 or float16)")
+        if t.device != q.device:
+            raise ValueError(f"{name}: on device {t.device} but q is on {q.device}; all tensors must share a device")
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"v_cache: shape {_shape(v_cache)} differs from k_cache's {_shape(k_cache)}; "
+                         "both must be [B, S, Hkv, D]")
+    B, T, Hq, D = q.shape
+    Bk, S, Hkv, Dk = k_cache.shape
+    if Bk != B:
+        raise ValueError(f"k_cache: batch {Bk} differs from q's batch {B}")
+    if Dk != D:
+        raise ValueError(f"k_cache: head_dim {Dk} differs from q's head_dim {D}")
+    if D not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"q: head_dim {D} is not supported; allowed: {', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+    if B < 1 or T < 1 or Hq < 1:
+        raise ValueError(f"q: every dimension of [B, T, Hq, D] must be >= 1, got {_shape(q)}")
+    if S < 1 or Hkv < 1:
+        raise ValueError(f"k_cache: S and Hkv must be >= 1, got shape {_shape(k_cache)}")
+    if Hq % Hkv != 0:
+        raise ValueError(f"q: Hq={Hq} query heads is not a multiple of k_cache's Hkv={Hkv} KV heads; "
+                         "Hq must be divisible by Hkv (MHA, GQA or MQA)")
+    if cache_seqlens is not None:
+        if not isinstance(cache_seqlens, torch.Tensor):
+            raise TypeError(f"cache_seqlens: expected an int32 tensor of shape [{B}] or None, "
+                            f"got {type(cache_seqlens).__name__}")
+        if cache_seqlens.dtype != torch.int32:
+            raise TypeError(f"cache_seqlens: dtype {cache_seqlens.dtype} is not allowed; expected torch.int32")
+        if cache_seqlens.dim() != 1 or cache_seqlens.shape[0] != B:
+            raise ValueError(f"cache_seqlens: expected shape [{B}] (one length per sequence), "
+                             f"got {_shape(cache_seqlens)}")
+        if cache_seqlens.device != q.device:
+            raise ValueError(f"cache_seqlens: on device {cache_seqlens.device} but q is on {q.device}")
+        if cache_seqlens.stride(0) != 1:
+            raise ValueError(f"cache_seqlens: must be contiguous, got stride {cache_seqlens.stride(0)}")
+    if softmax_scale is None:
+        softmax_scale = 1.0 / math.sqrt(D)
+    else:
+        try:
+            softmax_scale = float(softmax_scale)
+        except (TypeError, ValueError):
+            raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}") from None
+        if not math.isfinite(softmax_scale) or softmax_scale <= 0:
+            raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale}")
+    if out is not None:
+        if not isinstance(out, torch.Tensor):
+            raise TypeError(f"out: expected a torch.Tensor [B, T, Hq, D] or None, got {type(out).__name__}")
+        if tuple(out.shape) != (B, T, Hq, D):
+            raise ValueError(f"out: expected shape [{B}, {T}, {Hq}, {D}] (q's shape), got {_shape(out)}")
+        if out.dtype != q.dtype:
+            raise TypeError(f"out: dtype {out.dtype} differs from q's {q.dtype}")
+        if out.device != q.device:
+            raise ValueError(f"out: on device {out.device} but q is on {q.device}")
+        if out.stride(-1) != 1:
+            raise ValueError(f"out: the last dimension must be contiguous (stride(-1) == 1), got strides "
+                             f"{tuple(out.stride())}")
+    aligned = all(_aligned_16b(t) for t in (q, k_cache, v_cache) + ((out,) if out is not None else ()))
+    return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D,
+                   dtype=q.dtype, device=q.device, causal=bool(causal),
+                   softmax_scale=softmax_scale, has_cache_seqlens=cache_seqlens is not None,
+                   aligned_16b=aligned)
+
+
+def _aligned_16b(t: torch.Tensor) -> bool:
+    e = t.element_size()
+    return t.data_ptr() % 16 == 0 and all((st * e) % 16 == 0 for st in t.stride()[:-1])

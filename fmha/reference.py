@@ -1,0 +1,55 @@
+"""The fp32 reference backend: the ground truth of every test.
+
+Plain PyTorch in float32 on whatever device the inputs live on. It implements
+the full contract of `fmha.attention`: GQA/MQA by head grouping, bottom-right
+aligned causal masking, per-sequence cache lengths, the LSE, and rows with no
+visible key (zeros out, LSE = -inf).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def visible_mask(seqlens: torch.Tensor, T: int, S: int, causal: bool) -> torch.Tensor:
+    """Boolean [B, T, S]: may query t of sequence b attend to key j?
+
+    Keys at j >= seqlens[b] are never visible; with `causal`, query t sees keys
+    j <= seqlens[b] - T + t (bottom-right alignment, as flash-attn). Lengths are
+    clamped to [0, S], as the kernels do.
+    """
+    L = seqlens.to(torch.int64).clamp(0, S).view(-1, 1, 1)
+    j = torch.arange(S, device=seqlens.device).view(1, 1, S)
+    mask = j < L
+    if causal:
+        t = torch.arange(T, device=seqlens.device).view(1, T, 1)
+        mask = mask & (j <= L - T + t)
+    return mask
+
+
+def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float, causal: bool,
+                        compute_dtype=torch.float32):
+    """Return (out [B, T, Hq, D] in compute_dtype, lse [B, Hq, T] float32)."""
+    B, T, Hq, D = q.shape
+    S, Hkv = k_cache.shape[1], k_cache.shape[2]
+    G = Hq // Hkv
+    if cache_seqlens is None:
+        cache_seqlens = torch.full((B,), S, dtype=torch.int32, device=q.device)
+    mask = visible_mask(cache_seqlens, T, S, causal)  # [B, T, S]
+    out = torch.empty(B, T, Hq, D, dtype=compute_dtype, device=q.device)
+    lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
+    for b in range(B):  # one sequence at a time keeps the fp32 copies of the cache small
+        qb = q[b].to(compute_dtype).view(T, Hkv, G, D)
+        kb = k_cache[b].to(compute_dtype)  # [S, Hkv, D]
+        vb = v_cache[b].to(compute_dtype)
+        scores = torch.einsum("thgd,shd->hgts", qb, kb) * softmax_scale  # [Hkv, G, T, S]
+        scores = scores.masked_fill(~mask[b].view(1, 1, T, S), float("-inf"))
+        row_max = scores.amax(dim=-1, keepdim=True)
+        empty = torch.isinf(row_max)  # no visible key: all -inf
+        row_max = torch.where(empty, torch.zeros_like(row_max), row_max)
+        p = torch.exp(scores - row_max)
+        row_sum = p.sum(dim=-1, keepdim=True)
+        o = torch.einsum("hgts,shd->thgd", p / torch.where(empty, torch.ones_like(row_sum), row_sum), vb)
+        out[b] = o.reshape(T, Hq, D)
+        lse_b = (row_max + torch.log(row_sum)).squeeze(-1)  # [Hkv, G, T]; log(0) = -inf on empty rows
+        lse[b] = lse_b.reshape(Hq, T).to(torch.float32)
+    return out, lse

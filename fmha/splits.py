@@ -1,0 +1,49 @@
+"""How many programs share one sequence (split-KV, "flash-decoding").
+
+Decode launches one program (CTA) per (query-row block, KV head, sequence).
+When that is too few to fill the GPU, each sequence's keys are split over
+`num_splits` programs that write partial (o, lse) pairs, merged afterwards by a
+combine kernel. The choice uses shapes only (never tensor values), so it costs
+no device sync and is stable under CUDA-graph capture.
+
+Rule: if the unsplit grid already fills ~80% of one wave, do not split (the
+combine pass would cost more than it saves). Otherwise take, among split
+counts that leave every split at least `min_tiles` KV tiles, the smallest whose
+wave efficiency (work / (waves x SMs)) is within 5% of the best one, capped at
+`max_splits`.
+"""
+from __future__ import annotations
+
+import functools
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_num_splits(ctas: int, seqlen_k: int, block_n: int, num_sms: int,
+                      max_splits: int = 64, min_tiles: int = 2) -> int:
+    if ctas >= 0.8 * num_sms:
+        return 1
+    n_tiles = cdiv(seqlen_k, block_n)
+    limit = max(1, min(max_splits, n_tiles // min_tiles))
+    if limit == 1:
+        return 1
+    eff = {}
+    for s in range(1, limit + 1):
+        work = ctas * s
+        eff[s] = work / (cdiv(work, num_sms) * num_sms)
+    best = max(eff.values())
+    for s in range(1, limit + 1):
+        if eff[s] >= 0.95 * best:
+            # Rebalance: no split left empty once the tile count is divided.
+            per_split = cdiv(n_tiles, s)
+            return cdiv(n_tiles, per_split)
+    return 1  # unreachable
+
+
+@functools.lru_cache(maxsize=16)
+def num_sms(device_index: int) -> int:
+    import torch
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
