@@ -23,7 +23,7 @@ def visible_mask(seqlens: torch.Tensor, T: int, S: int, causal: bool) -> torch.T
     if causal:
         t = torch.arange(T, device=seqlens.device).view(1, T, 1)
         mask = mask & (j <= L - T + t)
-    return mask
+    return mask.expand(-1, T, S)
 
 
 def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float, causal: bool,

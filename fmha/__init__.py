@@ -1,0 +1,14 @@
+"""fmha: fused multi-head attention kernels for LLM decode.
+
+    out = fmha.attention(q, k_cache, v_cache, cache_seqlens)   # q [B,T,Hq,D], cache [B,S,Hkv,D]
+
+Backends: "reference" (fp32 PyTorch, ground truth), "triton" (portable FA2
+split-KV kernel), "cuda" (hand-written sm_90a TMA + WGMMA kernel).
+"""
+from .api import attention, explain, sdpa
+from .backends import available_backends
+from .dispatch import Decision
+from .problem import Problem
+
+__all__ = ["attention", "sdpa", "explain", "available_backends", "Decision", "Problem"]
+__version__ = "0.1.0"

@@ -1,0 +1,86 @@
+"""Which backend serves a problem, and why.
+
+Order of authority:
+1. an explicit `backend=` argument (it must serve the problem, or NotImplementedError says why);
+2. the FMHA_BACKEND environment variable, read per call (same contract as 1);
+3. `auto`: on CUDA tensors, among backends that can serve the problem, the one a
+   committed per-GPU timing table says is fastest for the nearest measured
+   shape (fmha/tuning/<gpu>.json, written by the perf suite); without a table,
+   the documented rule: the hand-written CUDA kernel where it serves the
+   problem, else Triton, else the reference. On CPU tensors the reference
+   (the Triton interpreter is a test vehicle, orders of magnitude slower).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from .backends import registry
+from .problem import Problem
+from . import tuning
+
+BACKEND_ENV = "FMHA_BACKEND"
+
+
+@dataclass
+class Decision:
+    backend: str
+    source: str  # "explicit", "env", "table" or "rule"
+    reason: str
+    considered: list = field(default_factory=list)  # (name, None if usable else why not)
+
+    def __str__(self) -> str:
+        lines = [f"backend: {self.backend} (chosen by {self.source}: {self.reason})"]
+        for name, why in self.considered:
+            lines.append(f"  {name:10s} {'can serve this problem' if why is None else 'no: ' + why}")
+        return "\n".join(lines)
+
+
+def valid_names() -> list:
+    return ["auto"] + list(registry())
+
+
+def check_backend_name(backend, origin: str = "backend") -> None:
+    if not isinstance(backend, str) or backend not in valid_names():
+        raise ValueError(f"{origin}: unknown backend {backend!r}; valid names: {', '.join(valid_names())}")
+
+
+def why_not(name: str, p: Problem):
+    b = registry()[name]
+    return b.unavailable_reason() or b.unsupported_reason(p)
+
+
+def decide(p: Problem, backend: str = "auto") -> Decision:
+    check_backend_name(backend)
+    source = "explicit"
+    if backend == "auto":
+        env = os.environ.get(BACKEND_ENV, "")
+        if env and env != "auto":
+            check_backend_name(env, origin=f"environment variable {BACKEND_ENV}")
+            backend, source = env, "env"
+    considered = [(name, why_not(name, p)) for name in registry()]
+    if backend != "auto":
+        why = dict(considered)[backend]
+        if why is not None:
+            raise NotImplementedError(f"backend {backend!r} cannot serve {p.describe()}: {why}")
+        what = "backend= argument" if source == "explicit" else f"{BACKEND_ENV}={backend}"
+        return Decision(backend, source, f"requested by {what}", considered)
+
+    usable = [name for name, why in considered if why is None]
+    if p.device.type != "cuda":
+        return Decision("reference", "rule", f"tensors on {p.device.type}: the fp32 reference is the "
+                        "fastest correct path off the GPU", considered)
+    gpu_usable = [n for n in usable if n != "reference"]
+    if len(gpu_usable) > 1:
+        hit = tuning.lookup(p, gpu_usable)
+        if hit is not None:
+            name, note = hit
+            return Decision(name, "table", note, considered)
+    for name in ("cuda", "triton", "reference"):
+        if name in usable:
+            rule = {"cuda": "the hand-written CUDA kernel serves this problem on this GPU",
+                    "triton": "no hand-written CUDA kernel serves this problem here; the Triton kernel does",
+                    "reference": "no GPU kernel serves this problem; falling back to the fp32 reference"}[name]
+            return Decision(name, "rule", rule, considered)
+    raise NotImplementedError(f"no backend can serve {p.describe()}: " +
+                              "; ".join(f"{n}: {w}" for n, w in considered))

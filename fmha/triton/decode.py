@@ -1,0 +1,214 @@
+"""Triton FA2 decode kernel: online softmax, GQA packing, split-KV.
+
+Grid: (row blocks, B * Hkv, num_splits). One program owns BLOCK_M *packed
+rows* of one KV head of one sequence: packed row r is query token t = r // G of
+query head kvh * G + r % G (G = Hq / Hkv), so every query head that shares a KV
+head is a row of the same `tl.dot`, and each K/V tile is read from HBM once per
+KV head rather than once per query head. Along the cache, the program covers
+keys [split * tokens_per_split, (split + 1) * tokens_per_split) clipped to the
+sequence's length; with one split it writes `out` and `lse` directly, with
+several it writes a normalised fp32 partial (o, lse) that `_combine_splits`
+merges.
+
+Numerics: scores are scaled by qk_scale = softmax_scale * log2(e) so the
+softmax uses exp2; m_i (running max, log2 domain), l_i (running sum) and acc
+(unnormalised output) are fp32; P is rounded to the input dtype for the PV
+product, as on the tensor cores; O is divided by l_i once, at the end.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from ..backends import interpreter_enabled
+from ..splits import cdiv, choose_num_splits, num_sms
+
+LN2 = math.log(2.0)
+LOG2E = 1.0 / LN2
+
+
+@triton.jit
+def _decode_kernel(
+    Q, K, V, Out, Lse, OPart, LsePart, Seqlens,
+    stride_qb, stride_qt, stride_qh,
+    stride_kb, stride_ks, stride_kh,
+    stride_vb, stride_vs, stride_vh,
+    stride_ob, stride_ot, stride_oh,
+    T, S, tokens_per_split, qk_scale,
+    HEADS_KV: tl.constexpr, GROUP: tl.constexpr, NUM_SPLITS: tl.constexpr,
+    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr,
+):
+    pid_m = tl.program_id(0)
+    pid_bh = tl.program_id(1)
+    split = tl.program_id(2)
+    b = pid_bh // HEADS_KV
+    kvh = pid_bh % HEADS_KV
+    HEADS_Q: tl.constexpr = HEADS_KV * GROUP
+
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_valid = rows < T * GROUP
+    t = rows // GROUP
+    hq = kvh * GROUP + rows % GROUP
+    offs_d = tl.arange(0, HEAD_DIM)
+
+    q_ptrs = Q + b * stride_qb + t[:, None] * stride_qt + hq[:, None] * stride_qh + offs_d[None, :]
+    q = tl.load(q_ptrs, mask=row_valid[:, None], other=0.0)
+    if UPCAST_DOT:  # the interpreter's bf16 tl.dot is wrong (triton-lang/triton#11584)
+        q = q.to(tl.float32)
+
+    if HAS_SEQLENS:
+        seqlen = tl.minimum(tl.maximum(tl.load(Seqlens + b), 0), S)
+    else:
+        seqlen = S
+    start = split * tokens_per_split
+    end = tl.minimum(start + tokens_per_split, seqlen)
+    # Last key visible to each row: bottom-right causal alignment.
+    last_key = seqlen - T + t
+    if CAUSAL:
+        t_max = tl.minimum(pid_m * BLOCK_M + BLOCK_M - 1, T * GROUP - 1) // GROUP
+        end = tl.minimum(end, seqlen - T + t_max + 1)
+
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+
+    k_base = K + b * stride_kb + kvh * stride_kh
+    v_base = V + b * stride_vb + kvh * stride_vh
+    for n0 in range(start, end, BLOCK_N):
+        offs_n = n0 + tl.arange(0, BLOCK_N)
+        in_range = offs_n < end
+        k = tl.load(k_base + offs_n[None, :] * stride_ks + offs_d[:, None], mask=in_range[None, :], other=0.0)
+        if UPCAST_DOT:
+            k = k.to(tl.float32)
+        qk = tl.dot(q, k) * qk_scale
+        visible = in_range[None, :]
+        if CAUSAL:
+            visible = visible & (offs_n[None, :] <= last_key[:, None])
+        qk = tl.where(visible, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        # A row that has seen no visible key yet keeps m = -inf; subtract 0 instead so exp2 gives 0, not NaN.
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(qk - m_safe[:, None])
+        alpha = tl.math.exp2(m_i - m_safe)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(v_base + offs_n[:, None] * stride_vs + offs_d[None, :], mask=in_range[:, None], other=0.0)
+        if UPCAST_DOT:
+            acc += tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32))
+        else:
+            acc += tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+
+    empty = l_i == 0.0
+    o = acc / tl.where(empty, 1.0, l_i)[:, None]
+    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(tl.where(empty, 1.0, l_i))) * 0.6931471805599453)
+    if NUM_SPLITS == 1:
+        o_ptrs = Out + b * stride_ob + t[:, None] * stride_ot + hq[:, None] * stride_oh + offs_d[None, :]
+        tl.store(o_ptrs, o.to(Out.dtype.element_ty), mask=row_valid[:, None])
+        tl.store(Lse + (b * HEADS_Q + hq) * T + t, lse, mask=row_valid)
+    else:
+        part = ((b * T + t) * HEADS_Q + hq) * NUM_SPLITS + split  # [B, T, Hq, splits]
+        tl.store(OPart + part[:, None] * HEAD_DIM + offs_d[None, :], o, mask=row_valid[:, None])
+        tl.store(LsePart + part, lse, mask=row_valid)
+
+
+@triton.jit
+def _combine_splits(
+    Out, Lse, OPart, LsePart,
+    stride_ob, stride_ot, stride_oh,
+    T, HEADS_Q: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+):
+    """One program per (b, t, hq): out = sum_s w_s o_s / sum_s w_s with w_s = exp(lse_s - max lse)."""
+    pid = tl.program_id(0)  # = (b * T + t) * HEADS_Q + hq
+    hq = pid % HEADS_Q
+    bt = pid // HEADS_Q
+    t = bt % T
+    b = bt // T
+    offs_s = tl.arange(0, SPLITS_POW2)
+    lse_s = tl.load(LsePart + pid * NUM_SPLITS + offs_s, mask=offs_s < NUM_SPLITS, other=float("-inf"))
+    lse_max = tl.max(lse_s, 0)
+    lse_safe = tl.where(lse_max == float("-inf"), 0.0, lse_max)
+    w = tl.exp(lse_s - lse_safe)  # 0 for empty splits
+    w_sum = tl.sum(w, 0)
+    offs_d = tl.arange(0, HEAD_DIM)
+    acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
+    for s in range(NUM_SPLITS):
+        w_s = tl.exp(tl.load(LsePart + pid * NUM_SPLITS + s) - lse_safe)
+        acc += w_s * tl.load(OPart + (pid * NUM_SPLITS + s) * HEAD_DIM + offs_d)
+    empty = w_sum == 0.0
+    out = acc / tl.where(empty, 1.0, w_sum)
+    tl.store(Out + b * stride_ob + t * stride_ot + hq * stride_oh + offs_d, out.to(Out.dtype.element_ty))
+    lse = tl.where(empty, float("-inf"), lse_safe + tl.log(tl.where(empty, 1.0, w_sum)))
+    tl.store(Lse + (b * HEADS_Q + hq) * T + t, lse)
+
+
+def launch_config(head_dim: int, rows: int):
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for one head dim and packed-row count.
+
+    BLOCK_M covers the packed rows (T x G) up to a register budget: the fp32
+    accumulator is BLOCK_M x D. BLOCK_N shrinks as D grows so that a K and a V
+    tile per pipeline stage stay within shared memory.
+    """
+    max_m = {64: 64, 128: 64, 256: 64, 512: 32}[head_dim]
+    block_m = min(max_m, max(16, triton.next_power_of_2(rows)))
+    block_n = {64: 64, 128: 64, 256: 32, 512: 32}[head_dim]
+    num_warps = 8 if head_dim == 512 or (head_dim == 256 and block_m == 64) else 4
+    num_stages = 2 if head_dim == 512 else 3
+    return block_m, block_n, num_warps, num_stages
+
+
+def plan(p, device_sms: int):
+    """Return (block config, grid, num_splits, tokens_per_split) for a problem, from shapes only."""
+    rows = p.seqlen_q * p.group_size
+    block_m, block_n, num_warps, num_stages = launch_config(p.head_dim, rows)
+    m_blocks = cdiv(rows, block_m)
+    ctas = m_blocks * p.batch * p.heads_kv
+    splits = choose_num_splits(ctas, p.seqlen_k, block_n, device_sms)
+    return (block_m, block_n, num_warps, num_stages), m_blocks, splits
+
+
+def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits=None):
+    """Run the decode kernel for Problem `p`, writing `out` [B, T, Hq, D] and `lse` [B, Hq, T] (contiguous fp32).
+
+    `num_splits` overrides the heuristic (tests use it to force the split path).
+    """
+    on_gpu = q.device.type == "cuda"
+    sms = num_sms(q.device.index if q.device.index is not None else torch.cuda.current_device()) if on_gpu else 8
+    (block_m, block_n, num_warps, num_stages), m_blocks, splits = plan(p, sms)
+    if num_splits is not None:
+        splits = max(1, min(int(num_splits), cdiv(p.seqlen_k, block_n)))
+    tokens_per_split = cdiv(cdiv(p.seqlen_k, splits), block_n) * block_n
+    B, T, Hq, D = q.shape
+    if splits > 1:
+        o_part = torch.empty(B * T * Hq * splits * D, dtype=torch.float32, device=q.device)
+        lse_part = torch.empty(B * T * Hq * splits, dtype=torch.float32, device=q.device)
+    else:
+        o_part = lse_part = out  # unused placeholders
+    seqlens = cache_seqlens if cache_seqlens is not None else lse  # unused placeholder
+    grid = (m_blocks, B * p.heads_kv, splits)
+    _decode_kernel[grid](
+        q, k_cache, v_cache, out, lse, o_part, lse_part, seqlens,
+        q.stride(0), q.stride(1), q.stride(2),
+        k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
+        out.stride(0), out.stride(1), out.stride(2),
+        T, p.seqlen_k, tokens_per_split, p.softmax_scale * LOG2E,
+        HEADS_KV=p.heads_kv, GROUP=p.group_size, NUM_SPLITS=splits,
+        HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
+        CAUSAL=p.causal and T > 1, HAS_SEQLENS=cache_seqlens is not None,
+        UPCAST_DOT=interpreter_enabled(),
+        num_warps=num_warps, num_stages=num_stages,
+    )
+    if splits > 1:
+        _combine_splits[(B * T * Hq,)](
+            out, lse, o_part, lse_part,
+            out.stride(0), out.stride(1), out.stride(2),
+            T, HEADS_Q=Hq, NUM_SPLITS=splits, SPLITS_POW2=max(2, triton.next_power_of_2(splits)),
+            HEAD_DIM=D, num_warps=4,
+        )
+    return splits
