@@ -1,18 +1,17 @@
 """Shared test harness: inputs, poisoned outputs and the comparison against the reference.
 
 Tolerance, from the arithmetic: the kernels read bf16/fp16 operands (exactly
-what the fp32 reference reads), accumulate in fp32, and round P to the input
-dtype before the PV product, then round the output once. With |v| ~ N(0, 1)
-and softmax weights summing to 1, the output is a convex combination of V
-rows, so |out| <~ 4. Rounding P to bf16 (8 mantissa bits, rel. error 2^-9)
-perturbs each weight by <= 2^-9 relative; the sum of those errors over the
-row is bounded by 2^-9 * sum(p |v|) <= 2^-9 * max|v| ~ 4 * 2^-9 = 8e-3, and
-the final rounding of out adds 2^-9 * |out| <= 8e-3. So bf16 gets
-atol = 2e-2 (with headroom for the fp32 exp2 and accumulation-order
-differences), fp16 (11 bits, 8x finer) gets 4e-3. The LSE is accumulated in
-fp32 from bf16 scores: 1e-3 absolute in natural-log units covers reordered
-fp32 sums over 10^4 terms with margin. The cosine bound 0.99999 is the
-issue's requirement.
+what the fp32 reference reads), accumulate in fp32, round P to the input dtype
+before the PV product, and round the output once. Rounding to a format with
+p significand bits has relative error <= u = 2^-p (bf16: 2^-8, fp16: 2^-11).
+The output is a convex combination of V rows, |out| <= max|v|, so
+- rounding the output costs <= u * max|v|;
+- rounding each weight p_j costs <= u * sum_j p_j |v_j| <= u * max|v|;
+and fp32 accumulation and exp2 add ~1e-6 relative. Hence
+atol = 2 u max|v| + 1e-3 (max|v| ~ 4.5 for N(0, 1) caches of 1e5 values:
+bf16 3.6e-2, fp16 5.4e-3). The LSE is accumulated in fp32 from the same
+operands: 1e-3 absolute (natural-log units) covers reordered fp32 sums over
+1e4-1e5 terms with margin. The cosine bound 0.99999 is the issue's requirement.
 """
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ import torch
 import fmha
 from fmha.reference import attention_reference
 
-ATOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
+UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
 LSE_ATOL = 1e-3
 MIN_COSINE = 0.99999
 POISON = float("nan")
@@ -72,16 +71,21 @@ def check_backend(backend, q, k, v, cache_seqlens=None, causal=True, softmax_sca
     assert res.data_ptr() == out.data_ptr()
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     ref, ref_lse = attention_reference(q, k, v, cache_seqlens, scale, causal)
-    compare(out, lse, ref, ref_lse, q.dtype, what=f"{backend} {what}")
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"{backend} {what}")
     return out, lse
 
 
-def compare(out, lse, ref, ref_lse, dtype, what=""):
+def tolerance(dtype, vmax: float) -> float:
+    return 2 * UNIT_ROUNDOFF[dtype] * vmax + 1e-3
+
+
+def compare(out, lse, ref, ref_lse, dtype, vmax: float, what=""):
     out_f = out.float().cpu()
     ref = ref.float().cpu()
     assert not torch.isnan(out_f).any(), f"{what}: NaN in output (unwritten elements or NaN math)"
     err = (out_f - ref).abs().max().item()
-    assert err <= ATOL[dtype], f"{what}: max abs error {err:.3e} > {ATOL[dtype]:.1e}"
+    atol = tolerance(dtype, vmax)
+    assert err <= atol, f"{what}: max abs error {err:.3e} > {atol:.2e}"
     cos = cosine(out_f, ref)
     assert cos >= MIN_COSINE, f"{what}: cosine {cos:.7f} < {MIN_COSINE}"
     lse = lse.cpu()

@@ -1,0 +1,222 @@
+// fmha: extern "C" entry points of the CUDA decode kernels (no ATen, no
+// pybind11). Every function reports failure by a non-zero return value and a
+// thread-local message readable through fmha_last_error(); nothing prints,
+// nothing exits, nothing synchronises, nothing allocates: the launches are
+// safe under CUDA-graph capture on the caller's stream.
+#include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <mutex>
+
+#include "common/combine.cuh"
+#include "common/params.h"
+#include "sm90/decode_kernel.cuh"
+
+namespace {
+
+thread_local char g_last_error[512] = "";
+
+int fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_last_error, sizeof(g_last_error), fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+int check_cuda(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return 0;
+  return fail("%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// cuTensorMapEncodeTiled from the driver, found at run time (no -lcuda).
+PFN_cuTensorMapEncodeTiled_v12000 get_encode_fn() {
+  static std::once_flag once;
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  std::call_once(once, [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult qres = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qres) ==
+            cudaSuccess &&
+        qres == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+    else
+      (void)cudaGetLastError();  // do not leave a sticky-looking error behind
+  });
+  return fn;
+}
+
+// A 4-D tiled map over one whole cache [B, S, Hkv, D]: dims (D, S, Hkv, B)
+// innermost first, box (64, block_n, 1, 1), 128B swizzle, OOB -> zeros.
+int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, int Hkv, int D, int64_t s_b,
+                  int64_t s_s, int64_t s_h, int block_n, const char* name) {
+  auto encode = get_encode_fn();
+  if (encode == nullptr) return fail("cuTensorMapEncodeTiled is not available from the CUDA driver");
+  const int64_t eb = 2;  // bytes per element (fp16 / bf16)
+  // A stride of a size-1 dimension is never used; give it a legal value.
+  if (Hkv == 1) s_h = D;
+  if (B == 1) s_b = static_cast<int64_t>(S) * Hkv * D;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(S), static_cast<cuuint64_t>(Hkv),
+                        static_cast<cuuint64_t>(B)};
+  cuuint64_t strides[3] = {static_cast<cuuint64_t>(s_s * eb), static_cast<cuuint64_t>(s_h * eb),
+                           static_cast<cuuint64_t>(s_b * eb)};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t st = (i == 0 ? s_s : i == 1 ? s_h : s_b) * eb;
+    if (st <= 0 || st % 16 != 0 || st >= (int64_t(1) << 40))
+      return fail("%s: stride %lld bytes (dim %d of [B, S, Hkv, D]) must be a positive multiple of 16 below 2^40",
+                  name, static_cast<long long>(st), 2 - i + 1 == 3 ? 1 : (i == 1 ? 2 : 0));
+  }
+  cuuint32_t box[4] = {64u, static_cast<cuuint32_t>(block_n), 1u, 1u};
+  cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
+  const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUresult r = encode(map, dt, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return fail("%s: cuTensorMapEncodeTiled failed with CUresult %d (dims D=%d S=%d Hkv=%d B=%d, byte strides "
+                "%llu %llu %llu)",
+                name, static_cast<int>(r), D, S, Hkv, B, (unsigned long long)strides[0],
+                (unsigned long long)strides[1], (unsigned long long)strides[2]);
+  return 0;
+}
+
+template <int D>
+constexpr int tile_n() {
+  return fmha::sm90::DecodeTraits<D>::kBlockN;
+}
+
+int tile_n_of(int D) {
+  switch (D) {
+    case 64: return tile_n<64>();
+    case 128: return tile_n<128>();
+    case 256: return tile_n<256>();
+    case 512: return tile_n<512>();
+    default: return 0;
+  }
+}
+
+template <int D, bool kBf16>
+int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
+           int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
+  using Tr = fmha::sm90::DecodeTraits<D>;
+  CUtensorMap tmap_k, tmap_v;
+  const int dtype = kBf16 ? 1 : 0;
+  if (encode_kv_map(&tmap_k, k, dtype, p.B, p.S, p.Hkv, D, k_b, k_s, k_h, Tr::kBlockN, "k_cache")) return 1;
+  if (encode_kv_map(&tmap_v, v, dtype, p.B, p.S, p.Hkv, D, v_b, v_s, v_h, Tr::kBlockN, "v_cache")) return 1;
+
+  auto kernel = fmha::sm90::decode_kernel<D, kBf16>;
+  constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
+  static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
+  // The attribute is per function and per device; setting it is cheap and
+  // host-only (no stream work), so set it on every call rather than caching
+  // per device.
+  if (check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+                 "cudaFuncSetAttribute(decode, max dynamic smem)"))
+    return 1;
+
+  const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
+  const long long grid_x = static_cast<long long>(row_blocks) * p.num_splits;
+  if (grid_x > 0x7fffffffLL || p.Hkv > 65535 || p.B > 65535)
+    return fail("grid too large: row_blocks*num_splits=%lld Hkv=%d B=%d (limits 2^31-1, 65535, 65535)", grid_x,
+                p.Hkv, p.B);
+  dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
+  kernel<<<grid, Tr::kThreads, smem, stream>>>(tmap_k, tmap_v, p);
+  if (check_cuda(cudaGetLastError(), "decode kernel launch")) return 1;
+
+  if (p.num_splits > 1) {
+    using Ct = fmha::CombineTraits<D>;
+    const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
+    const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
+    if (ctas > 0x7fffffffLL) return fail("combine grid too large (%lld CTAs)", ctas);
+    fmha::combine_splits_kernel<D, kBf16><<<static_cast<unsigned>(ctas), fmha::kCombineThreads, 0, stream>>>(p);
+    if (check_cuda(cudaGetLastError(), "combine kernel launch")) return 1;
+  }
+  return 0;
+}
+
+size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return static_cast<size_t>(fmha::workspace_o_elems(B, T, Hq, D, num_splits) +
+                             fmha::workspace_lse_elems(B, T, Hq, num_splits)) *
+         sizeof(float);
+}
+
+bool misaligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) != 0; }
+bool bad_stride(int64_t s) { return s < 0 || (s * 2) % 16 != 0; }
+
+}  // namespace
+
+extern "C" {
+
+const char* fmha_last_error(void) { return g_last_error; }
+
+int fmha_sm90_tile_n(int D) { return tile_n_of(D); }
+
+size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
+  return workspace_bytes(B, T, Hq, D, num_splits);
+}
+
+int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, float* lse, const int* cache_seqlens,
+                     int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
+                     int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
+                     int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, void* workspace,
+                     size_t workspace_size, void* stream) {
+  g_last_error[0] = '\0';
+  if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || S < 1)
+    return fail("invalid shape B=%d T=%d Hq=%d Hkv=%d S=%d (all must be >= 1)", B, T, Hq, Hkv, S);
+  if (Hq % Hkv != 0) return fail("Hq=%d is not a multiple of Hkv=%d", Hq, Hkv);
+  if (tile_n_of(D) == 0) return fail("head dim D=%d not supported (64, 128, 256, 512)", D);
+  if (dtype != 0 && dtype != 1) return fail("dtype code %d invalid (0 = float16, 1 = bfloat16)", dtype);
+  if (!q || !k || !v || !out || !lse) return fail("null tensor pointer (q, k, v, out, lse are required)");
+  if (misaligned(q) || misaligned(k) || misaligned(v) || misaligned(out))
+    return fail("q, k_cache, v_cache and out must start on 16-byte boundaries");
+  if (bad_stride(q_b) || bad_stride(q_t) || bad_stride(q_h) || bad_stride(o_b) || bad_stride(o_t) ||
+      bad_stride(o_h))
+    return fail("q/out strides must be non-negative multiples of 16 bytes (q %lld %lld %lld, out %lld %lld %lld)",
+                (long long)q_b, (long long)q_t, (long long)q_h, (long long)o_b, (long long)o_t, (long long)o_h);
+  if (!(softmax_scale > 0.f) || !std::isfinite(softmax_scale))
+    return fail("softmax_scale %g must be finite and positive", (double)softmax_scale);
+  if (num_splits < 1 || num_splits > 1024) return fail("num_splits=%d out of range [1, 1024]", num_splits);
+  const int G = Hq / Hkv;
+  if (static_cast<long long>(T) * G > (1LL << 30)) return fail("T * Hq / Hkv too large");
+
+  fmha::DecodeParams p{};
+  p.q = q;
+  p.out = out;
+  p.lse = lse;
+  p.seqlens = cache_seqlens;
+  p.q_b = q_b; p.q_t = q_t; p.q_h = q_h;
+  p.o_b = o_b; p.o_t = o_t; p.o_h = o_h;
+  p.B = B; p.T = T; p.Hq = Hq; p.Hkv = Hkv; p.S = S; p.G = G;
+  p.rows = T * G;
+  p.num_splits = num_splits;
+  p.qk_scale = softmax_scale * fmha::kLog2e;
+  p.causal = causal != 0 && T > 1;
+  if (num_splits > 1) {
+    const size_t need = workspace_bytes(B, T, Hq, D, num_splits);
+    if (workspace == nullptr || workspace_size < need)
+      return fail("workspace of %zu bytes is too small: num_splits=%d needs %zu", workspace_size, num_splits, need);
+    if (misaligned(workspace)) return fail("workspace must be 16-byte aligned");
+    p.o_partial = static_cast<float*>(workspace);
+    p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, D, num_splits);
+  }
+  cudaStream_t st = static_cast<cudaStream_t>(stream);
+  const bool bf16 = dtype == 1;
+  switch (D) {
+    case 64: return bf16 ? launch<64, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
+                         : launch<64, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
+    case 128: return bf16 ? launch<128, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
+                          : launch<128, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
+    case 256: return bf16 ? launch<256, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
+                          : launch<256, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
+    default: return bf16 ? launch<512, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
+                         : launch<512, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
+  }
+}
+
+}  // extern "C"

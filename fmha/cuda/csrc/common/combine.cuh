@@ -1,0 +1,73 @@
+// fmha: merge of split-KV partial results (arch-neutral, plain CUDA).
+//
+// Grid: one 128-thread CTA per kRowsPerCta output rows, a row being one
+// (b, t, hq); row index = (b * T + t) * Hq + hq. Each thread owns 4
+// consecutive head-dim columns of one row.
+//   M   = max_s lse_s                     (-inf when every split was empty)
+//   w_s = exp(lse_s - M)                  (0 for an empty split)
+//   out = sum_s w_s o_s / sum_s w_s,  lse = M + log(sum_s w_s)
+// A row with no visible key in any split gets out = 0, lse = -inf.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "params.h"
+#include "softmax.cuh"
+
+namespace fmha {
+
+constexpr int kCombineThreads = 128;
+
+template <int D>
+struct CombineTraits {
+  static constexpr int kThreadsPerRow = D / 4;
+  static_assert(kCombineThreads % kThreadsPerRow == 0, "combine: D/4 must divide the CTA size");
+  static constexpr int kRowsPerCta = kCombineThreads / kThreadsPerRow;
+};
+
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const DecodeParams p) {
+  using Tr = CombineTraits<D>;
+  const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
+  if (row >= total_rows) return;
+  const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4;
+  const int hq = static_cast<int>(row % p.Hq);
+  const int t = static_cast<int>((row / p.Hq) % p.T);
+  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
+
+  const int64_t lse_row = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;   // [B][Hq][T]
+  const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
+  const int64_t o_split_stride = total_rows * D;
+
+  float m = -INFINITY;
+  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, p.lse_partial[s * lse_split_stride + lse_row]);
+
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  float wsum = 0.f;
+  if (m != -INFINITY) {
+    for (int s = 0; s < p.num_splits; ++s) {
+      const float ls = p.lse_partial[s * lse_split_stride + lse_row];
+      const float w = exp2_approx((ls - m) * kLog2e);  // ls = -inf -> 0
+      if (w == 0.f) continue;
+      const float4 o = *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D + col);
+      acc.x += w * o.x;
+      acc.y += w * o.y;
+      acc.z += w * o.z;
+      acc.w += w * o.w;
+      wsum += w;
+    }
+  }
+  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+  uint2 packed;
+  packed.x = pack2<kBf16>(acc.x * inv, acc.y * inv);
+  packed.y = pack2<kBf16>(acc.z * inv, acc.w * inv);
+  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
+  *reinterpret_cast<uint2*>(out) = packed;  // 8 B: out's strides are multiples of 16 B, col of 4 elements
+  if (col == 0) p.lse[lse_row] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
+}
+
+}  // namespace fmha

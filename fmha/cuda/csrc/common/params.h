@@ -1,0 +1,39 @@
+// fmha: arguments of the decode kernels, shared by the host API and every
+// architecture's kernel (sm_90 WGMMA now, a tcgen05 kernel later).
+#pragma once
+
+#include <cstdint>
+
+namespace fmha {
+
+// Everything a decode CTA needs besides the K/V tensor maps.
+// Strides are in elements. Packed query row r of a KV head kvh is
+// (t = r / G, hq = kvh * G + r % G); rows = T * G.
+struct DecodeParams {
+  const void* q;           // [B, T, Hq, D], last stride 1
+  void* out;               // [B, T, Hq, D], last stride 1 (written when num_splits == 1)
+  float* lse;              // [B, Hq, T] contiguous, natural log (written when num_splits == 1)
+  const int* seqlens;      // [B] valid keys per sequence, nullptr = S; clamped to [0, S]
+  float* o_partial;        // split-KV workspace (see workspace layout below), nullptr when num_splits == 1
+  float* lse_partial;
+  int64_t q_b, q_t, q_h;
+  int64_t o_b, o_t, o_h;
+  int B, T, Hq, Hkv, S, G;
+  int rows;                // T * G packed query rows per KV head
+  int num_splits;
+  float qk_scale;          // softmax_scale * log2(e): scores live in the log2 domain
+  int causal;              // bottom-right aligned: query t sees keys j <= L - T + t
+};
+
+// Split-KV workspace, all fp32, written by the attention kernel and read by
+// the combine kernel:
+//   o_partial   [num_splits][B][T][Hq][D]  o of one split, already divided by its own l
+//   lse_partial [num_splits][B][Hq][T]     natural-log LSE of one split (-inf: no visible key)
+inline int64_t workspace_o_elems(int B, int T, int Hq, int D, int num_splits) {
+  return static_cast<int64_t>(num_splits) * B * T * Hq * D;
+}
+inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
+  return static_cast<int64_t>(num_splits) * B * Hq * T;
+}
+
+}  // namespace fmha

@@ -1,0 +1,118 @@
+// fmha: arch-neutral pieces of the online (FA2) softmax and of the output
+// epilogue, for accumulators in the m64nN fragment layout that both sm_90
+// WGMMA registers and (after tcgen05.ld) sm_100 TMEM loads can present:
+// thread t of a 128-thread group, w = t / 32, g = (t % 32) / 4, q = t % 4 owns
+//   rows    16 w + g + 8 h           (h = 0, 1)
+//   columns 8 c + 2 q + e            (c = 0 .. N/8-1, e = 0, 1)
+// as element i = 4 c + 2 h + e of an N/2-float array.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace fmha {
+
+constexpr float kLn2 = 0.693147180559945309f;
+constexpr float kLog2e = 1.44269504088896341f;
+
+// Fragment index helpers (see the header comment).
+__device__ __forceinline__ constexpr int frag_row_half(int i) { return (i >> 1) & 1; }
+__device__ __forceinline__ constexpr int frag_col(int i, int quad_lane) { return 8 * (i >> 2) + 2 * quad_lane + (i & 1); }
+
+// 2^x with the hardware approximation (ex2.approx.ftz.f32, PTX 9.7.4.x
+// "ex2"); ex2(-inf) = +0, which is how masked keys vanish.
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Reductions over the 4 threads of a quad, which share the two rows.
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+  return v;
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  v += __shfl_xor_sync(0xffffffffu, v, 2);
+  return v;
+}
+
+// Two floats -> one 32-bit register of two 16-bit values, the lower column in
+// the low half (the layout of a 16-bit MMA A fragment).
+template <bool kBf16>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (kBf16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// Per-row running state of the online softmax for the two rows a thread owns.
+// m_i: running max of the scaled scores (log2 domain), -inf while no key was
+// visible; l_i: this thread's partial running sum of 2^(s - m_i) (summed over
+// the quad only once, in finalize).
+struct RowState {
+  float m_i[2];
+  float l_i[2];
+  __device__ __forceinline__ void init() {
+    m_i[0] = m_i[1] = -INFINITY;
+    l_i[0] = l_i[1] = 0.f;
+  }
+};
+
+// One KV tile of online softmax on an N-column score fragment `s` (raw Q K^T).
+// key_limit[h]: keys with tile-relative column >= key_limit[h] are masked
+// (the caller folds the tile start, the sequence length and causality into it).
+// On return `s` holds P = 2^(s*qk_scale - m_new) (unnormalised) and alpha[h]
+// the factor the output accumulator must be rescaled by. Never produces NaN:
+// a row with no visible key so far keeps m_i = -inf and uses 0 as reference.
+template <int N>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState& st, const int (&key_limit)[2],
+                                                    float qk_scale, int quad_lane, float (&alpha)[2]) {
+  float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const int h = frag_row_half(i);
+    const float v = frag_col(i, quad_lane) < key_limit[h] ? s[i] * qk_scale : -INFINITY;
+    s[i] = v;
+    mx[h] = fmaxf(mx[h], v);
+  }
+  float ref[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float m_new = fmaxf(st.m_i[h], quad_max(mx[h]));
+    ref[h] = (m_new == -INFINITY) ? 0.f : m_new;
+    alpha[h] = exp2_approx(st.m_i[h] - ref[h]);  // m_i = -inf -> 0
+    st.m_i[h] = m_new;
+  }
+  float sum[2] = {0.f, 0.f};
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) {
+    const int h = frag_row_half(i);
+    s[i] = exp2_approx(s[i] - ref[h]);
+    sum[h] += s[i];
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) st.l_i[h] = st.l_i[h] * alpha[h] + sum[h];
+}
+
+// After the last tile: full row sums, 1/l (0 for a row with no visible key),
+// and the natural-log LSE (-inf for such a row).
+__device__ __forceinline__ void finalize_rows(RowState& st, float (&inv_l)[2], float (&lse)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l = quad_sum(st.l_i[h]);
+    const bool empty = !(l > 0.f);
+    inv_l[h] = empty ? 0.f : 1.f / l;
+    lse[h] = empty ? -INFINITY : (st.m_i[h] + __log2f(l)) * kLn2;
+  }
+}
+
+}  // namespace fmha

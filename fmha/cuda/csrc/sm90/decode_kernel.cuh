@@ -1,0 +1,366 @@
+// fmha: Hopper (sm_90a) decode attention, TMA + WGMMA.
+//
+// Grid -> work
+//   blockIdx.x = row_block * num_splits + split
+//   blockIdx.y = kvh  (KV head)
+//   blockIdx.z = b    (sequence)
+//   row_block: 64 packed query rows r in [64 row_block, 64 row_block + 64) of
+//   the T * G rows that share KV head kvh; row r is query token t = r / G of
+//   query head hq = kvh * G + r % G. Rows >= T * G are padding (computed on
+//   zeros, never stored). split: a contiguous range of the KV tiles this row
+//   block needs (all of them when num_splits == 1).
+//
+// Roles (kConsumerWGs consumer warpgroups, then one producer warp)
+//   Producer warp (one elected lane): streams K and V tiles of kBlockN tokens
+//     by TMA into a kStages ring; full_k/full_v[stage] complete on the TMA
+//     bytes, empty[stage] is armed by every consumer warp once its PV wgmma
+//     that read the stage has been waited on.
+//   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
+//     128B-swizzled K-major layout), then per tile
+//       S = Q K^T            wgmma, A = Q (smem desc), B = K (smem desc), both K-major
+//       online softmax        in registers (FA2 rescale), masks keys j >= limit
+//       O += P V              wgmma, A = P (registers), B = V (smem desc, MN-major)
+//     and finally O / l and the LSE (or per-split partials for the combine).
+//   With two consumer warpgroups (D = 512) both compute the full S (identical
+//   softmax statistics, no exchange through shared memory) and each owns half
+//   of the output columns.
+//
+// Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
+// rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
+// c ^ (r % 8)), 1024 B aligned. One box is exactly one TMA box (64, kBlockN, 1, 1).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (types only; no driver calls from device code)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "../common/params.h"
+#include "../common/ptx.cuh"
+#include "../common/softmax.cuh"
+
+namespace fmha {
+namespace sm90 {
+
+template <int D>
+struct DecodeTraits {
+  static_assert(D == 64 || D == 128 || D == 256 || D == 512, "head dim");
+  static constexpr int kHeadDim = D;
+  static constexpr int kBlockM = 64;                       // packed query rows per CTA (one wgmma M)
+  static constexpr int kBlockN = D == 64 ? 128 : (D == 512 ? 32 : 64);  // KV tokens per tile
+  static constexpr int kStages = D <= 128 ? 4 : 2;         // K/V ring depth
+  static constexpr int kConsumerWGs = D == 512 ? 2 : 1;
+  static constexpr int kOutCols = D / kConsumerWGs;        // output columns per consumer warpgroup (PV wgmma N)
+  static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
+  static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
+  static constexpr int kRowBytes = kBoxCols * 2;           // 128
+  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
+  static constexpr int kProducerWarp = kConsumerThreads / 32;
+  static constexpr int kThreads = kConsumerThreads + 32;
+  static constexpr int kKvTileBytes = kBlockN * D * 2;     // one K (or V) tile, all boxes
+  static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
+  static constexpr int kQBoxBytes = kBlockM * kRowBytes;
+  static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
+};
+
+template <class Tr>
+struct SharedStorage {
+  alignas(1024) uint16_t q[Tr::kBoxes][Tr::kBlockM * Tr::kBoxCols];
+  alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  alignas(1024) uint16_t v[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  alignas(8) uint64_t full_k[Tr::kStages];  // TMA bytes of the K tile landed
+  alignas(8) uint64_t full_v[Tr::kStages];  // TMA bytes of the V tile landed
+  alignas(8) uint64_t empty[Tr::kStages];   // every consumer warp is done with the stage
+};
+
+// Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
+template <class Tr>
+constexpr size_t smem_bytes() {
+  return sizeof(SharedStorage<Tr>) + 1024;
+}
+
+// Named hardware barriers (0 is __syncthreads).
+constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
+
+// mbarrier arrival counts.
+constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
+
+// The KV tiles one CTA processes, and its rows' key limits.
+struct TileRange {
+  int L;      // clamped sequence length
+  int begin;  // first tile index (tile = kBlockN tokens)
+  int end;    // one past the last
+};
+
+template <class Tr>
+__device__ __forceinline__ TileRange tile_range(const DecodeParams& p, int b, int row_block, int split) {
+  int L = p.seqlens != nullptr ? p.seqlens[b] : p.S;
+  L = min(max(L, 0), p.S);
+  // Keys any row of this block can see: causal rows stop at L - T + t + 1 (<= L).
+  int n_keys = L;
+  if (p.causal) {
+    const int t_last = min(p.T - 1, (row_block * Tr::kBlockM + Tr::kBlockM - 1) / p.G);
+    n_keys = max(0, L - p.T + t_last + 1);
+  }
+  const int n_tiles = (n_keys + Tr::kBlockN - 1) / Tr::kBlockN;
+  const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
+  TileRange r;
+  r.L = L;
+  r.begin = min(n_tiles, split * per_split);
+  r.end = min(n_tiles, r.begin + per_split);
+  return r;
+}
+
+// ----------------------------------------------------------------------------
+// Producer: one thread streams K and V tiles into the ring.
+// ----------------------------------------------------------------------------
+template <class Tr>
+__device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUtensorMap* tmap_k,
+                                              const CUtensorMap* tmap_v, const TileRange& tr, int kvh, int b) {
+  ptx::prefetch_tensormap(tmap_k);
+  ptx::prefetch_tensormap(tmap_v);
+  const uint64_t policy = ptx::create_policy_evict_first();
+  for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
+    const int stage = it % Tr::kStages;
+    const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+    ptx::mbarrier_wait_parity(&ss.empty[stage], phase ^ 1u);  // first round passes on fresh barriers
+    const int token0 = tile * Tr::kBlockN;
+    ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
+#pragma unroll
+    for (int bx = 0; bx < Tr::kBoxes; ++bx)
+      ptx::tma_load_4d_hint(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, token0, kvh, b, policy);
+    ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes);
+#pragma unroll
+    for (int bx = 0; bx < Tr::kBoxes; ++bx)
+      ptx::tma_load_4d_hint(ss.v[stage][bx], tmap_v, &ss.full_v[stage], bx * Tr::kBoxCols, token0, kvh, b, policy);
+  }
+}
+
+// ----------------------------------------------------------------------------
+// Consumer pieces
+// ----------------------------------------------------------------------------
+
+// Gather the 64 packed Q rows of this block into the swizzled K-major tile.
+// All consumer threads take part; pad rows are zero-filled.
+template <class Tr>
+__device__ __forceinline__ void load_q_tile(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
+                                            int row0, int ctid) {
+  constexpr int kChunksPerRow = Tr::kHeadDim / 8;  // 16 B chunks
+  constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
+  static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
+  const uint16_t* q = static_cast<const uint16_t*>(p.q);
+#pragma unroll 4
+  for (int e = ctid; e < kTotal; e += Tr::kConsumerThreads) {
+    const int r = e / kChunksPerRow;
+    const int c = e % kChunksPerRow;
+    const int row = row0 + r;
+    uint4 val = make_uint4(0u, 0u, 0u, 0u);
+    if (row < p.rows) {
+      const int t = row / p.G;
+      const int hq = kvh * p.G + row % p.G;
+      const uint16_t* src = q + b * p.q_b + t * p.q_t + hq * p.q_h + c * 8;
+      val = __ldg(reinterpret_cast<const uint4*>(src));
+    }
+    const int box = c / 8;
+    const int chunk = (c % 8) ^ (r % 8);  // 128B swizzle
+    *reinterpret_cast<uint4*>(&ss.q[box][r * Tr::kBoxCols + chunk * 8]) = val;
+  }
+}
+
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) ptx::reg_fence(r[i]);
+}
+template <int N>
+__device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) ptx::reg_fence(r[i][j]);
+}
+
+// S = Q K^T over the full head dim: D/16 k16 steps, each a 32 B advance
+// inside a 128 B swizzle row, moving to the next box every 4 steps.
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const SharedStorage<Tr>& ss, int stage) {
+  constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups, packed: 1024 B
+  constexpr uint32_t kLboUnused = 16;           // K-major swizzled: LBO not used (encoded as 1)
+  const uint32_t q_base = ptx::smem_addr(&ss.q[0][0]);
+  const uint32_t k_base = ptx::smem_addr(&ss.k[stage][0][0]);
+#pragma unroll
+  for (int kk = 0; kk < Tr::kHeadDim / 16; ++kk) {
+    const uint32_t in_row = (kk % 4) * 32;
+    const uint64_t da = ptx::make_smem_desc_sw128(q_base + (kk / 4) * Tr::kQBoxBytes + in_row, kLboUnused, kSbo);
+    const uint64_t db = ptx::make_smem_desc_sw128(k_base + (kk / 4) * Tr::kKvBoxBytes + in_row, kLboUnused, kSbo);
+    ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da, db, kk > 0 ? 1 : 0);
+  }
+}
+
+// O[:, wg cols] += P V: kBlockN/16 k16 steps of 16 tokens (16 swizzle rows =
+// 2048 B) each; the N = kOutCols columns span kOutCols/64 boxes (LBO apart).
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void pv_gemm(float (&acc)[Tr::kOutCols / 2], const uint32_t (&pa)[Tr::kBlockN / 16][4],
+                                        const SharedStorage<Tr>& ss, int stage, int wg) {
+  constexpr uint32_t kSbo = 8 * Tr::kRowBytes;     // 8-token groups along K: 1024 B
+  constexpr uint32_t kLbo = Tr::kKvBoxBytes;       // next 64 output columns: next box
+  const uint32_t v_base = ptx::smem_addr(&ss.v[stage][wg * (Tr::kOutCols / Tr::kBoxCols)][0]);
+#pragma unroll
+  for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) {
+    const uint64_t db = ptx::make_smem_desc_sw128(v_base + kk * 16 * Tr::kRowBytes, kLbo, kSbo);
+    ptx::wgmma_rs<Tr::kOutCols, kBf16>(acc, pa[kk], db, 1);
+  }
+}
+
+// Write this warpgroup's output columns (or the split partials) and the LSE.
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void store_output(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
+                                             const float (&inv_l)[2], const float (&lse)[2], int b, int kvh,
+                                             int row0, int split, int wg, int tid_wg) {
+  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+  const int col0 = wg * Tr::kOutCols;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 16 * w + g + 8 * h;
+    if (row >= p.rows) continue;  // padding row
+    const int t = row / p.G;
+    const int hq = kvh * p.G + row % p.G;
+    const int64_t lse_idx = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;
+    if (p.num_splits == 1) {
+      uint16_t* dst = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col0;
+#pragma unroll
+      for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+        const int i = 4 * c + 2 * h;
+        *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+      }
+      if (ql == 0 && wg == 0) p.lse[lse_idx] = lse[h];
+    } else {
+      const int64_t orow = ((static_cast<int64_t>(split) * p.B + b) * p.T + t) * p.Hq + hq;
+      float* dst = p.o_partial + orow * Tr::kHeadDim + col0;
+#pragma unroll
+      for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+        const int i = 4 * c + 2 * h;
+        *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+      }
+      if (ql == 0 && wg == 0) p.lse_partial[static_cast<int64_t>(split) * p.B * p.Hq * p.T + lse_idx] = lse[h];
+    }
+  }
+}
+
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
+                                              int b, int kvh, int row0, int split, int ctid) {
+  const int wg = ctid / 128;
+  const int tid_wg = ctid % 128;
+  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+
+  load_q_tile<Tr>(ss, p, b, kvh, row0, ctid);
+  ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
+  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+
+  // Per-row visible-key limit (absolute token index, exclusive).
+  int limit_abs[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 16 * w + g + 8 * h;
+    const int t = min(row / p.G, p.T - 1);  // padding rows borrow the last token's limit
+    limit_abs[h] = p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
+  }
+
+  RowState st;
+  st.init();
+  float acc[Tr::kOutCols / 2];
+#pragma unroll
+  for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
+
+  for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
+    const int stage = it % Tr::kStages;
+    const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+
+    // S = Q K^T
+    float s[Tr::kBlockN / 2];
+    ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
+    ptx::wgmma_fence();
+    qk_gemm<Tr, kBf16>(s, ss, stage);
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    fence_regs(s);
+
+    // Online softmax; P packed into the A fragment of the PV wgmma.
+    const int key0 = tile * Tr::kBlockN;
+    const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
+    float alpha[2];
+    online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
+#pragma unroll
+    for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] *= alpha[frag_row_half(i)];
+    uint32_t pa[Tr::kBlockN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+
+    // O += P V
+    fence_regs(acc);
+    fence_regs(pa);
+    ptx::mbarrier_wait_parity(&ss.full_v[stage], phase);
+    ptx::wgmma_fence();
+    pv_gemm<Tr, kBf16>(acc, pa, ss, stage, wg);
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    fence_regs(acc);
+    fence_regs(pa);
+
+    // Stage free: this warp's wgmmas that read K and V have completed.
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&ss.empty[stage]);
+  }
+
+  float inv_l[2], lse[2];
+  finalize_rows(st, inv_l, lse);
+  store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+}
+
+// ----------------------------------------------------------------------------
+// The kernel
+// ----------------------------------------------------------------------------
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(DecodeTraits<D>::kThreads, 1)
+    decode_kernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
+                  const DecodeParams p) {
+  using Tr = DecodeTraits<D>;
+  extern __shared__ uint8_t smem_raw[];
+  const uintptr_t base = (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023);
+  SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(base);
+
+  const int split = blockIdx.x % p.num_splits;
+  const int row_block = blockIdx.x / p.num_splits;
+  const int kvh = blockIdx.y;
+  const int b = blockIdx.z;
+  const int row0 = row_block * Tr::kBlockM;
+  const TileRange tr = tile_range<Tr>(p, b, row_block, split);
+
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < Tr::kStages; ++s) {
+      ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
+      ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
+      ptx::mbarrier_init(&ss.empty[s], Tr::kConsumerThreads / 32);  // one arrival per consumer warp
+    }
+    ptx::fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  const int warp = threadIdx.x / 32;
+  if (warp == Tr::kProducerWarp) {
+    // Producer
+    if (threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b);
+    return;
+  }
+  // Consumer
+  consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
+}
+
+}  // namespace sm90
+}  // namespace fmha

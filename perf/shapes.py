@@ -1,0 +1,87 @@
+"""The decode shapes the suite measures, grouped in named presets.
+
+Every shape is bf16 decode attention: q [B, T, Hq, D] against a full cache
+[B, S, Hkv, D] (no per-sequence lengths), bottom-right causal when T > 1.
+A shape's name spells all of its dimensions, so `--shapes` can filter on any
+of them (`--shapes serve`, `--shapes S8192`, `--shapes D512,spec`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Shape:
+    family: str
+    B: int
+    S: int
+    T: int = 1
+    Hq: int = 32
+    Hkv: int = 8
+    D: int = 128
+    causal: bool = True
+
+    @property
+    def G(self) -> int:
+        return self.Hq // self.Hkv
+
+    @property
+    def tokens(self) -> int:
+        """Cache tokens per call, B x S."""
+        return self.B * self.S
+
+    @property
+    def masked(self) -> bool:
+        """Does the causal mask hide anything? (T = 1 sees the whole cache.)"""
+        return self.causal and self.T > 1
+
+    @property
+    def name(self) -> str:
+        return (f"{self.family}/B{self.B}-T{self.T}-Hq{self.Hq}-Hkv{self.Hkv}-S{self.S}-D{self.D}"
+                f"{'-causal' if self.masked else ''}")
+
+    def tiny(self) -> "Shape":
+        """A CPU-sized stand-in with the same family, T, group size and head dim (--dry-run)."""
+        hkv = min(self.Hkv, 2)
+        return replace(self, B=min(self.B, 2), S=min(self.S, 96), Hkv=hkv, Hq=hkv * min(self.G, 4))
+
+
+def _serving(B, S, **kw):
+    return Shape("serve", B=B, S=S, **kw)
+
+
+# Llama-3-8B-like attention (Hq 32, Hkv 8, D 128) unless stated.
+SMALL = [Shape("small", B=4, S=128), Shape("small", B=4, S=512)]
+SERVING = [  # B x S from 8K to 1M cache tokens
+    _serving(1, 8192),
+    _serving(8, 8192),
+    _serving(1, 65536),
+    _serving(32, 4096),
+    _serving(1, 262144),
+    _serving(16, 32768),
+    _serving(128, 8192),
+    _serving(64, 16384),
+]
+SPECULATIVE = [Shape("spec", B=32, S=4096, T=4), Shape("spec", B=8, S=8192, T=16)]
+MQA = [Shape("mqa", B=128, S=4096, Hq=16, Hkv=1, D=512), Shape("mqa", B=64, S=4096, Hq=128, Hkv=1, D=512)]
+HEAD_DIMS = [Shape("d64", B=32, S=8192, D=64), Shape("d256", B=32, S=8192, Hq=16, Hkv=8, D=256)]
+
+PRESETS = {
+    "full": SMALL + SERVING + SPECULATIVE + MQA + HEAD_DIMS,
+    "quick": [SMALL[1], _serving(8, 8192), _serving(32, 4096), _serving(128, 8192),
+              SPECULATIVE[0], MQA[0], HEAD_DIMS[1]],
+}
+
+
+def select(preset: str, filters: str | None = None) -> list:
+    """The preset's shapes whose name contains any of the comma-separated `filters`."""
+    if preset not in PRESETS:
+        raise SystemExit(f"--preset: unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    shapes = PRESETS[preset]
+    if filters:
+        wanted = [f.strip() for f in filters.split(",") if f.strip()]
+        shapes = [s for s in shapes if any(w in s.name for w in wanted)]
+        if not shapes:
+            raise SystemExit(f"--shapes {filters!r} matches no shape of preset {preset!r}; names look like "
+                             f"{PRESETS[preset][0].name}")
+    return shapes

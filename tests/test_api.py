@@ -1,0 +1,95 @@
+"""Public API: sdpa drop-in, explain, env override, torch.compile and CUDA graphs."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fmha
+from conftest import DEVICE, HAS_GPU
+from _util import check_backend, compare, make_inputs, poisoned_out
+from fmha.reference import attention_reference
+
+GPU_BACKENDS = [b for b in fmha.available_backends() if b != "reference"] if HAS_GPU else []
+
+
+def test_available_backends_on_this_machine():
+    names = fmha.available_backends()
+    assert "reference" in names
+    assert "triton" in names  # GPU, or the interpreter that conftest enables on a CPU
+
+
+@pytest.mark.parametrize("Hq,Hkv,L,S", [(8, 8, 1, 37), (8, 2, 3, 64), (4, 1, 1, 5), (4, 4, 16, 16)])
+def test_sdpa_matches_torch(Hq, Hkv, L, S):
+    g = torch.Generator().manual_seed(3)
+    q = torch.randn(2, Hq, L, 64, generator=g).to(DEVICE, torch.bfloat16)
+    k = torch.randn(2, Hkv, S, 64, generator=g).to(DEVICE, torch.bfloat16)
+    v = torch.randn(2, Hkv, S, 64, generator=g).to(DEVICE, torch.bfloat16)
+    causal = L == S
+    ours = fmha.sdpa(q, k, v, is_causal=causal, enable_gqa=Hq != Hkv, backend="triton")
+    theirs = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
+                                            enable_gqa=Hq != Hkv)
+    assert ours.shape == theirs.shape and ours.dtype == q.dtype
+    assert (ours.float() - theirs).abs().max().item() < 2 * 2 ** -8 * v.abs().max().item() + 1e-3
+
+
+def test_explain_names_choice_and_reasons():
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
+    d = fmha.explain(q, k, v)
+    text = str(d)
+    assert d.backend in fmha.available_backends()
+    assert f"backend: {d.backend}" in text and "reference" in text
+    assert fmha.explain(q, k, v, backend="reference").source == "explicit"
+
+
+def test_env_override(monkeypatch):
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
+    monkeypatch.setenv("FMHA_BACKEND", "triton")
+    d = fmha.explain(q, k, v)
+    assert (d.backend, d.source) == ("triton", "env")
+    check_backend("auto", q, k, v)
+
+
+def test_auto_output_and_default_out():
+    q, k, v, sl = make_inputs(2, 3, 8, 2, 20, 64, device=DEVICE, seqlens=[20, 4])
+    out = fmha.attention(q, k, v, sl)
+    ref, _ = attention_reference(q, k, v, sl, 64 ** -0.5, True)
+    assert out.shape == q.shape and out.dtype == q.dtype
+    assert (out.float().cpu() - ref.float().cpu()).abs().max() < 0.04
+
+
+@pytest.mark.parametrize("backend", ["reference", "triton"])
+def test_torch_compile_fullgraph(backend):
+    """A decode step calling fmha.attention compiles without graph breaks and matches eager."""
+    q, k, v, sl = make_inputs(2, 2, 8, 2, 24, 64, device=DEVICE, seqlens=[24, 9])
+    w = torch.randn(64, 64, device=DEVICE).to(q.dtype)
+
+    def step(q, k, v, sl):
+        out, lse = fmha.attention(q, k, v, sl, return_lse=True, backend=backend)
+        return (out @ w).float().sum(-1), lse
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="eager" if DEVICE == "cpu" else "inductor")
+    got, got_lse = compiled(q, k, v, sl)
+    want, want_lse = step(q, k, v, sl)
+    assert torch.allclose(got, want, atol=1e-2, rtol=1e-3)
+    assert torch.allclose(got_lse, want_lse, atol=1e-5)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("backend", GPU_BACKENDS + ["reference"])
+def test_cuda_graph_capture_and_replay(backend):
+    q, k, v, sl = make_inputs(2, 4, 16, 2, 300, 128, device="cuda", seqlens=[300, 77])
+    out = poisoned_out(q)
+    fmha.attention(q, k, v, sl, backend=backend, out=out)  # warm-up: compile / build outside capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _, lse = fmha.attention(q, k, v, sl, backend=backend, out=out, return_lse=True)
+    for seed in (5, 6):
+        q2, k2, v2, _ = make_inputs(2, 4, 16, 2, 300, 128, device="cuda", seed=seed)
+        q.copy_(q2), k.copy_(k2), v.copy_(v2)
+        sl.copy_(torch.tensor([150 + seed, 300], dtype=torch.int32))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref, ref_lse = attention_reference(q, k, v, sl, 128 ** -0.5, True)
+        compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"{backend} graph replay")

@@ -1,0 +1,92 @@
+"""The Triton backend against the fp32 reference (outputs and LSE, poisoned out buffer).
+
+On a CPU the kernels run under the Triton interpreter on a reduced grid; on a
+GPU the full grid runs, including the 72-config grid of the issue.
+"""
+import itertools
+
+import pytest
+import torch
+
+from conftest import DEVICE, HAS_GPU
+from _util import check_backend, compare, make_inputs, poisoned_out
+from fmha.problem import validate
+from fmha.reference import attention_reference
+
+HEADS = [(32, 32), (32, 8), (28, 4), (16, 1)]
+if HAS_GPU:
+    GRID = list(itertools.product([64, 128, 256, 512], [1, 3, 4], [1, 7, 129, 1000], HEADS))
+else:  # interpreter: every head dim, awkward sizes, fewer heads
+    GRID = list(itertools.product([64, 128, 256, 512], [1, 3], [1, 7, 129], [(8, 8), (28, 4), (4, 1)]))
+
+
+@pytest.mark.parametrize("D,T,S,heads", GRID)
+def test_grid(D, T, S, heads):
+    Hq, Hkv = heads
+    q, k, v, _ = make_inputs(2, T, Hq, Hkv, S, D, device=DEVICE, seed=D + T + S)
+    check_backend("triton", q, k, v, causal=True, what=f"D={D} T={T} S={S} {Hq}/{Hkv}")
+
+
+# The 72-config grid: D x T x S, MHA, GQA and MQA (D=512 is the MQA latent case).
+GRID72 = list(itertools.product([64, 128, 256, 512], [1, 4, 32, 128], [128, 256, 384, 512]))
+
+
+# On a GPU: MHA, GQA and MQA per config. Under the interpreter: one small GQA head pair.
+HEADS72 = {True: [(8, 8), (32, 8), (16, 1)], False: [(2, 1)]}[HAS_GPU]
+
+
+@pytest.mark.parametrize("D,T,S", GRID72)
+def test_grid72(D, T, S):
+    for Hq, Hkv in ([(16, 1)] if D == 512 and HAS_GPU else HEADS72):
+        q, k, v, _ = make_inputs(2, T, Hq, Hkv, S, D, device=DEVICE, seed=D * T + S)
+        check_backend("triton", q, k, v, causal=True, what=f"D={D} T={T} S={S} {Hq}/{Hkv}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [True, False])
+def test_varlen_with_empty_rows(dtype, causal):
+    # seq 0 empty; seq 2 shorter than T so its first causal rows see nothing; seq 3 full
+    q, k, v, sl = make_inputs(4, 3, 28, 4, 129, 128, dtype, device=DEVICE, seqlens=[0, 57, 2, 129])
+    check_backend("triton", q, k, v, sl, causal=causal)
+
+
+@pytest.mark.parametrize("D", [64, 512])
+def test_non_contiguous_q_from_fused_qkv(D):
+    q, k, v, sl = make_inputs(2, 3, 16, 2, 40, D, device=DEVICE, fused_qkv=True, seqlens=[40, 13])
+    assert not q.is_contiguous()
+    check_backend("triton", q, k, v, sl)
+
+
+def test_strided_cache_view():
+    # a cache allocated larger than used ([B, S_max, H, D] sliced along S and heads) is read in place
+    q, k_big, v_big, _ = make_inputs(2, 1, 8, 4, 64, 64, device=DEVICE)
+    k, v = k_big[:, :50, 1:3], v_big[:, :50, 1:3]
+    check_backend("triton", q[:, :, :4], k, v)
+
+
+def test_softmax_scale():
+    q, k, v, _ = make_inputs(1, 2, 4, 4, 33, 64, device=DEVICE)
+    check_backend("triton", q, k, v, softmax_scale=0.3)
+
+
+@pytest.mark.parametrize("D", [64, 128, 256, 512])
+@pytest.mark.parametrize("num_splits", [2, 3, 5])
+def test_forced_split_kv(D, num_splits):
+    """The split path (partial o/lse + combine) against the reference, with uneven and empty splits."""
+    from fmha.triton.decode import decode_attention
+    q, k, v, sl = make_inputs(3, 3, 8, 2, 300, D, device=DEVICE, seqlens=[300, 0, 70])
+    p = validate(q, k, v, sl, None, True, None)
+    out = poisoned_out(q)
+    lse = torch.full((3, 8, 3), float("nan"), device=DEVICE)
+    used = decode_attention(p, q, k, v, sl, out, lse, num_splits=num_splits)
+    assert used > 1
+    ref, ref_lse = attention_reference(q, k, v, sl, p.softmax_scale, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"split={used}")
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="long caches are too slow for the interpreter")
+@pytest.mark.parametrize("B,T,Hq,Hkv,S,D", [(1, 1, 32, 8, 65536, 128), (2, 4, 16, 1, 8192, 512),
+                                            (1, 16, 32, 8, 8192, 128)])
+def test_long_cache_heuristic_split(B, T, Hq, Hkv, S, D):
+    q, k, v, _ = make_inputs(B, T, Hq, Hkv, S, D, device=DEVICE)
+    check_backend("triton", q, k, v)

@@ -1,0 +1,134 @@
+"""Bad input raises a clear error before any kernel runs."""
+import pytest
+import torch
+
+import fmha
+
+bf16 = torch.bfloat16
+
+
+def good(B=2, T=1, Hq=8, Hkv=2, S=16, D=64, dtype=bf16):
+    return (torch.randn(B, T, Hq, D, dtype=dtype), torch.randn(B, S, Hkv, D, dtype=dtype),
+            torch.randn(B, S, Hkv, D, dtype=dtype))
+
+
+def raises(exc, match, *args, **kwargs):
+    with pytest.raises(exc, match=match):
+        fmha.attention(*args, **kwargs)
+
+
+def test_wrong_rank():
+    q, k, v = good()
+    raises(ValueError, r"q: expected a 4-D tensor .* got 3-D", q[0], k, v)
+    raises(ValueError, r"k_cache: expected a 4-D tensor .* got 5-D", q, k[None], v)
+
+
+def test_dtype_not_supported():
+    q, k, v = good()
+    raises(TypeError, r"q: dtype torch.float32 is not supported; allowed: torch.bfloat16, torch.float16",
+           q.float(), k, v)
+
+
+def test_mixed_dtypes():
+    q, k, v = good()
+    raises(TypeError, r"v_cache: dtype torch.float16 differs from q's torch.bfloat16", q, k, v.half())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device (a CUDA GPU)")
+def test_different_devices():
+    q, k, v = good()
+    raises(ValueError, r"k_cache: on device cuda:0 but q is on cpu", q, k.cuda(), v)
+
+
+def test_not_divisible_heads():
+    q, k, v = good(Hq=6, Hkv=4)
+    raises(ValueError, r"q: Hq=6 query heads is not a multiple of k_cache's Hkv=4", q, k, v)
+
+
+def test_unsupported_head_dim():
+    q, k, v = good(D=96)
+    raises(ValueError, r"q: head_dim 96 is not supported; allowed: 64, 128, 256, 512", q, k, v)
+
+
+def test_kv_shape_mismatch():
+    q, k, v = good()
+    raises(ValueError, r"v_cache: shape \[2, 8, 2, 64\] differs from k_cache's \[2, 16, 2, 64\]", q, k, v[:, :8])
+    raises(ValueError, r"k_cache: batch 1 differs from q's batch 2", q, k[:1], v[:1])
+    raises(ValueError, r"k_cache: head_dim 128 differs from q's head_dim 64", q,
+           torch.randn(2, 16, 2, 128, dtype=bf16), torch.randn(2, 16, 2, 128, dtype=bf16))
+
+
+def test_last_stride_not_one():
+    q, k, v = good()
+    k_t = torch.randn(2, 16, 64, 2, dtype=bf16).transpose(-1, -2)  # [2, 16, 2, 64], stride(-1) = 2
+    raises(ValueError, r"k_cache: the last \(head_dim\) dimension must be contiguous \(stride\(-1\) == 1\)",
+           q, k_t, v)
+
+
+def test_cache_seqlens_checks():
+    q, k, v = good()
+    raises(TypeError, r"cache_seqlens: dtype torch.int64 is not allowed; expected torch.int32",
+           q, k, v, torch.tensor([1, 2]))
+    raises(ValueError, r"cache_seqlens: expected shape \[2\] .* got \[3\]",
+           q, k, v, torch.tensor([1, 2, 3], dtype=torch.int32))
+    raises(TypeError, r"cache_seqlens: expected an int32 tensor of shape \[2\] or None, got list",
+           q, k, v, [1, 2])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device (a CUDA GPU)")
+def test_cache_seqlens_device():
+    q, k, v = good()
+    q, k, v = q.cuda(), k.cuda(), v.cuda()
+    raises(ValueError, r"cache_seqlens: on device cpu but q is on cuda:0", q, k, v,
+           torch.tensor([1, 2], dtype=torch.int32))
+
+
+def test_out_checks():
+    q, k, v = good()
+    raises(ValueError, r"out: expected shape \[2, 1, 8, 64\] \(q's shape\), got \[2, 1, 8, 32\]",
+           q, k, v, out=torch.empty(2, 1, 8, 32, dtype=bf16))
+    raises(TypeError, r"out: dtype torch.float16 differs from q's torch.bfloat16",
+           q, k, v, out=torch.empty(2, 1, 8, 64, dtype=torch.float16))
+
+
+def test_unknown_backend_lists_valid_names():
+    q, k, v = good()
+    with pytest.raises(ValueError, match=r"backend: unknown backend 'flash'; valid names: auto, .*triton.*reference"):
+        fmha.attention(q, k, v, backend="flash")
+
+
+def test_unknown_backend_in_environment(monkeypatch):
+    q, k, v = good()
+    monkeypatch.setenv("FMHA_BACKEND", "nope")
+    with pytest.raises(ValueError, match=r"environment variable FMHA_BACKEND: unknown backend 'nope'"):
+        fmha.attention(q, k, v)
+
+
+def test_bad_softmax_scale():
+    q, k, v = good()
+    raises(ValueError, r"softmax_scale: expected a finite positive float, got -1.0", q, k, v, softmax_scale=-1.0)
+
+
+def test_explicit_backend_that_cannot_serve_says_why(monkeypatch):
+    q, k, v = good()
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    if torch.cuda.is_available():
+        pytest.skip("on a GPU machine the Triton backend is available; covered by the CPU run")
+    with pytest.raises(NotImplementedError, match=r"backend 'triton' cannot serve B=2 T=1 Hq=8 Hkv=2 S=16 D=64"):
+        fmha.attention(q, k, v, backend="triton")
+    # auto never raises for a problem some backend serves
+    assert fmha.explain(q, k, v).backend == "reference"
+    fmha.attention(q, k, v)
+
+
+def test_sdpa_rejects_what_it_cannot_honour():
+    q = torch.randn(1, 8, 1, 64, dtype=bf16)
+    k = torch.randn(1, 2, 16, 64, dtype=bf16)
+    with pytest.raises(ValueError, match=r"attn_mask: fmha.sdpa does not take an explicit mask"):
+        fmha.sdpa(q, k, k, attn_mask=torch.ones(1, 16, dtype=torch.bool), enable_gqa=True)
+    with pytest.raises(ValueError, match=r"key: 2 heads differ from query's 8; pass enable_gqa=True"):
+        fmha.sdpa(q, k, k)
+    with pytest.raises(ValueError, match=r"is_causal: SDPA's causal mask is top-left aligned"):
+        fmha.sdpa(q, k, k, is_causal=True, enable_gqa=True)
+    with pytest.raises(ValueError, match=r"dropout_p: got 0.1"):
+        fmha.sdpa(q, k, k, dropout_p=0.1, enable_gqa=True)
