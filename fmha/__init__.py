@@ -6,9 +6,10 @@ Backends: "reference" (fp32 PyTorch, ground truth), "triton" (portable FA2
 split-KV kernel), "cuda" (hand-written sm_90a TMA + WGMMA kernel).
 """
 from .api import attention, explain, sdpa
+from .compare import compare
 from .backends import available_backends
 from .dispatch import Decision
 from .problem import Problem
 
-__all__ = ["attention", "sdpa", "explain", "available_backends", "Decision", "Problem"]
+__all__ = ["attention", "sdpa", "explain", "compare", "available_backends", "Decision", "Problem"]
 __version__ = "0.1.0"

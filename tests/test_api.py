@@ -93,3 +93,41 @@ def test_cuda_graph_capture_and_replay(backend):
         torch.cuda.synchronize()
         ref, ref_lse = attention_reference(q, k, v, sl, 128 ** -0.5, True)
         compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"{backend} graph replay")
+
+
+def test_compare_reports_every_backend_and_failures(monkeypatch):
+    q, k, v, sl = make_inputs(2, 2, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 0])
+    report = fmha.compare(q, k, v, sl)
+    assert report.ok, str(report)
+    assert {r.backend for r in report.results} == set(fmha.available_backends())
+    assert all(r.median_us is not None and r.cosine > 0.99999 for r in report.results)
+    assert "triton" in str(report) and "auto" in str(report)
+    # a failing backend is reported, never hidden
+    from fmha.backends import registry
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("kernel exploded")
+    monkeypatch.setattr(registry()["triton"], "run", broken)
+    report = fmha.compare(q, k, v, sl, backends=["triton", "reference"], timing=False)
+    assert not report.ok
+    assert report.results[0].status.startswith("failed: RuntimeError: kernel exploded")
+
+
+def test_compare_flags_a_disagreeing_backend(monkeypatch):
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
+    from fmha.backends import registry
+    real = registry()["triton"].run
+
+    def off_by_a_bit(p, q, k, v, sl, out, lse):
+        real(p, q, k, v, sl, out, lse)
+        out.add_(0.1)
+    monkeypatch.setattr(registry()["triton"], "run", off_by_a_bit)
+    report = fmha.compare(q, k, v, backends=["triton"], timing=False)
+    assert report.results[0].status.startswith("DISAGREES: max abs err")
+
+
+def test_main_runs_and_checks(capsys):
+    from fmha.__main__ import main
+    assert main(["--no-timing"] if not HAS_GPU else []) == 0
+    text = capsys.readouterr().out
+    assert "reference" in text and "triton" in text and "max abs err" in text

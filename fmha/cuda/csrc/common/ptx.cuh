@@ -223,6 +223,28 @@ __device__ __forceinline__ void wgmma_wait_group() {
 #endif
 }
 
+// setmaxnreg (PTX 9.7.17.1 "setmaxnreg", sm_90a): re-balance the per-thread
+// register budget of a whole warpgroup (count in 24..256, multiple of 8).
+// Only honoured in kernels with __launch_bounds__(threads, 1).
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0, "setmaxnreg count");
+#if FMHA_SM90_ENABLED
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#else
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(kRegs >= 24 && kRegs <= 256 && kRegs % 8 == 0, "setmaxnreg count");
+#if FMHA_SM90_ENABLED
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+#else
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
 // Keeps the compiler from moving reads/writes of an accumulator register
 // across wgmma fence/commit/wait (they are asm volatile with a memory clobber,
 // which does not cover registers).

@@ -10,7 +10,8 @@
 //   zeros, never stored). split: a contiguous range of the KV tiles this row
 //   block needs (all of them when num_splits == 1).
 //
-// Roles (kConsumerWGs consumer warpgroups, then one producer warp)
+// Roles (kConsumerWGs consumer warpgroups, then the producer: one warp, or a
+// warpgroup of which one warp works when setmaxnreg is used)
 //   Producer warp (one elected lane): streams K and V tiles of kBlockN tokens
 //     by TMA into a kStages ring; full_k/full_v[stage] complete on the TMA
 //     bytes, empty[stage] is armed by every consumer warp once its PV wgmma
@@ -56,8 +57,15 @@ struct DecodeTraits {
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
-  static constexpr int kProducerWarp = kConsumerThreads / 32;
-  static constexpr int kThreads = kConsumerThreads + 32;
+  // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg
+  // can move its registers to the two consumer warpgroups (acc alone is 128
+  // registers per thread there). Budget: 128 x 40 + 256 x 232 <= 65536.
+  static constexpr bool kSetMaxNReg = kConsumerWGs == 2;
+  static constexpr int kProducerThreads = kSetMaxNReg ? 128 : 32;
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+  static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
+  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kKvTileBytes = kBlockN * D * 2;     // one K (or V) tile, all boxes
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
@@ -353,12 +361,14 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kThreads, 1)
   __syncthreads();
 
   const int warp = threadIdx.x / 32;
-  if (warp == Tr::kProducerWarp) {
+  if (warp >= Tr::kProducerWarp) {
     // Producer
-    if (threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b);
+    if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
+    if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b);
     return;
   }
   // Consumer
+  if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
   consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
 }
 

@@ -1,0 +1,80 @@
+"""`python -m fmha`: run every available backend on built-in decode problems and print an A/B table.
+
+On a GPU: small latency-bound caches, long-context serving, T=4 speculative
+decode and MQA D=512. On a CPU: the reference and the Triton interpreter on
+small problems. Exits 1 if any backend fails or disagrees with the reference.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+
+def problems(on_gpu: bool):
+    """(label, B, T, Hq, Hkv, S, D, varlen) decode problems."""
+    if on_gpu:
+        return [
+            ("small cache", 4, 1, 32, 8, 512, 128, False),
+            ("small cache", 4, 1, 32, 8, 128, 128, False),
+            ("long context", 128, 1, 32, 8, 8192, 128, False),
+            ("long context", 1, 1, 32, 8, 65536, 128, False),
+            ("long, varlen", 16, 1, 32, 8, 16384, 128, True),
+            ("speculative T=4", 32, 4, 32, 8, 4096, 128, False),
+            ("MQA latent", 32, 1, 16, 1, 4096, 512, False),
+            ("MQA latent", 16, 1, 128, 1, 4096, 512, False),
+        ]
+    return [
+        ("small cache", 2, 1, 8, 2, 128, 64, False),
+        ("varlen", 3, 1, 28, 4, 129, 128, True),
+        ("speculative T=4", 2, 4, 8, 2, 200, 128, False),
+        ("MQA latent", 1, 1, 16, 1, 64, 512, False),
+    ]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fmha", description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    ap.add_argument("--no-timing", action="store_true", help="check correctness only")
+    args = ap.parse_args(argv)
+
+    import torch
+    on_gpu = torch.cuda.is_available()
+    if not on_gpu:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before fmha imports triton
+    import fmha
+    from fmha.backends import registry
+    from fmha.compare import CompareReport, compare, format_table
+
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    device = "cuda" if on_gpu else "cpu"
+    print(f"fmha {fmha.__version__} on {torch.cuda.get_device_name() if on_gpu else 'CPU (no CUDA GPU)'}; "
+          f"torch {torch.__version__}")
+    for name, b in registry().items():
+        why = b.unavailable_reason()
+        print(f"  {name:10s} {'available' if why is None else 'unavailable: ' + why}")
+    rows, all_ok = [], True
+    for label, B, T, Hq, Hkv, S, D, varlen in problems(on_gpu):
+        g = torch.Generator().manual_seed(B * S + D)
+        q = torch.randn(B, T, Hq, D, generator=g).to(device, dtype)
+        k = torch.randn(B, S, Hkv, D, generator=g).to(device, dtype)
+        v = torch.randn(B, S, Hkv, D, generator=g).to(device, dtype)
+        sl = None
+        if varlen:
+            sl = torch.randint(0, S + 1, (B,), generator=g, dtype=torch.int32).to(device)
+        backends = [n for n in fmha.available_backends() if not (on_gpu and n == "reference" and B * S > 2 ** 16)]
+        report = compare(q, k, v, sl, backends=backends, timing=not args.no_timing)
+        all_ok &= report.ok
+        rows += [[label] + r for r in report.rows()]
+        print(f"  done: {label} {report.problem}", file=sys.stderr, flush=True)
+    print()
+    print(format_table(["", *CompareReport.HEADER], rows))
+    print("\nerrors are against the fp32 reference; time is the median of CUDA-graph replays on a GPU, "
+          "wall clock on a CPU; GB/s counts q + k + v + out bytes (1 GB = 1e9 B)")
+    if not all_ok:
+        print("SOME BACKENDS FAILED OR DISAGREED (see status)")
+    return 0 if all_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""A/B comparison of backends on the same inputs: `fmha.compare(...)`.
+
+Every backend runs into a NaN-poisoned output buffer; its output and LSE are
+checked against the fp32 reference with the tolerance that follows from the
+arithmetic (see `tolerance`), the non-reference backends are compared with
+each other pairwise, and each is timed (CUDA-graph replay on a GPU, wall clock
+on a CPU). A backend that raises or disagrees is reported as such.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+
+from .backends import available_backends, registry
+from .dispatch import decide, why_not
+from .problem import validate
+from .reference import attention_reference
+
+UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
+LSE_ATOL = 1e-3
+
+
+def tolerance(dtype, vmax: float) -> float:
+    """Max abs error allowed against the fp32 reference.
+
+    The output is a convex combination of V rows; rounding P and the output to
+    the input dtype (unit roundoff u) each cost at most u * max|v|.
+    """
+    return 2 * UNIT_ROUNDOFF[dtype] * vmax + 1e-3
+
+
+@dataclass
+class BackendResult:
+    backend: str
+    status: str  # "ok", "DISAGREES: ...", "failed: ...", "unsupported: ..."
+    max_abs_err: Optional[float] = None
+    rel_err: Optional[float] = None
+    cosine: Optional[float] = None
+    lse_max_err: Optional[float] = None
+    median_us: Optional[float] = None
+    gbps: Optional[float] = None
+    timing: str = ""
+
+
+@dataclass
+class CompareReport:
+    problem: str
+    auto_backend: str
+    tolerance: float
+    results: list = field(default_factory=list)
+    pairwise: dict = field(default_factory=dict)  # (a, b) -> max abs difference
+
+    @property
+    def ok(self) -> bool:
+        return all(r.status == "ok" or r.status.startswith("unsupported") for r in self.results)
+
+    def rows(self):
+        for r in self.results:
+            yield [self.problem, r.backend + (" (auto)" if r.backend == self.auto_backend else ""),
+                   _fmt(r.max_abs_err, "{:.2e}"), _fmt(r.cosine, "{:.7f}"), _fmt(r.lse_max_err, "{:.1e}"),
+                   _fmt(r.median_us, "{:.1f}"), _fmt(r.gbps, "{:.0f}"), r.status]
+
+    HEADER = ["problem", "backend", "max abs err", "cosine", "lse err", "median us", "GB/s", "status"]
+
+    def __str__(self) -> str:
+        lines = [format_table(self.HEADER, list(self.rows()))]
+        if self.pairwise:
+            pairs = ", ".join(f"{a} vs {b}: {d:.2e}" for (a, b), d in self.pairwise.items())
+            lines.append(f"pairwise max abs difference: {pairs}")
+        lines.append(f"tolerance against the reference: {self.tolerance:.2e}; auto picks {self.auto_backend}; "
+                     "GB/s counts q + k + v + out bytes (1 GB = 1e9 B)")
+        return "\n".join(lines)
+
+
+def _fmt(x, spec):
+    return "-" if x is None else spec.format(x)
+
+
+def format_table(header, rows) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    line = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths))  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def time_call(fn, device: torch.device, reps: int = 20) -> tuple:
+    """(median microseconds, method). CUDA-graph replay on a GPU, falling back to eager events."""
+    if device.type == "cuda":
+        fn()
+        torch.cuda.synchronize()
+        try:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                fn()
+            run, method = graph.replay, "graph"
+        except Exception:
+            run, method = fn, "eager"
+        run()
+        times = []
+        for _ in range(reps):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop) * 1e3)
+        return statistics.median(times), method
+    fn()
+    times = []
+    for _ in range(max(3, reps // 4)):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times), "wall"
+
+
+def compare(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,
+            backends=None, timing=True, reps: int = 20) -> CompareReport:
+    """Run `backends` (default: all available) on the same inputs and report errors, agreement and time."""
+    from .api import attention
+
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal)
+    names = list(backends) if backends is not None else available_backends()
+    ref, ref_lse = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal)
+    ref = ref.float()
+    tol = tolerance(p.dtype, v_cache.abs().max().item())
+    report = CompareReport(problem=p.describe(), auto_backend=decide(p, "auto").backend, tolerance=tol)
+    outputs = {}
+    for name in names:
+        if name not in registry():
+            report.results.append(BackendResult(name, "failed: unknown backend"))
+            continue
+        why = why_not(name, p)
+        if why is not None:
+            report.results.append(BackendResult(name, f"unsupported: {why}"))
+            continue
+        out = torch.full(q.shape, float("nan"), dtype=q.dtype, device=q.device)
+        try:
+            _, lse = attention(q, k_cache, v_cache, cache_seqlens, softmax_scale=p.softmax_scale,
+                               causal=p.causal, return_lse=True, backend=name, out=out)
+        except Exception as e:  # reported, never hidden
+            report.results.append(BackendResult(name, f"failed: {type(e).__name__}: {e}"))
+            continue
+        r = _errors(name, out, lse, ref, ref_lse, tol)
+        outputs[name] = out
+        if timing:
+            def call(name=name, out=out):
+                attention(q, k_cache, v_cache, cache_seqlens, softmax_scale=p.softmax_scale,
+                          causal=p.causal, backend=name, out=out)
+            try:
+                r.median_us, r.timing = time_call(call, q.device, reps)
+                r.gbps = p.bytes_moved() / (r.median_us * 1e-6) / 1e9
+            except Exception as e:
+                r.status += f" (timing failed: {type(e).__name__}: {e})"
+        report.results.append(r)
+    kernels = [n for n in outputs if n != "reference"]
+    for i, a in enumerate(kernels):
+        for b in kernels[i + 1:]:
+            report.pairwise[(a, b)] = (outputs[a].float() - outputs[b].float()).abs().max().item()
+    return report
+
+
+def _errors(name, out, lse, ref, ref_lse, tol) -> BackendResult:
+    o = out.float()
+    diff = o - ref
+    r = BackendResult(name, "ok")
+    if torch.isnan(o).any():
+        r.status = "DISAGREES: NaN in output (unwritten or NaN math)"
+        return r
+    r.max_abs_err = diff.abs().max().item()
+    ref_norm = ref.norm().item()
+    r.rel_err = diff.norm().item() / ref_norm if ref_norm > 0 else diff.norm().item()
+    denom = (o.norm() * ref.norm()).item()
+    r.cosine = (o.flatten().double() @ ref.flatten().double()).item() / denom if denom > 0 else 1.0
+    same_inf = torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
+    finite = torch.isfinite(ref_lse)
+    r.lse_max_err = (lse[finite] - ref_lse[finite]).abs().max().item() if finite.any() else 0.0
+    problems = []
+    if r.max_abs_err > tol:
+        problems.append(f"max abs err {r.max_abs_err:.2e} > {tol:.2e}")
+    if not same_inf or torch.isnan(lse).any():
+        problems.append("LSE -inf/NaN pattern differs")
+    elif r.lse_max_err > LSE_ATOL:
+        problems.append(f"LSE err {r.lse_max_err:.1e} > {LSE_ATOL:.0e}")
+    if problems:
+        r.status = "DISAGREES: " + "; ".join(problems)
+    return r

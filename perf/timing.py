@@ -1,0 +1,228 @@
+"""How time is measured: CUDA graphs over rotating input sets, eager loops, HBM ceilings.
+
+- Rotation: a contender cycles over N input sets whose total size exceeds a few
+  times the L2 cache, so no call finds its cache in L2 from the previous one.
+  N = ceil(factor x L2 / set size), at least 2 (a big set already dwarfs L2) and
+  at most MAX_SETS.
+- Graph time: after a warm-up on a side stream, one CUDA graph captures one call
+  per input set; each replay is timed with its own pair of CUDA events; the
+  per-call time of a replay is its time / N; the result is the median over
+  replays (>= 20).
+- Eager time: CUDA events around a Python loop of calls (Python, dispatch and
+  launch overhead included), per call; median over loops.
+- Ceilings: a large device-to-device copy (bytes read + bytes written) and large
+  read-only reductions (torch.sum, and a Triton kernel that only reads).
+
+All bandwidths are decimal: GB/s = 1e9 bytes per second.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import torch
+
+MAX_SETS = 64
+H200_L2_BYTES = 60 * 1024 * 1024  # used when the device does not report its L2 size
+
+
+def l2_cache_bytes(device) -> int:
+    if device.type != "cuda":
+        return H200_L2_BYTES
+    return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or H200_L2_BYTES)
+
+
+def rotation_count(set_bytes: int, l2_bytes: int, factor: float = 3.0) -> int:
+    return max(2, min(MAX_SETS, math.ceil(factor * l2_bytes / max(1, set_bytes))))
+
+
+def gbps(nbytes: int, us: float) -> float:
+    return nbytes / (us * 1e-6) / 1e9
+
+
+# ---- per-contender timing --------------------------------------------------------------
+
+def warm_up(fn, n_sets: int, device) -> None:
+    """One call per set on a side stream (as CUDA-graph capture wants), then wait for it."""
+    if device.type != "cuda":
+        for i in range(n_sets):
+            fn(i)
+        return
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for i in range(n_sets):
+            fn(i)
+    torch.cuda.current_stream(device).wait_stream(side)
+    torch.cuda.synchronize(device)
+
+
+def time_graph(fn, n_sets: int, replays: int) -> list:
+    """Per-call microseconds of each replay of a graph holding one call per input set."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(n_sets):
+            fn(i)
+    graph.replay()  # the first replay uploads the graph
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    for s, e in zip(starts, ends):
+        s.record()
+        graph.replay()
+        e.record()
+    torch.cuda.synchronize()
+    per_call = [s.elapsed_time(e) * 1e3 / n_sets for s, e in zip(starts, ends)]
+    del graph
+    return per_call
+
+
+def time_eager(fn, n_sets: int, est_us: float, loops: int = 5) -> list:
+    """Per-call microseconds of `loops` Python loops of calls, events around each loop."""
+    min_calls = 20 if est_us < 1000 else 6
+    calls = n_sets * math.ceil(min_calls / n_sets)
+    per_call = []
+    for _ in range(loops):
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for c in range(calls):
+            fn(c % n_sets)
+        end.record()
+        torch.cuda.synchronize()
+        per_call.append(start.elapsed_time(end) * 1e3 / calls)
+    return per_call
+
+
+def time_cpu(fn, n_sets: int, loops: int = 3) -> list:
+    """Dry run: wall-clock microseconds per call on the CPU (meaningless as performance)."""
+    per_call = []
+    for _ in range(loops):
+        t0 = time.perf_counter()
+        for i in range(n_sets):
+            fn(i)
+        per_call.append((time.perf_counter() - t0) * 1e6 / n_sets)
+    return per_call
+
+
+def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True) -> dict:
+    """Time one contender on one shape. The caller has already made the first (checked) call.
+
+    Returns graph_us / eager_us medians (per call), raw samples, calls_per_graph,
+    `timing` ("graph", "eager" or "cpu") and a note when graph capture failed.
+    """
+    res = {"graph_us": None, "graph_raw_us": [], "calls_per_graph": n_sets, "eager_us": None,
+           "eager_raw_us": [], "timing": None, "note": ""}
+    warm_up(fn, n_sets, device)
+    if device.type != "cuda":
+        res["eager_raw_us"] = time_cpu(fn, n_sets)
+        res["eager_us"] = statistics.median(res["eager_raw_us"])
+        res["timing"] = "cpu"
+        res["calls_per_graph"] = None
+        return res
+    est_us = None
+    if capture:
+        try:
+            res["graph_raw_us"] = time_graph(fn, n_sets, replays)
+            res["graph_us"] = statistics.median(res["graph_raw_us"])
+            est_us = res["graph_us"]
+        except Exception as e:  # not capturable: time it eagerly and say so
+            torch.cuda.synchronize()
+            first = (str(e).strip().splitlines() or [""])[0][:120]
+            res["note"] = f"graph capture failed ({type(e).__name__}: {first}); eager timing only"
+            res["calls_per_graph"] = None
+    else:
+        res["note"] = "graph capture disabled; eager timing only"
+        res["calls_per_graph"] = None
+    if est_us is None:
+        t0 = time.perf_counter()
+        fn(0)
+        torch.cuda.synchronize()
+        est_us = (time.perf_counter() - t0) * 1e6
+    res["eager_raw_us"] = time_eager(fn, n_sets, est_us)
+    res["eager_us"] = statistics.median(res["eager_raw_us"])
+    res["timing"] = "graph" if res["graph_us"] is not None else "eager"
+    return res
+
+
+# ---- HBM ceilings -------------------------------------------------------------------------
+
+def _time_op(op, device, reps: int = 15) -> list:
+    for _ in range(2):
+        op()
+    if device.type != "cuda":
+        out = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            op()
+            out.append((time.perf_counter() - t0) * 1e6)
+        return out
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        s.record()
+        op()
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends)]
+
+
+def _entry(nbytes: int, raw_us: list, what: str, **extra) -> dict:
+    med = statistics.median(raw_us)
+    return {"what": what, "bytes": nbytes, "median_us": med, "gbps": gbps(nbytes, med), "raw_us": raw_us, **extra}
+
+
+def triton_read(x: torch.Tensor, block: int, num_warps: int, programs: int):
+    """Launch the read-only kernel over flat bf16 x; returns the fp32 partial sums."""
+    from ._read_kernel import read_sum_kernel
+    n_tiles = x.numel() // block
+    partial = torch.empty(programs, dtype=torch.float32, device=x.device)
+    read_sum_kernel[(programs,)](x, partial, n_tiles, BLOCK=block, num_warps=num_warps)
+    return partial
+
+
+READ_CONFIGS = [(4096, 4, 8), (8192, 8, 4), (8192, 8, 8), (16384, 8, 4)]  # BLOCK, warps, programs/SM
+
+
+def measure_ceilings(device, gib: float = 4.0, triton_kernel: bool = True, log=print) -> dict:
+    """Copy and read bandwidth of `gib` GiB bf16 tensors (GB/s decimal)."""
+    block = max(b for b, _, _ in READ_CONFIGS)
+    n = int(gib * 2 ** 30) // 2 // block * block  # bf16 elements, a whole number of tiles
+    nbytes = 2 * n
+    x = torch.empty(n, dtype=torch.bfloat16, device=device).uniform_(-1, 1)
+    y = torch.empty_like(x)
+    res = {"units": "GB/s = 1e9 bytes/s", "tensor_bytes": nbytes}
+    res["copy"] = _entry(2 * nbytes, _time_op(lambda: y.copy_(x), device),
+                         "y.copy_(x): bytes read + bytes written")
+    del y
+    res["read_torch_sum"] = _entry(nbytes, _time_op(lambda: torch.sum(x, dtype=torch.float32), device),
+                                   "torch.sum(x, dtype=float32): bytes read")
+    if triton_kernel:
+        try:
+            sms = (torch.cuda.get_device_properties(device).multi_processor_count
+                   if device.type == "cuda" else 2)
+            best = None
+            want = x.float().sum().item()
+            for blk, warps, per_sm in READ_CONFIGS:
+                got = triton_read(x, blk, warps, sms * per_sm).sum().item()
+                if not math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-2 * math.sqrt(n)):
+                    raise RuntimeError(f"read kernel sum {got} != torch {want}")
+                e = _entry(nbytes, _time_op(lambda: triton_read(x, blk, warps, sms * per_sm), device),
+                           "Triton read-only kernel: bytes read",
+                           config={"BLOCK": blk, "num_warps": warps, "programs": sms * per_sm})
+                if best is None or e["gbps"] > best["gbps"]:
+                    best = e
+            res["read_triton"] = best
+        except Exception as e:
+            res["read_triton"] = {"what": "Triton read-only kernel", "error": f"{type(e).__name__}: {e}"[:300]}
+            log(f"[ceilings] Triton read kernel failed: {res['read_triton']['error']}")
+    del x
+    reads = {k: v["gbps"] for k, v in res.items() if k.startswith("read_") and isinstance(v, dict) and "gbps" in v}
+    res["read_source"] = max(reads, key=reads.get)
+    res["read_gbps"] = reads[res["read_source"]]
+    res["copy_gbps"] = res["copy"]["gbps"]
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return res
