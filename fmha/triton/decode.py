@@ -152,13 +152,15 @@ def launch_config(head_dim: int, rows: int):
 
     BLOCK_M covers the packed rows (T x G) up to a register budget: the fp32
     accumulator is BLOCK_M x D. BLOCK_N shrinks as D grows so that a K and a V
-    tile per pipeline stage stay within shared memory.
+    tile per pipeline stage stay within shared memory. The values are the
+    fastest of a sweep on an H200 (perf/RESULTS.md), e.g. D=128: BLOCK_N=128,
+    4 warps, 3 stages was within 1% of the best config on every shape tried.
     """
-    max_m = {64: 64, 128: 64, 256: 64, 512: 32}[head_dim]
+    max_m = {64: 64, 128: 64, 256: 64, 512: 64}[head_dim]
     block_m = min(max_m, max(16, triton.next_power_of_2(rows)))
-    block_n = {64: 64, 128: 64, 256: 32, 512: 32}[head_dim]
-    num_warps = 8 if head_dim == 512 or (head_dim == 256 and block_m == 64) else 4
-    num_stages = 2 if head_dim == 512 else 3
+    block_n = {64: 64, 128: 128, 256: 64, 512: 32}[head_dim]
+    num_warps = 8 if block_m * head_dim >= 64 * 256 else 4
+    num_stages = 2 if block_m * head_dim >= 64 * 512 else 3
     return block_m, block_n, num_warps, num_stages
 
 
