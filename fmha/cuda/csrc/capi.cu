@@ -7,6 +7,7 @@
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -51,27 +52,42 @@ PFN_cuTensorMapEncodeTiled_v12000 get_encode_fn() {
   return fn;
 }
 
-// A 4-D tiled map over one whole cache [B, S, Hkv, D]: dims (D, S, Hkv, B)
-// innermost first, box (64, block_n, 1, 1), 128B swizzle, OOB -> zeros.
+// A 4-D tiled map over one whole cache [B, S, Hkv, D], innermost first:
+//   head_major = 0: dims (D, S, Hkv, B), box (64, block_n, 1, 1)
+//   head_major = 1: dims (D, Hkv, S, B), box (64, 1, block_n, 1)
+// 128B swizzle, OOB -> zeros. The order is chosen so that byte strides
+// increase with the dimension (the usual [B, S, Hkv, D] cache is head_major = 1,
+// a [B, Hkv, S, D] cache viewed as [B, S, Hkv, D] is head_major = 0).
+int head_major_order(int64_t s_s, int64_t s_h, int Hkv) { return Hkv > 1 && s_h > s_s ? 0 : 1; }
+
+// The stride of a size-1 dimension is never used to address anything, but
+// torch may report any value for it; replace it by a legal, ordered one.
+void sanitize_kv_strides(int S, int Hkv, int D, int B, int64_t& s_b, int64_t& s_s, int64_t& s_h) {
+  if (Hkv == 1) s_h = D;
+  if (S == 1) s_s = static_cast<int64_t>(Hkv) * s_h;
+  if (B == 1) s_b = std::max(static_cast<int64_t>(S) * s_s, static_cast<int64_t>(Hkv) * s_h);
+}
+
 int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, int Hkv, int D, int64_t s_b,
-                  int64_t s_s, int64_t s_h, int block_n, const char* name) {
+                  int64_t s_s, int64_t s_h, int block_n, int head_major, const char* name) {
   auto encode = get_encode_fn();
   if (encode == nullptr) return fail("cuTensorMapEncodeTiled is not available from the CUDA driver");
   const int64_t eb = 2;  // bytes per element (fp16 / bf16)
-  // A stride of a size-1 dimension is never used; give it a legal value.
-  if (Hkv == 1) s_h = D;
-  if (B == 1) s_b = static_cast<int64_t>(S) * Hkv * D;
-  cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(S), static_cast<cuuint64_t>(Hkv),
-                        static_cast<cuuint64_t>(B)};
-  cuuint64_t strides[3] = {static_cast<cuuint64_t>(s_s * eb), static_cast<cuuint64_t>(s_h * eb),
+  const cuuint64_t d1 = head_major ? Hkv : S, d2 = head_major ? S : Hkv;
+  const int64_t st1 = head_major ? s_h : s_s, st2 = head_major ? s_s : s_h;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), d1, d2, static_cast<cuuint64_t>(B)};
+  cuuint64_t strides[3] = {static_cast<cuuint64_t>(st1 * eb), static_cast<cuuint64_t>(st2 * eb),
                            static_cast<cuuint64_t>(s_b * eb)};
+  const char* stride_names[3] = {"S", "Hkv", "B"};
+  const int64_t elem_strides_in[3] = {s_s, s_h, s_b};
   for (int i = 0; i < 3; ++i) {
-    const int64_t st = (i == 0 ? s_s : i == 1 ? s_h : s_b) * eb;
+    const int64_t st = elem_strides_in[i] * eb;
     if (st <= 0 || st % 16 != 0 || st >= (int64_t(1) << 40))
-      return fail("%s: stride %lld bytes (dim %d of [B, S, Hkv, D]) must be a positive multiple of 16 below 2^40",
-                  name, static_cast<long long>(st), 2 - i + 1 == 3 ? 1 : (i == 1 ? 2 : 0));
+      return fail("%s: the %s stride is %lld bytes; TMA needs a positive multiple of 16 below 2^40", name,
+                  stride_names[i], static_cast<long long>(st));
   }
-  cuuint32_t box[4] = {64u, static_cast<cuuint32_t>(block_n), 1u, 1u};
+  cuuint32_t box[4] = {64u, head_major ? 1u : static_cast<cuuint32_t>(block_n),
+                       head_major ? static_cast<cuuint32_t>(block_n) : 1u, 1u};
   cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
   const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUresult r = encode(map, dt, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
@@ -106,8 +122,10 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   using Tr = fmha::sm90::DecodeTraits<D>;
   CUtensorMap tmap_k, tmap_v;
   const int dtype = kBf16 ? 1 : 0;
-  if (encode_kv_map(&tmap_k, k, dtype, p.B, p.S, p.Hkv, D, k_b, k_s, k_h, Tr::kBlockN, "k_cache")) return 1;
-  if (encode_kv_map(&tmap_v, v, dtype, p.B, p.S, p.Hkv, D, v_b, v_s, v_h, Tr::kBlockN, "v_cache")) return 1;
+  if (encode_kv_map(&tmap_k, k, dtype, p.B, p.S, p.Hkv, D, k_b, k_s, k_h, Tr::kBlockN, p.k_head_major, "k_cache"))
+    return 1;
+  if (encode_kv_map(&tmap_v, v, dtype, p.B, p.S, p.Hkv, D, v_b, v_s, v_h, Tr::kBlockN, p.v_head_major, "v_cache"))
+    return 1;
 
   auto kernel = fmha::sm90::decode_kernel<D, kBf16>;
   constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
@@ -197,6 +215,10 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   p.num_splits = num_splits;
   p.qk_scale = softmax_scale * fmha::kLog2e;
   p.causal = causal != 0 && T > 1;
+  sanitize_kv_strides(S, Hkv, D, B, k_b, k_s, k_h);
+  sanitize_kv_strides(S, Hkv, D, B, v_b, v_s, v_h);
+  p.k_head_major = head_major_order(k_s, k_h, Hkv);
+  p.v_head_major = head_major_order(v_s, v_h, Hkv);
   if (num_splits > 1) {
     const size_t need = workspace_bytes(B, T, Hq, D, num_splits);
     if (workspace == nullptr || workspace_size < need)

@@ -23,6 +23,10 @@ struct DecodeParams {
   int num_splits;
   float qk_scale;          // softmax_scale * log2(e): scores live in the log2 domain
   int causal;              // bottom-right aligned: query t sees keys j <= L - T + t
+  // Dimension order of the K / V tensor maps: 0 = (D, S, Hkv, B), 1 = (D, Hkv, S, B).
+  // The host picks the order whose byte strides increase (see capi.cu).
+  int k_head_major;
+  int v_head_major;
 };
 
 // Split-KV workspace, all fp32, written by the attention kernel and read by

@@ -28,7 +28,9 @@
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
-// c ^ (r % 8)), 1024 B aligned. One box is exactly one TMA box (64, kBlockN, 1, 1).
+// c ^ (r % 8)), 1024 B aligned. One box is exactly one TMA box: 64 head-dim columns x kBlockN
+// tokens of one (KV head, sequence); both tensor-map dimension orders give
+// the same shared-memory image.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (types only; no driver calls from device code)
@@ -126,7 +128,8 @@ __device__ __forceinline__ TileRange tile_range(const DecodeParams& p, int b, in
 // ----------------------------------------------------------------------------
 template <class Tr>
 __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUtensorMap* tmap_k,
-                                              const CUtensorMap* tmap_v, const TileRange& tr, int kvh, int b) {
+                                              const CUtensorMap* tmap_v, const TileRange& tr, int kvh, int b,
+                                              int k_head_major, int v_head_major) {
   ptx::prefetch_tensormap(tmap_k);
   ptx::prefetch_tensormap(tmap_v);
   const uint64_t policy = ptx::create_policy_evict_first();
@@ -135,14 +138,17 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
     ptx::mbarrier_wait_parity(&ss.empty[stage], phase ^ 1u);  // first round passes on fresh barriers
     const int token0 = tile * Tr::kBlockN;
+    // Coordinates of dims 1 and 2: (token, head) or (head, token), see DecodeParams.
+    const int k1 = k_head_major ? kvh : token0, k2 = k_head_major ? token0 : kvh;
+    const int v1 = v_head_major ? kvh : token0, v2 = v_head_major ? token0 : kvh;
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
 #pragma unroll
     for (int bx = 0; bx < Tr::kBoxes; ++bx)
-      ptx::tma_load_4d_hint(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, token0, kvh, b, policy);
+      ptx::tma_load_4d_hint(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, k1, k2, b, policy);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes);
 #pragma unroll
     for (int bx = 0; bx < Tr::kBoxes; ++bx)
-      ptx::tma_load_4d_hint(ss.v[stage][bx], tmap_v, &ss.full_v[stage], bx * Tr::kBoxCols, token0, kvh, b, policy);
+      ptx::tma_load_4d_hint(ss.v[stage][bx], tmap_v, &ss.full_v[stage], bx * Tr::kBoxCols, v1, v2, b, policy);
   }
 }
 
@@ -339,8 +345,9 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kThreads, 1)
                   const DecodeParams p) {
   using Tr = DecodeTraits<D>;
   extern __shared__ uint8_t smem_raw[];
-  const uintptr_t base = (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~static_cast<uintptr_t>(1023);
-  SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(base);
+  // Round up on the shared-window address (what the swizzle and the descriptors see).
+  const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;
+  SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(smem_raw + pad);
 
   const int split = blockIdx.x % p.num_splits;
   const int row_block = blockIdx.x / p.num_splits;
@@ -364,7 +371,7 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kThreads, 1)
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
-    if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b);
+    if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
     return;
   }
   // Consumer

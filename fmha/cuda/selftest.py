@@ -1,0 +1,145 @@
+"""First-light check of the CUDA backend on a GPU: `python -m fmha.cuda.selftest [-k SUBSTR]`.
+
+Builds the library, runs a handful of small cases through the backend directly
+(no dispatcher), compares with fmha.reference and prints, per case, the max
+output / LSE errors and hints that localise a bug (NaNs, which rows/columns
+are wrong, the ratio to the reference). Exit status 0 when every case passes.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+import zlib
+
+import torch
+
+from ..problem import validate
+from ..reference import attention_reference
+from ..splits import cdiv, choose_num_splits, num_sms
+
+ATOL = {torch.bfloat16: 2e-2, torch.float16: 4e-3}
+
+
+def _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed):
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g).to(dtype=dtype, device="cuda")
+
+    if fused:
+        q = rnd(B, T, Hq + 2 * Hkv, D)[:, :, :Hq]
+    else:
+        q = rnd(B, T, Hq, D)
+    k, v = rnd(B, S, Hkv, D), rnd(B, S, Hkv, D)
+    sl = torch.tensor(seqlens, dtype=torch.int32, device="cuda") if seqlens is not None else None
+    return q, k, v, sl
+
+
+CASES = [
+    # name, B, T, Hq, Hkv, S, D, dtype, seqlens, causal, fused
+    ("mha-d64-t1-s128", 1, 1, 8, 8, 128, 64, torch.bfloat16, None, True, False),
+    ("mha-d128-t1-s128", 1, 1, 8, 8, 128, 128, torch.bfloat16, None, True, False),
+    ("mha-d256-t1-s128", 1, 1, 8, 8, 128, 256, torch.bfloat16, None, True, False),
+    ("mqa-d512-t1-s128", 1, 1, 16, 1, 128, 512, torch.bfloat16, None, True, False),
+    ("mha-d128-t1-s64-one-tile", 2, 1, 4, 4, 64, 128, torch.bfloat16, None, False, False),
+    ("mha-d128-t4-s300-tail", 2, 4, 8, 8, 300, 128, torch.bfloat16, None, True, False),
+    ("gqa-d128-32/8-t3-s129", 2, 3, 32, 8, 129, 128, torch.bfloat16, None, True, False),
+    ("gqa-d64-28/4-t3-s7", 2, 3, 28, 4, 7, 64, torch.bfloat16, None, True, False),
+    ("gqa-d256-32/8-t32-s384-2rowblocks", 1, 32, 32, 8, 384, 256, torch.bfloat16, None, True, False),
+    ("mqa-d512-t3-s1000", 2, 3, 16, 1, 1000, 512, torch.bfloat16, None, True, False),
+    ("varlen-d128-empty-row", 4, 3, 8, 2, 300, 128, torch.bfloat16, [0, 1, 150, 300], True, False),
+    ("varlen-d512-empty-row", 3, 2, 16, 1, 300, 512, torch.bfloat16, [0, 77, 300], False, False),
+    ("fp16-d128-t4-s384", 2, 4, 8, 8, 384, 128, torch.float16, None, True, False),
+    ("fp16-d512-t1-s384", 1, 1, 16, 1, 384, 512, torch.float16, None, True, False),
+    ("fused-q-d128", 2, 2, 8, 2, 200, 128, torch.bfloat16, None, True, True),
+    ("split-d64-s65536", 1, 1, 8, 8, 65536, 64, torch.bfloat16, None, True, False),
+    ("split-d128-s65536", 1, 1, 8, 8, 65536, 128, torch.bfloat16, None, True, False),
+    ("split-d256-s16384-varlen", 2, 2, 8, 8, 16384, 256, torch.bfloat16, [16384, 3], True, False),
+    ("split-d512-s65536", 1, 1, 16, 1, 65536, 512, torch.bfloat16, None, True, False),
+]
+
+
+def run_case(backend, case) -> bool:
+    name, B, T, Hq, Hkv, S, D, dtype, seqlens, causal, fused = case
+    q, k, v, sl = _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed=zlib.crc32(name.encode()) % 1000)
+    out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
+    lse = torch.full((B, Hq, T), float("nan"), dtype=torch.float32, device="cuda")
+    p = validate(q, k, v, sl, None, causal, out)
+    ctas = B * Hkv * cdiv(T * (Hq // Hkv), 64)
+    tile_n = backend._tile_n[D] if backend._tile_n else None
+    splits = choose_num_splits(ctas, S, tile_n, num_sms(torch.cuda.current_device())) if tile_n else "?"
+    why = backend.unsupported_reason(p)
+    if why:
+        print(f"  {name:36s} UNSUPPORTED: {why}")
+        return False
+    t0 = time.perf_counter()
+    try:
+        backend.run(p, q, k, v, sl, out, lse)
+        torch.cuda.synchronize()
+    except Exception as e:  # report and go on with the next case
+        print(f"  {name:36s} ERROR: {type(e).__name__}: {e}")
+        return False
+    ms = (time.perf_counter() - t0) * 1e3
+    ref, ref_lse = attention_reference(q, k, v, sl, p.softmax_scale, causal)
+    o, r = out.float(), ref.float()
+    nan_o = int(torch.isnan(o).sum())
+    nan_l = int(torch.isnan(lse).sum())
+    err = (o - r).abs().nan_to_num(float("inf"))
+    max_err = err.max().item()
+    fin = torch.isfinite(ref_lse)
+    lse_err = (lse[fin] - ref_lse[fin]).abs().nan_to_num(float("inf")).max().item() if fin.any() else 0.0
+    inf_ok = torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
+    ok = nan_o == 0 and nan_l == 0 and max_err <= ATOL[dtype] and lse_err <= 1e-3 and inf_ok
+    print(f"  {name:36s} {'ok  ' if ok else 'FAIL'} out_err={max_err:.3e} lse_err={lse_err:.3e} "
+          f"nan(out,lse)=({nan_o},{nan_l}) -inf-pattern={'ok' if inf_ok else 'DIFF'} splits={splits} {ms:.1f} ms")
+    if not ok:
+        bad = err > ATOL[dtype]
+        if bad.any():
+            idx = bad.nonzero()
+            bs, ts, hs, ds = (idx[:, i].unique().tolist() for i in range(4))
+            print(f"      bad elements {int(bad.sum())}/{bad.numel()}: b={bs[:8]} t={ts[:8]} hq={hs[:8]} "
+                  f"d(first 16)={ds[:16]}{' ...' if len(ds) > 16 else ''}")
+            denom = (r * r).sum().clamp_min(1e-30)
+            ratio = ((o.nan_to_num(0) * r).sum() / denom).item()
+            print(f"      <out, ref>/<ref, ref> = {ratio:.4f} (1.0 = right scale), |out| max {o.abs().max().item():.3f} "
+                  f"vs |ref| max {r.abs().max().item():.3f}")
+        lse_bad = ((lse - ref_lse).abs() > 1e-3) & fin
+        if lse_bad.any():
+            idx = lse_bad.nonzero()
+            print(f"      bad lse entries {int(lse_bad.sum())}: first (b, hq, t) {idx[:4].tolist()}; "
+                  f"got {lse[tuple(idx[0])].item():.4f} want {ref_lse[tuple(idx[0])].item():.4f}")
+    return ok
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fmha.cuda.selftest")
+    ap.add_argument("-k", default="", help="only cases whose name contains this")
+    args = ap.parse_args(argv)
+    from .backend import CudaSm90Backend
+
+    b = CudaSm90Backend()
+    why = b.unavailable_reason()
+    if why:
+        print(f"fmha cuda backend unavailable: {why}")
+        return 2
+    t0 = time.perf_counter()
+    b._bind()
+    print(f"library ready in {time.perf_counter() - t0:.1f} s; device {torch.cuda.get_device_name()}; "
+          f"tile_n {b._tile_n}")
+    n_ok = n = 0
+    for case in CASES:
+        if args.k and args.k not in case[0]:
+            continue
+        n += 1
+        try:
+            n_ok += run_case(b, case)
+        except Exception:
+            traceback.print_exc()
+    print(f"{n_ok}/{n} cases passed")
+    return 0 if n_ok == n else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

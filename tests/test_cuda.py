@@ -1,0 +1,122 @@
+"""Backend "cuda" (sm_90a TMA + WGMMA kernel) against the fp32 reference, and against Triton.
+
+GPU only: skipped unless a compute-capability-9.0 device is present.
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from _util import check_backend, compare, make_inputs, poisoned_out, tolerance
+
+import fmha
+
+
+def _hopper():
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not _hopper(), reason="needs a CUDA GPU with compute capability 9.0 (Hopper, sm_90a)"),
+]
+
+DEV = "cuda"
+
+
+def _heads(D):
+    return (16, 1) if D == 512 else (8, 8)  # D=512: MQA (DeepSeek latent) shape
+
+
+# The 72-config grid: D x T x S (bf16, causal, B=2), for MHA, GQA and MQA (D=512: MQA only,
+# the DeepSeek latent case).
+@pytest.mark.parametrize("D,T,S", list(itertools.product((64, 128, 256, 512), (1, 4, 32, 128),
+                                                        (128, 256, 384, 512))))
+def test_grid(D, T, S):
+    for Hq, Hkv in ([(16, 1)] if D == 512 else [(8, 8), (32, 8), (16, 1)]):
+        q, k, v, sl = make_inputs(2, T, Hq, Hkv, S, D, device=DEV, seed=D + T + S)
+        check_backend("cuda", q, k, v, sl, causal=True, what=f"D={D} T={T} S={S} {Hq}/{Hkv}")
+
+
+@pytest.mark.parametrize("D", (64, 128, 256, 512))
+@pytest.mark.parametrize("Hq,Hkv", ((32, 8), (28, 4), (16, 1)))
+@pytest.mark.parametrize("S", (1, 7, 129, 1000))
+@pytest.mark.parametrize("T", (1, 3))
+def test_gqa_mqa(D, Hq, Hkv, S, T):
+    q, k, v, sl = make_inputs(2, T, Hq, Hkv, S, D, device=DEV, seed=S * 7 + T)
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"GQA {Hq}/{Hkv} D={D} S={S} T={T}")
+
+
+@pytest.mark.parametrize("D", (64, 128, 256, 512))
+@pytest.mark.parametrize("causal", (True, False))
+def test_varlen_with_empty_row(D, causal):
+    Hq, Hkv = (16, 1) if D == 512 else (8, 2)
+    q, k, v, sl = make_inputs(4, 3, Hq, Hkv, 300, D, device=DEV, seqlens=[0, 1, 150, 300], seed=D)
+    out, lse = check_backend("cuda", q, k, v, sl, causal=causal, what=f"varlen D={D}")
+    assert torch.isneginf(lse[0]).all() and (out[0] == 0).all()
+    if causal:  # seqlen 1, T=3: queries 0, 1 see no key
+        assert torch.isneginf(lse[1, :, :2]).all()
+
+
+@pytest.mark.parametrize("D", (64, 128, 256, 512))
+def test_fp16(D):
+    Hq, Hkv = _heads(D)
+    q, k, v, sl = make_inputs(2, 4, Hq, Hkv, 384, D, dtype=torch.float16, device=DEV)
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"fp16 D={D}")
+
+
+@pytest.mark.parametrize("D", (64, 128, 256, 512))
+def test_non_contiguous_q_and_out(D):
+    Hq, Hkv = (16, 1) if D == 512 else (8, 2)
+    q, k, v, sl = make_inputs(2, 2, Hq, Hkv, 200, D, device=DEV, fused_qkv=True)
+    assert not q.is_contiguous()
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"fused qkv D={D}")
+    # strided out: a [B, T, Hq, D] view of a wider buffer
+    wide = torch.full((2, 2, Hq + 3, D), float("nan"), dtype=q.dtype, device=DEV)
+    out = wide[:, :, 1:Hq + 1]
+    res, lse = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=out)
+    ref, ref_lse = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="reference")
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"strided out D={D}")
+    assert torch.isnan(wide[:, :, 0]).all() and torch.isnan(wide[:, :, Hq + 1:]).all(), "wrote outside out"
+
+
+@pytest.mark.parametrize("D", (64, 128, 256, 512))
+def test_forced_split_kv(D):
+    Hq, Hkv = (16, 1) if D == 512 else (8, 8)
+    q, k, v, sl = make_inputs(1, 1, Hq, Hkv, 65536, D, device=DEV, seed=3)
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"split-KV D={D}")
+    # varlen inside the split path: one row much shorter than the capacity
+    q, k, v, sl = make_inputs(2, 2, Hq, Hkv, 65536, D, device=DEV, seqlens=[65536, 1000], seed=4)
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"split-KV varlen D={D}")
+
+
+@pytest.mark.parametrize("D", (64, 128, 256, 512))
+@pytest.mark.parametrize("T,S", ((1, 4096), (4, 777)))
+def test_matches_triton(D, T, S):
+    Hq, Hkv = (16, 1) if D == 512 else (32, 8)
+    q, k, v, sl = make_inputs(3, T, Hq, Hkv, S, D, device=DEV, seqlens=[S, S // 2, 5], seed=11)
+    o_c, l_c = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=poisoned_out(q))
+    o_t, l_t = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="triton", out=poisoned_out(q))
+    assert not torch.isnan(o_c).any()
+    # each is within tolerance() of the reference, so they are within twice that of each other
+    assert (o_c.float() - o_t.float()).abs().max().item() <= 2 * tolerance(q.dtype, v.abs().max().item())
+    assert torch.equal(torch.isneginf(l_c), torch.isneginf(l_t))
+    fin = torch.isfinite(l_t)
+    assert (l_c[fin] - l_t[fin]).abs().max().item() <= 1e-3
+
+
+def test_cuda_graph_capture():
+    q, k, v, sl = make_inputs(2, 1, 32, 8, 1024, 128, device=DEV, seqlens=[1024, 10])
+    out = torch.empty_like(q)
+    fmha.attention(q, k, v, sl, causal=True, backend="cuda", out=out)  # build + warm up
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fmha.attention(q, k, v, sl, causal=True, backend="cuda", out=out)
+    out.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    ref, _ = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="reference")
+    assert (out.float() - ref.float()).abs().max().item() <= tolerance(q.dtype, v.abs().max().item())
