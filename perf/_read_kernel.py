@@ -11,10 +11,10 @@ import triton.language as tl
 
 @triton.jit
 def read_sum_kernel(X, Partial, n_tiles, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    nprog = tl.num_programs(0)
+    pid = tl.program_id(0).to(tl.int64)  # int64 loop: offsets of tensors over 2^31 elements
+    nprog = tl.num_programs(0).to(tl.int64)
     acc = tl.zeros([BLOCK], dtype=tl.float32)
     for tile in range(pid, n_tiles, nprog):
-        offs = tile.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64: tensors over 2^31 elements
+        offs = tile * BLOCK + tl.arange(0, BLOCK)
         acc += tl.load(X + offs).to(tl.float32)
     tl.store(Partial + pid, tl.sum(acc, axis=0))

@@ -20,7 +20,7 @@ import contextlib
 import re
 import time
 import warnings
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -93,8 +93,9 @@ class SdpaContender(Contender):
             try:
                 return fn(i)
             except RuntimeError as e:
-                why = [str(w.message) for w in caught if "support" in str(w.message) or "requires" in str(w.message)]
-                raise Unsupported(short_reason(why[0] if why else str(e))) from e
+                why = [short_reason(w.message) for w in caught]
+                why = [w for w in why if not w.rstrip(".").endswith("because:")]
+                raise Unsupported("; ".join(why[:2]) if why else short_reason(e)) from e
 
 
 class FlexContender(Contender):

@@ -43,7 +43,8 @@ class Shape:
     def tiny(self) -> "Shape":
         """A CPU-sized stand-in with the same family, T, group size and head dim (--dry-run)."""
         hkv = min(self.Hkv, 2)
-        return replace(self, B=min(self.B, 2), S=min(self.S, 96), Hkv=hkv, Hq=hkv * min(self.G, 4))
+        return replace(self, B=min(self.B, 2), S=max(16, min(256, self.S // 256)), Hkv=hkv,
+                       Hq=hkv * min(self.G, 4))
 
 
 def _serving(B, S, **kw):

@@ -196,7 +196,7 @@ def measure_ceilings(device, gib: float = 4.0, triton_kernel: bool = True, log=p
     res = {"units": "GB/s = 1e9 bytes/s", "tensor_bytes": nbytes}
     res["copy"] = _entry(2 * nbytes, _time_op(lambda: y.copy_(x), device),
                          "y.copy_(x): bytes read + bytes written")
-    del y
+    y = None  # free it before the read tests
     res["read_torch_sum"] = _entry(nbytes, _time_op(lambda: torch.sum(x, dtype=torch.float32), device),
                                    "torch.sum(x, dtype=float32): bytes read")
     if triton_kernel:
@@ -204,7 +204,7 @@ def measure_ceilings(device, gib: float = 4.0, triton_kernel: bool = True, log=p
             sms = (torch.cuda.get_device_properties(device).multi_processor_count
                    if device.type == "cuda" else 2)
             best = None
-            want = x.float().sum().item()
+            want = torch.sum(x, dtype=torch.float32).item()
             for blk, warps, per_sm in READ_CONFIGS:
                 got = triton_read(x, blk, warps, sms * per_sm).sum().item()
                 if not math.isclose(got, want, rel_tol=1e-3, abs_tol=1e-2 * math.sqrt(n)):
@@ -218,7 +218,7 @@ def measure_ceilings(device, gib: float = 4.0, triton_kernel: bool = True, log=p
         except Exception as e:
             res["read_triton"] = {"what": "Triton read-only kernel", "error": f"{type(e).__name__}: {e}"[:300]}
             log(f"[ceilings] Triton read kernel failed: {res['read_triton']['error']}")
-    del x
+    x = None
     reads = {k: v["gbps"] for k, v in res.items() if k.startswith("read_") and isinstance(v, dict) and "gbps" in v}
     res["read_source"] = max(reads, key=reads.get)
     res["read_gbps"] = reads[res["read_source"]]

@@ -1,0 +1,1 @@
+"""fmha's benchmark suite: `python -m perf --help` (see perf/README.md)."""

@@ -1,0 +1,482 @@
+"""The decode benchmark: every fmha backend against PyTorch SDPA and FlexAttention.
+
+    python -m perf [--preset full|quick] [--shapes SUBSTR,...] [--out DIR] [--write-tuning]
+    python -m perf --dry-run          # CPU smoke run of the whole pipeline, tiny shapes
+
+For each shape the sweep builds N rotating input sets (together > 3x L2), checks
+every contender's output on set 0 against fmha's fp32 reference (computed on the
+first and last sequence only, to stay cheap), then times it: CUDA-graph replays
+of one call per set (median per call) and an eager Python loop. It measures the
+HBM copy and read ceilings in the same run and writes JSON, Markdown and PNG
+plots (see perf/README.md).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import shlex
+import shutil
+import statistics
+import sys
+import time
+
+if __package__ in (None, ""):  # run as `python perf/bench.py`
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MIN_COSINE = 0.9999
+DEFAULT_BUDGET_S = {"full": 500, "quick": 300}
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m perf", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="full", help="shape preset: full (default) or quick")
+    ap.add_argument("--shapes", default=None,
+                    help="keep shapes whose name contains any of these comma-separated substrings")
+    ap.add_argument("--contenders", default=None,
+                    help="comma-separated subset of contenders (cuda, triton, sdpa-flash, sdpa-efficient, "
+                         "sdpa-cudnn, flex); default all")
+    ap.add_argument("--no-flex", action="store_true", help="leave FlexAttention out (no torch.compile)")
+    ap.add_argument("--out", default=None,
+                    help="output folder (default perf/results/<gpu-key>-<date>/); when given, the results "
+                         "are also copied into perf/results/<gpu-key>-<date>/")
+    ap.add_argument("--write-tuning", action="store_true",
+                    help="write fmha/tuning/<gpu-key>.json (the dispatcher's table) and a copy in the output folder")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="CPU smoke run: tiny shapes, wall-clock timings, every output file written")
+    ap.add_argument("--replays", type=int, default=30, help="CUDA-graph replays per contender (>= 20)")
+    ap.add_argument("--rotate-factor", type=float, default=3.0,
+                    help="rotating input sets total at least this many L2 caches (default 3)")
+    ap.add_argument("--ceiling-gib", type=float, default=4.0, help="size of the ceiling tensors in GiB")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="soft time budget: past it, peers are skipped (marked so); flex is skipped earlier "
+                         "when its compile would not fit (default 500 full, 300 quick)")
+    ap.add_argument("--no-graph", action="store_true", help="eager timing only")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    args.replays = max(20, args.replays)
+    if args.budget_s is None:
+        args.budget_s = DEFAULT_BUDGET_S.get(args.preset, 500)
+    return args
+
+
+def command_line(argv) -> str:
+    script = sys.argv[0]
+    head = ["python", "-m", "perf"] if script.endswith("__main__.py") else ["python", os.path.relpath(script, REPO)]
+    return shlex.join(head + list(argv))
+
+
+# ---- progress ------------------------------------------------------------------------------
+
+class _PlainProgress:
+    """What is left of tqdm when tqdm is not installed: one flushed line per step."""
+
+    def __init__(self, total, desc=""):
+        self.n, self.total, self.desc = 0, total, desc
+
+    def set_description_str(self, desc, refresh=True):
+        self.desc = desc
+
+    def set_postfix_str(self, s, refresh=True):
+        print(f"  [{self.n}/{self.total}] {self.desc} {s}", flush=True)
+
+    def update(self, k=1):
+        self.n += k
+
+    def write(self, s):
+        print(s, flush=True)
+
+    def close(self):
+        pass
+
+
+def progress(total):
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _PlainProgress(total)
+    tty = sys.stderr.isatty()  # redirected: redraw rarely, the shape lines carry the news
+    return tqdm(total=total, unit="run", ascii=True, mininterval=0.5 if tty else 20.0, ncols=110,
+                file=sys.stderr)
+
+
+# ---- inputs --------------------------------------------------------------------------------
+
+class ShapeInputs:
+    """N input sets of one shape in fmha's layout, and (lazily) the peers' [B, H, L, E] copies."""
+
+    def __init__(self, shape, n_sets, device, seed):
+        import torch
+        self.shape, self.device, self.n_sets = shape, device, n_sets
+        s = shape
+        gen = torch.Generator(device=device).manual_seed(seed)
+
+        def rnd(*dims):
+            return torch.randn(*dims, generator=gen, device=device, dtype=torch.bfloat16)
+
+        self.sets = [(rnd(s.B, s.T, s.Hq, s.D), rnd(s.B, s.S, s.Hkv, s.D), rnd(s.B, s.S, s.Hkv, s.D))
+                     for _ in range(n_sets)]
+        self._bhld = None
+        self._mask = None
+
+    def bhld(self):
+        if self._bhld is None:
+            self._bhld = [tuple(t.transpose(1, 2).contiguous() for t in qkv) for qkv in self.sets]
+        return self._bhld
+
+    def bottom_right_mask(self):
+        """Boolean [T, S], True where query t may see key j (j <= S - T + t); None when T == 1."""
+        import torch
+        s = self.shape
+        if not s.masked:
+            return None
+        if self._mask is None:
+            j = torch.arange(s.S, device=self.device).view(1, s.S)
+            t = torch.arange(s.T, device=self.device).view(s.T, 1)
+            self._mask = j <= (s.S - s.T) + t
+        return self._mask
+
+    def release(self):
+        self.sets, self._bhld, self._mask = None, None, None
+
+
+def problem_of(shape, device):
+    """fmha's Problem for a shape, from meta tensors (no memory)."""
+    import torch
+    from fmha.problem import validate
+    s = shape
+    q = torch.empty(s.B, s.T, s.Hq, s.D, dtype=torch.bfloat16, device="meta")
+    kv = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=torch.bfloat16, device="meta")
+    p = validate(q, kv, kv, None, None, s.causal)
+    # The problem's device matters to the backends' checks: describe the real one.
+    from dataclasses import replace
+    return replace(p, device=device)
+
+
+# ---- contenders ----------------------------------------------------------------------------
+
+from perf.peers import Contender, Unsupported  # noqa: E402  (after the sys.path fix above)
+
+
+class FmhaContender(Contender):
+    is_fmha = True
+
+    def __init__(self, backend: str):
+        self.name = backend
+        self.note = f"fmha.attention(backend={backend!r})"
+
+    def prepare(self, inputs):
+        import fmha
+        from fmha.dispatch import why_not
+        why = why_not(self.name, problem_of(inputs.shape, inputs.device))
+        if why is not None:
+            raise Unsupported(why)
+        sets, causal, backend = inputs.sets, inputs.shape.causal, self.name
+
+        def fn(i):
+            q, k, v = sets[i]
+            return fmha.attention(q, k, v, causal=causal, backend=backend)
+
+        return fn
+
+    def first_call(self, fn, i=0):
+        try:
+            return fn(i)
+        except NotImplementedError as e:
+            raise Unsupported(str(e)) from e
+
+
+def make_contenders(args):
+    from fmha.backends import registry
+    from perf.peers import PEER_NAMES, make_peers
+    fmha_names = [n for n in registry() if n != "reference"]
+    peer_names = [n for n in PEER_NAMES if not (n == "flex" and args.no_flex)]
+    if args.contenders:
+        wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
+        unknown = [w for w in wanted if w not in fmha_names + PEER_NAMES]
+        if unknown:
+            raise SystemExit(f"--contenders: unknown {', '.join(unknown)}; known: "
+                             f"{', '.join(fmha_names + PEER_NAMES)}")
+        fmha_names = [n for n in fmha_names if n in wanted]
+        peer_names = [n for n in peer_names if n in wanted]
+    return [FmhaContender(n) for n in fmha_names] + make_peers(peer_names, compile_flex=not args.dry_run)
+
+
+# ---- one contender on one shape --------------------------------------------------------------
+
+def cosine(a, b) -> float:
+    a, b = a.float().flatten(), b.float().flatten()
+    den = (a.norm() * b.norm()).item()
+    return (a @ b).item() / den if den > 0 else float("nan")
+
+
+def reference_rows(inputs):
+    """The batch rows checked (first and last) and fmha's fp32 reference output on them."""
+    import math
+    from fmha.reference import attention_reference
+    B = inputs.shape.B
+    rows = [0] if B == 1 else [0, B - 1]
+    q, k, v = (t[rows] for t in inputs.sets[0])
+    out, _ = attention_reference(q, k, v, None, 1.0 / math.sqrt(inputs.shape.D), inputs.shape.causal)
+    return rows, out
+
+
+def _compile_s(c, t0) -> dict:
+    """A failed compile costs time too: report it (the flex budget rule counts it)."""
+    return {"compile_s": round(time.perf_counter() - t0, 2)} if c.compiles else {}
+
+
+def run_contender(c, inputs, rows, ref, args, device) -> dict:
+    import torch
+    from perf.peers import short_reason, timed_first_call
+    from perf.timing import measure
+    r = {"status": "ok", "reason": None, "note": c.note, "cosine": None}
+    try:
+        with c.context():
+            t0 = time.perf_counter()
+            try:
+                fn = c.prepare(inputs)
+                out, first_s = timed_first_call(c, fn)
+            except Unsupported as e:
+                return {**r, **_compile_s(c, t0), "status": "unsupported", "reason": str(e)}
+            except torch.cuda.OutOfMemoryError:
+                return {**r, "status": "unsupported", "reason": "out of memory"}
+            except Exception as e:  # a peer refusing a shape; in fmha, a bug
+                return {**r, **_compile_s(c, t0), "status": "error" if c.is_fmha else "unsupported",
+                        "reason": f"{type(e).__name__}: {short_reason(e)}"}
+            if c.compiles:
+                r["compile_s"] = round(first_s, 2)
+            cos = cosine(out[rows], ref)
+            del out
+            r["cosine"] = cos
+            if not cos >= MIN_COSINE:
+                r["status"] = "WRONG"
+                r["reason"] = f"cosine {cos:.6f} < {MIN_COSINE} against the fp32 reference"
+            t = measure(fn, inputs.n_sets, device, replays=args.replays, capture=not args.no_graph)
+            note = t.pop("note")
+            if note:
+                r["note"] = f"{c.note}; {note}"
+            r.update(t)
+            r["us"] = t["graph_us"] if t["graph_us"] is not None else t["eager_us"]
+    except Exception as e:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return {**r, "status": "error", "reason": f"{type(e).__name__}: {short_reason(e)}"}
+    return r
+
+
+def prewarm(contenders, device):
+    """One tiny call per fmha backend before the clock matters: builds (nvcc) or JIT-compiles it."""
+    import torch
+    import fmha
+    from fmha.dispatch import why_not
+    for c in contenders:
+        if not c.is_fmha:
+            continue
+        q = torch.randn(1, 1, 8, 128, dtype=torch.bfloat16, device=device)
+        kv = torch.randn(1, 256, 8, 128, dtype=torch.bfloat16, device=device)
+        if why_not(c.name, problem_of_tensors(q, kv)) is not None:
+            continue
+        t0 = time.perf_counter()
+        try:
+            fmha.attention(q, kv, kv, backend=c.name)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            print(f"  fmha backend {c.name!r} ready ({time.perf_counter() - t0:.1f} s)", flush=True)
+        except Exception as e:
+            print(f"  fmha backend {c.name!r} failed its first call: {type(e).__name__}: {str(e)[:300]}", flush=True)
+
+
+def problem_of_tensors(q, kv):
+    from fmha.problem import validate
+    return validate(q, kv, kv)
+
+
+# ---- the sweep -----------------------------------------------------------------------------
+
+def environment(args, argv, device):
+    import platform
+    import torch
+    import fmha
+    from fmha.backends import available_backends, registry
+    from fmha.tuning import gpu_key
+    try:
+        import triton
+        triton_version = triton.__version__
+    except Exception:
+        triton_version = None
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        gpu = torch.cuda.get_device_name(device)
+        extra = {"sm_count": props.multi_processor_count, "capability": f"{props.major}.{props.minor}",
+                 "memory_bytes": props.total_memory, "cuda": torch.version.cuda}
+        key = gpu_key(gpu)
+    else:
+        gpu, key, extra = "CPU (dry run)", "cpu-dry-run", {}
+    from perf.timing import l2_cache_bytes
+    unavailable = {n: b.unavailable_reason() for n, b in registry().items() if b.unavailable_reason()}
+    return {"gpu": gpu, "gpu_key": key, **extra, "l2_bytes": l2_cache_bytes(device),
+            "torch": torch.__version__, "triton": triton_version, "fmha": fmha.__version__,
+            "python": platform.python_version(), "date": datetime.date.today().isoformat(),
+            "time": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": command_line(argv), "argv": list(argv), "cwd": os.getcwd(),
+            "preset": args.preset, "shape_filter": args.shapes, "dry_run": args.dry_run,
+            "fmha_backends_available": available_backends(), "fmha_backends_unavailable": unavailable,
+            "min_cosine": MIN_COSINE, "replays": args.replays, "rotate_factor": args.rotate_factor,
+            "bandwidth_units": "GB/s = 1e9 bytes/s (decimal)",
+            "bytes_moved": "q + k_cache + v_cache + out, as fmha.Problem.bytes_moved()"}
+
+
+def summarize(rec, ceilings):
+    """Add GB/s, % of the read ceiling, the best peer and fmha's speedups to one shape record."""
+    from perf.timing import gbps
+    best = None
+    for name, r in rec["results"].items():
+        if r.get("us"):
+            r["gbps"] = gbps(rec["bytes_moved"], r["us"])
+            r["pct_read_ceiling"] = 100.0 * r["gbps"] / ceilings["read_gbps"]
+            if r.get("eager_us"):
+                r["eager_gbps"] = gbps(rec["bytes_moved"], r["eager_us"])
+            if not r.get("is_fmha") and r["status"] == "ok" and (best is None or r["us"] < best[1]):
+                best = (name, r["us"])
+    rec["best_peer"], rec["best_peer_us"] = best if best else (None, None)
+    rec["speedup_vs_best_peer"] = {
+        name: (best[1] / r["us"] if best and r.get("us") and r["status"] == "ok" else None)
+        for name, r in rec["results"].items() if r.get("is_fmha")}
+
+
+def shape_line(rec) -> str:
+    parts = []
+    for name, r in rec["results"].items():
+        if r.get("us"):
+            parts.append(f"{name} {r['us']:.1f}us {r['gbps']:.0f}GB/s{'' if r['status'] == 'ok' else ' ' + r['status']}")
+        else:
+            parts.append(f"{name} {r['status']}")
+    sp = ", ".join(f"{n} {x:.2f}x" for n, x in rec["speedup_vs_best_peer"].items() if x)
+    tail = f" | best peer {rec['best_peer']}: {sp}" if rec["best_peer"] else ""
+    return f"{rec['name']}: " + "; ".join(parts) + tail
+
+
+def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
+    import torch
+    from perf.timing import l2_cache_bytes, rotation_count
+    l2 = l2_cache_bytes(device)
+    deadline = t_start + args.budget_s
+    compile_times = []
+    records = []
+    for si, shape in enumerate(shapes):
+        p = problem_of(shape, device)
+        nbytes = p.bytes_moved()
+        n_sets = 2 if args.dry_run else rotation_count(nbytes, l2, args.rotate_factor)
+        rec = {"name": shape.name, "family": shape.family, "B": shape.B, "T": shape.T, "Hq": shape.Hq,
+               "Hkv": shape.Hkv, "G": shape.G, "S": shape.S, "D": shape.D, "causal": shape.causal,
+               "tokens": shape.tokens, "dtype": "bfloat16", "bytes_moved": nbytes, "n_sets": n_sets,
+               "rotation_bytes": n_sets * nbytes, "results": {}}
+        bar.set_description_str(f"[{si + 1}/{len(shapes)}] {shape.name}", refresh=False)
+        inputs = None
+        done = 0
+        try:
+            inputs = ShapeInputs(shape, n_sets, device, args.seed + si)
+            rows, ref = reference_rows(inputs)
+            rec["checked_rows"] = rows
+            for c in contenders:
+                bar.set_postfix_str(c.name, refresh=False)
+                left = deadline - time.monotonic()
+                skip = None
+                if not c.is_fmha and left < 0:
+                    skip = f"time budget of {args.budget_s:.0f} s spent"
+                elif c.compiles and compile_times and left < 2 * statistics.mean(compile_times) + 15:
+                    skip = (f"{left:.0f} s of the time budget left, flex compiles take "
+                            f"~{statistics.mean(compile_times):.0f} s")
+                if skip:
+                    r = {"status": "skipped", "reason": skip, "note": c.note}
+                else:
+                    r = run_contender(c, inputs, rows, ref, args, device)
+                if r.get("compile_s"):
+                    compile_times.append(r["compile_s"])
+                r["is_fmha"] = c.is_fmha
+                rec["results"][c.name] = r
+                bar.update(1)
+                done += 1
+        except torch.cuda.OutOfMemoryError as e:
+            for c in contenders:
+                rec["results"].setdefault(c.name, {"status": "error", "is_fmha": c.is_fmha,
+                                                   "reason": f"out of memory building inputs ({e})"[:200]})
+            bar.update(len(contenders) - done)
+        finally:
+            if inputs is not None:
+                inputs.release()
+            del inputs
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        summarize(rec, ceilings)
+        bar.write(shape_line(rec))
+        records.append(rec)
+    return records
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parse_args(argv)
+    if args.dry_run and not os.environ.get("TRITON_INTERPRET"):
+        os.environ["TRITON_INTERPRET"] = "1"  # before any Triton kernel is defined: triton runs on the CPU
+    t_start = time.monotonic()
+    import torch
+    from perf import report
+    from perf.shapes import select
+    from perf.timing import measure_ceilings
+
+    shapes = select(args.preset, args.shapes)
+    if args.dry_run:
+        device = torch.device("cpu")
+    elif not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU here; use --dry-run for a CPU smoke run of the pipeline")
+    else:
+        device = torch.device("cuda", torch.cuda.current_device())
+
+    if args.dry_run:
+        shapes = list({s.tiny().name: s.tiny() for s in shapes}.values())
+    contenders = make_contenders(args)
+    env = environment(args, argv, device)
+    out_dir = args.out or (os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
+                           if not args.dry_run else
+                           os.path.join("/tmp", f"fmha-perf-dry-run-{env['date']}-{os.getpid()}"))
+    print(f"fmha perf: {env['gpu']}, torch {env['torch']}, triton {env['triton']}; {len(shapes)} shapes x "
+          f"{len(contenders)} contenders ({', '.join(c.name for c in contenders)}); budget {args.budget_s:.0f} s; "
+          f"output {out_dir}", flush=True)
+    for name, why in env["fmha_backends_unavailable"].items():
+        print(f"  fmha backend {name!r} unavailable: {why}", flush=True)
+
+    prewarm(contenders, device)
+    torch.manual_seed(args.seed)
+    t0 = time.monotonic()
+    ceilings = measure_ceilings(device, gib=(1 / 1024 if args.dry_run else args.ceiling_gib))
+    print(f"HBM ceilings (GB/s, decimal): copy {ceilings['copy_gbps']:.0f}, read {ceilings['read_gbps']:.0f} "
+          f"({ceilings['read_source']}); {time.monotonic() - t0:.1f} s", flush=True)
+
+    bar = progress(len(shapes) * len(contenders))
+    try:
+        records = sweep(shapes, contenders, args, device, ceilings, t_start, bar)
+    finally:
+        bar.close()
+    results = {"meta": {**env, "elapsed_s": round(time.monotonic() - t_start, 1)},
+               "ceilings": ceilings,
+               "contenders": {c.name: {"fmha": c.is_fmha, "what": c.note} for c in contenders},
+               "shapes": records}
+    written = report.write_all(results, out_dir)
+    if args.write_tuning:
+        written += report.write_tuning(results, out_dir, to_package=not args.dry_run)
+    if args.out and not args.dry_run:
+        mirror = os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
+        if os.path.abspath(mirror) != os.path.abspath(out_dir):
+            shutil.copytree(out_dir, mirror, dirs_exist_ok=True)
+            print(f"copied to {mirror}", flush=True)
+    print(f"done in {time.monotonic() - t_start:.0f} s; wrote:", flush=True)
+    for path in written:
+        print(f"  {path}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
