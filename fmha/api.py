@@ -7,7 +7,7 @@ import torch
 
 from .backends import registry
 from .dispatch import Decision, decide
-from .problem import validate
+from .problem import validate, validate_cached
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,
@@ -32,13 +32,30 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
         torch.ops.fmha.attention_(q, k_cache, v_cache, cache_seqlens, out, lse,
                                   softmax_scale, bool(causal), backend)
         return (out, lse) if return_lse else out
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
     decision = decide(p, backend)
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=q.device)
+    if return_lse:
+        lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=q.device)
+    else:  # the kernels always write an LSE; nobody reads this one
+        lse = _lse_scratch(p.batch * p.heads_q * p.seqlen_q, q.device).view(p.batch, p.heads_q, p.seqlen_q)
     registry()[decision.backend].run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
     return (out, lse) if return_lse else out
+
+
+_LSE_SCRATCH: dict = {}
+
+
+def _lse_scratch(numel: int, device) -> torch.Tensor:
+    """A per-device float32 buffer the kernels may write an unwanted LSE into (never read).
+
+    Kept for the process so that CUDA-graph replays of a captured call still own it."""
+    buf = _LSE_SCRATCH.get(device)
+    if buf is None or buf.numel() < numel:
+        buf = torch.empty(max(numel, 4096), dtype=torch.float32, device=device)
+        _LSE_SCRATCH[device] = buf
+    return buf[:numel]
 
 
 def explain(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,

@@ -51,6 +51,21 @@ def why_not(name: str, p: Problem):
 
 
 def decide(p: Problem, backend: str = "auto") -> Decision:
+    """The decision for `p`; memoised per (problem, backend name, FMHA_BACKEND) since every input
+    to it is host information that does not change within a process."""
+    key = (p, backend, os.environ.get(BACKEND_ENV, ""))
+    d = _DECISIONS.get(key)
+    if d is None:
+        d = _decide(p, backend)
+        if len(_DECISIONS) < 4096:
+            _DECISIONS[key] = d
+    return d
+
+
+_DECISIONS: dict = {}
+
+
+def _decide(p: Problem, backend: str) -> Decision:
     check_backend_name(backend)
     source = "explicit"
     if backend == "auto":

@@ -1,6 +1,7 @@
 """The "cuda" backend: the hand-written sm_90a TMA + WGMMA decode kernel."""
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Optional
 
@@ -35,6 +36,7 @@ class CudaSm90Backend(Backend):
         self._tile_n = None
         self._ws_bytes = None
         self._last_error = None
+        self._plans = {}
 
     # -- availability -----------------------------------------------------
     def unavailable_reason(self) -> Optional[str]:
@@ -74,35 +76,47 @@ class CudaSm90Backend(Backend):
         self._fn = lib.fmha_sm90_decode
         return self._fn
 
+    def _plan(self, p: Problem, index: int):
+        """(num_splits, workspace bytes, the shape arguments of the C call), from shapes only."""
+        key = (p, index)
+        plan = self._plans.get(key)
+        if plan is None:
+            ctas = p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
+            num_splits = choose_num_splits(ctas, p.seqlen_k, self._tile_n[p.head_dim], num_sms(index))
+            ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits) if num_splits > 1 else 0
+            shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
+            plan = (num_splits, ws_bytes, shape_args, (p.softmax_scale, 1 if p.causal else 0, num_splits))
+            self._plans[key] = plan
+        return plan
+
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         fn = self._fn or self._bind()
-        B, T, Hq, Hkv, S, D = p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim
-        dev = q.device
-        index = dev.index if dev.index is not None else torch.cuda.current_device()
-        ctas = B * Hkv * cdiv(T * (Hq // Hkv), BLOCK_M)
-        num_splits = choose_num_splits(ctas, S, self._tile_n[D], num_sms(index))
-        workspace, ws_ptr, ws_bytes = None, None, 0
-        if num_splits > 1:
-            ws_bytes = self._ws_bytes(B, T, Hq, D, num_splits)
-            workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=dev)
+        index = q.device.index
+        if index is None:
+            index = torch.cuda.current_device()
+        num_splits, ws_bytes, shape_args, tail_args = self._plan(p, index)
+        ws_ptr = None
+        if num_splits > 1:  # sized from shapes: safe under CUDA-graph capture
+            workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
             ws_ptr = workspace.data_ptr()
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
-        if index != torch.cuda.current_device():
-            with torch.cuda.device(index):
-                status = self._call(fn, p, q, k_cache, v_cache, cache_seqlens, out, lse, qs, ks, vs, os_,
-                                    num_splits, ws_ptr, ws_bytes, index)
-        else:
-            status = self._call(fn, p, q, k_cache, v_cache, cache_seqlens, out, lse, qs, ks, vs, os_,
-                                num_splits, ws_ptr, ws_bytes, index)
+        with torch.cuda.device(index) if index != torch.cuda.current_device() else _NULL_CONTEXT:
+            status = fn(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
+                        cache_seqlens.data_ptr() if cache_seqlens is not None else None,
+                        *shape_args, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
+                        os_[0], os_[1], os_[2], *tail_args, ws_ptr, ws_bytes, _current_stream(index))
         if status != 0:
             msg = self._last_error().decode(errors="replace")
             raise RuntimeError(f"fmha cuda backend: {msg} ({p.describe()})")
 
-    @staticmethod
-    def _call(fn, p, q, k, v, seqlens, out, lse, qs, ks, vs, os_, num_splits, ws_ptr, ws_bytes, index):
-        return fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(),
-                  seqlens.data_ptr() if seqlens is not None else None,
-                  p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype],
-                  qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
-                  p.softmax_scale, 1 if p.causal else 0, num_splits, ws_ptr, ws_bytes,
-                  torch.cuda.current_stream(index).cuda_stream)
+
+_NULL_CONTEXT = contextlib.nullcontext()
+
+
+def _current_stream(index: int) -> int:
+    """The raw cudaStream_t of PyTorch's current stream on device `index`."""
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+if hasattr(torch._C, "_cuda_getCurrentRawStream"):  # same value, without building a Stream object (~2 us)
+    _current_stream = torch._C._cuda_getCurrentRawStream  # noqa: F811

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -130,12 +131,18 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   auto kernel = fmha::sm90::decode_kernel<D, kBf16>;
   constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
-  // The attribute is per function and per device; setting it is cheap and
-  // host-only (no stream work), so set it on every call rather than caching
-  // per device.
-  if (check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-                 "cudaFuncSetAttribute(decode, max dynamic smem)"))
-    return 1;
+  // The attribute is per function and per device. Remember which devices are done so the hot
+  // path skips the driver call; setting it twice (a race between threads) is harmless.
+  static std::atomic<uint64_t> configured_devices{0};
+  int device = 0;
+  if (check_cuda(cudaGetDevice(&device), "cudaGetDevice")) return 1;
+  const uint64_t device_bit = device < 64 ? (uint64_t{1} << device) : 0;
+  if (device_bit == 0 || !(configured_devices.load(std::memory_order_relaxed) & device_bit)) {
+    if (check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+                   "cudaFuncSetAttribute(decode, max dynamic smem)"))
+      return 1;
+    configured_devices.fetch_or(device_bit, std::memory_order_relaxed);
+  }
 
   const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
   const long long grid_x = static_cast<long long>(row_blocks) * p.num_splits;
