@@ -11,6 +11,7 @@ import ctypes
 import functools
 import glob
 import hashlib
+import shlex
 import os
 import shutil
 import subprocess
@@ -71,15 +72,20 @@ def _arch_parts(arch: str):
     return f"compute_{a}", f"sm_{a}"
 
 
+def user_flags() -> list:
+    """Extra nvcc flags from FMHA_NVCC_FLAGS (e.g. the -DFMHA_SM90_* tuning knobs); part of the cache key."""
+    return shlex.split(os.environ.get("FMHA_NVCC_FLAGS", ""))
+
+
 def nvcc_command(nvcc: str, arch: str, output: str, extra_flags: Sequence[str] = ()) -> list:
     compute, sm = _arch_parts(arch)
-    return [nvcc, *BASE_FLAGS, f"-gencode=arch={compute},code={sm}", *extra_flags, "-o", output,
+    return [nvcc, *BASE_FLAGS, f"-gencode=arch={compute},code={sm}", *extra_flags, *user_flags(), "-o", output,
             str(MAIN_SOURCE)]
 
 
 def source_hash(arch: str, extra_flags: Sequence[str] = ()) -> str:
     h = hashlib.sha256()
-    h.update(f"{arch}|{' '.join(BASE_FLAGS)}|{' '.join(extra_flags)}".encode())
+    h.update(f"{arch}|{' '.join(BASE_FLAGS)}|{' '.join(extra_flags)}|{' '.join(user_flags())}".encode())
     for f in source_files():
         h.update(str(f.relative_to(CSRC)).encode())
         h.update(f.read_bytes())

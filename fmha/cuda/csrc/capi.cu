@@ -131,6 +131,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   auto kernel = fmha::sm90::decode_kernel<D, kBf16>;
   constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
+  static_assert(fmha::sm90::fits_ctas_per_sm<Tr>(), "shared memory of kCtasPerSm CTAs exceeds one SM");
   // The attribute is per function and per device. Remember which devices are done so the hot
   // path skips the driver call; setting it twice (a race between threads) is harmless.
   static std::atomic<uint64_t> configured_devices{0};

@@ -43,16 +43,51 @@
 #include "../common/ptx.cuh"
 #include "../common/softmax.cuh"
 
+// Tuning knobs: defaults are the fastest measured on an H200 (perf/RESULTS.md);
+// FMHA_NVCC_FLAGS="-DFMHA_SM90_...=N" overrides one for an experiment (the loader
+// keys its cache on the flags).
+#ifndef FMHA_SM90_D64_TILE_N
+#define FMHA_SM90_D64_TILE_N 128
+#endif
+#ifndef FMHA_SM90_D128_TILE_N
+#define FMHA_SM90_D128_TILE_N 64
+#endif
+#ifndef FMHA_SM90_D256_TILE_N
+#define FMHA_SM90_D256_TILE_N 64
+#endif
+#ifndef FMHA_SM90_SMALL_D_STAGES  // D <= 128
+#define FMHA_SM90_SMALL_D_STAGES 4
+#endif
+#ifndef FMHA_SM90_D256_STAGES
+#define FMHA_SM90_D256_STAGES 2
+#endif
+#ifndef FMHA_SM90_SMALL_D_CTAS_PER_SM  // D <= 128: resident CTAs per SM the launch bounds ask for
+#define FMHA_SM90_SMALL_D_CTAS_PER_SM 1
+#endif
+#ifndef FMHA_SM90_D256_CTAS_PER_SM
+#define FMHA_SM90_D256_CTAS_PER_SM 1
+#endif
+
 namespace fmha {
 namespace sm90 {
+
+// Shared memory of one SM on sm_90 (the per-CTA opt-in limit is 227 KB; each resident CTA
+// also takes 1 KB that the hardware reserves).
+constexpr size_t kSmemPerSm = 228 * 1024;
+constexpr size_t kSmemReservedPerCta = 1024;
 
 template <int D>
 struct DecodeTraits {
   static_assert(D == 64 || D == 128 || D == 256 || D == 512, "head dim");
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = 64;                       // packed query rows per CTA (one wgmma M)
-  static constexpr int kBlockN = D == 64 ? 128 : (D == 512 ? 32 : 64);  // KV tokens per tile
-  static constexpr int kStages = D <= 128 ? 4 : 2;         // K/V ring depth
+  static constexpr int kBlockN = D == 64    ? FMHA_SM90_D64_TILE_N                    // KV tokens per tile
+                                 : D == 128 ? FMHA_SM90_D128_TILE_N
+                                 : D == 256 ? FMHA_SM90_D256_TILE_N
+                                            : 32;
+  static constexpr int kStages = D <= 128 ? FMHA_SM90_SMALL_D_STAGES : D == 256 ? FMHA_SM90_D256_STAGES : 2;  // ring depth
+  // CTAs per SM: more than one overlaps one CTA's prologue/epilogue with another's streaming.
+  static constexpr int kCtasPerSm = D <= 128 ? FMHA_SM90_SMALL_D_CTAS_PER_SM : D == 256 ? FMHA_SM90_D256_CTAS_PER_SM : 1;
   static constexpr int kConsumerWGs = D == 512 ? 2 : 1;
   static constexpr int kOutCols = D / kConsumerWGs;        // output columns per consumer warpgroup (PV wgmma N)
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
@@ -89,6 +124,11 @@ struct SharedStorage {
 template <class Tr>
 constexpr size_t smem_bytes() {
   return sizeof(SharedStorage<Tr>) + 1024;
+}
+
+template <class Tr>
+constexpr bool fits_ctas_per_sm() {
+  return (smem_bytes<Tr>() + kSmemReservedPerCta) * Tr::kCtasPerSm <= kSmemPerSm;
 }
 
 // Named hardware barriers (0 is __syncthreads).
@@ -340,10 +380,11 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
 // The kernel
 // ----------------------------------------------------------------------------
 template <int D, bool kBf16>
-__global__ void __launch_bounds__(DecodeTraits<D>::kThreads, 1)
+__global__ void __launch_bounds__(DecodeTraits<D>::kThreads, DecodeTraits<D>::kCtasPerSm)
     decode_kernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
                   const DecodeParams p) {
   using Tr = DecodeTraits<D>;
+  static_assert(!Tr::kSetMaxNReg || Tr::kCtasPerSm == 1, "setmaxnreg budgets assume one CTA per SM");
   extern __shared__ uint8_t smem_raw[];
   // Round up on the shared-window address (what the swizzle and the descriptors see).
   const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;
