@@ -36,6 +36,18 @@ int check_cuda(cudaError_t e, const char* what) {
   return fail("%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
 }
 
+// L2 promotion of the K/V tensor maps (FMHA_SM90_L2_PROMOTION = 0, 64, 128 or 256 bytes).
+// 128 B matches one box row; 256 B cost 9-11% of bandwidth on long decode on an H200
+// (perf/RESULTS.md, "CUDA kernel tuning").
+#ifndef FMHA_SM90_L2_PROMOTION
+#define FMHA_SM90_L2_PROMOTION 128
+#endif
+constexpr CUtensorMapL2promotion kKvL2Promotion =
+    FMHA_SM90_L2_PROMOTION == 0     ? CU_TENSOR_MAP_L2_PROMOTION_NONE
+    : FMHA_SM90_L2_PROMOTION == 64  ? CU_TENSOR_MAP_L2_PROMOTION_L2_64B
+    : FMHA_SM90_L2_PROMOTION == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+                                    : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+
 // cuTensorMapEncodeTiled from the driver, found at run time (no -lcuda).
 PFN_cuTensorMapEncodeTiled_v12000 get_encode_fn() {
   static std::once_flag once;
@@ -92,7 +104,7 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
   cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
   const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUresult r = encode(map, dt, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
-                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, kKvL2Promotion,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return fail("%s: cuTensorMapEncodeTiled failed with CUresult %d (dims D=%d S=%d Hkv=%d B=%d, byte strides "

@@ -43,21 +43,25 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
   const int64_t o_split_stride = total_rows * D;
 
+  // Unrolled so that the loads of several splits are in flight at once (a serial loop pays one
+  // L2 round trip per split).
   float m = -INFINITY;
+#pragma unroll 8
   for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, p.lse_partial[s * lse_split_stride + lse_row]);
 
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   float wsum = 0.f;
   if (m != -INFINITY) {
+#pragma unroll 8
     for (int s = 0; s < p.num_splits; ++s) {
       const float ls = p.lse_partial[s * lse_split_stride + lse_row];
       const float w = exp2_approx((ls - m) * kLog2e);  // ls = -inf -> 0
-      if (w == 0.f) continue;
       const float4 o = *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D + col);
-      acc.x += w * o.x;
-      acc.y += w * o.y;
-      acc.z += w * o.z;
-      acc.w += w * o.w;
+      // Empty splits (w = 0) contribute nothing, whatever their o holds.
+      acc.x += w > 0.f ? w * o.x : 0.f;
+      acc.y += w > 0.f ? w * o.y : 0.f;
+      acc.z += w > 0.f ? w * o.z : 0.f;
+      acc.w += w > 0.f ? w * o.w : 0.f;
       wsum += w;
     }
   }

@@ -64,6 +64,9 @@
 #ifndef FMHA_SM90_SMALL_D_CTAS_PER_SM  // D <= 128: resident CTAs per SM the launch bounds ask for
 #define FMHA_SM90_SMALL_D_CTAS_PER_SM 1
 #endif
+#ifndef FMHA_SM90_KV_EVICT_FIRST  // 1: K/V TMA loads carry an L2 evict-first policy (streamed once)
+#define FMHA_SM90_KV_EVICT_FIRST 1
+#endif
 #ifndef FMHA_SM90_D256_CTAS_PER_SM
 #define FMHA_SM90_D256_CTAS_PER_SM 1
 #endif
@@ -184,11 +187,17 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
 #pragma unroll
     for (int bx = 0; bx < Tr::kBoxes; ++bx)
-      ptx::tma_load_4d_hint(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, k1, k2, b, policy);
+      if constexpr (FMHA_SM90_KV_EVICT_FIRST)
+        ptx::tma_load_4d_hint(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, k1, k2, b, policy);
+      else
+        ptx::tma_load_4d(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, k1, k2, b);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes);
 #pragma unroll
     for (int bx = 0; bx < Tr::kBoxes; ++bx)
-      ptx::tma_load_4d_hint(ss.v[stage][bx], tmap_v, &ss.full_v[stage], bx * Tr::kBoxCols, v1, v2, b, policy);
+      if constexpr (FMHA_SM90_KV_EVICT_FIRST)
+        ptx::tma_load_4d_hint(ss.v[stage][bx], tmap_v, &ss.full_v[stage], bx * Tr::kBoxCols, v1, v2, b, policy);
+      else
+        ptx::tma_load_4d(ss.v[stage][bx], tmap_v, &ss.full_v[stage], bx * Tr::kBoxCols, v1, v2, b);
   }
 }
 
