@@ -1,0 +1,21 @@
+"""A representative subset for compute-sanitizer (GPU only):
+
+    compute-sanitizer --tool memcheck  python tests/sanitize_subset.py
+    compute-sanitizer --tool racecheck python tests/sanitize_subset.py
+
+Each head dim; split and unsplit; causal T=3; varlen with a zero-length row."""
+import sys, torch
+import os
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fmha
+from _util import make_inputs
+cases = []
+for D in (64, 128, 256, 512):
+    Hq, Hkv = (16, 1) if D == 512 else (28, 4)
+    cases.append((2, 3, Hq, Hkv, 129, D, [0, 129]))       # causal T>1, varlen with an empty row, unsplit or lightly split
+    cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine
+for (B, T, Hq, Hkv, S, D, sl) in cases:
+    q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
+    out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
+    torch.cuda.synchronize()
+    print("ran", B, T, Hq, Hkv, S, D, sl, "nan" if torch.isnan(out).any() else "ok", flush=True)
