@@ -39,7 +39,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
     if return_lse:
         lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=q.device)
     else:  # the kernels always write an LSE; nobody reads this one
-        lse = _lse_scratch(p.batch * p.heads_q * p.seqlen_q, q.device).view(p.batch, p.heads_q, p.seqlen_q)
+        lse = _lse_scratch(p)
     registry()[decision.backend].run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
     return (out, lse) if return_lse else out
 
@@ -47,15 +47,18 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
 _LSE_SCRATCH: dict = {}
 
 
-def _lse_scratch(numel: int, device) -> torch.Tensor:
-    """A per-device float32 buffer the kernels may write an unwanted LSE into (never read).
+def _lse_scratch(p) -> torch.Tensor:
+    """A float32 [B, Hq, T] buffer the kernels may write an unwanted LSE into (never read).
 
-    Kept for the process so that CUDA-graph replays of a captured call still own it."""
-    buf = _LSE_SCRATCH.get(device)
-    if buf is None or buf.numel() < numel:
-        buf = torch.empty(max(numel, 4096), dtype=torch.float32, device=device)
-        _LSE_SCRATCH[device] = buf
-    return buf[:numel]
+    One per (device, shape), kept for the process so that CUDA-graph replays of a captured
+    call still own it; concurrent writers only race on values nobody reads."""
+    key = (p.device, p.batch, p.heads_q, p.seqlen_q)
+    buf = _LSE_SCRATCH.get(key)
+    if buf is None:
+        buf = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
+        if len(_LSE_SCRATCH) < 256:  # never evict: a captured graph may still write into an entry
+            _LSE_SCRATCH[key] = buf
+    return buf
 
 
 def explain(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,

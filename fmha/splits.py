@@ -6,6 +6,9 @@ When that is too few to fill the GPU, each sequence's keys are split over
 combine kernel. The choice uses shapes only (never tensor values), so it costs
 no device sync and is stable under CUDA-graph capture.
 
+`slots` is the number of CTAs the GPU runs at once: SMs x resident CTAs per SM
+of the kernel (the Triton kernel passes the SM count).
+
 Rule: if the unsplit grid already fills ~80% of one wave, do not split (the
 combine pass would cost more than it saves). Otherwise take, among split
 counts that leave every split at least `min_tiles` KV tiles, the smallest whose
@@ -22,9 +25,9 @@ def cdiv(a: int, b: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_num_splits(ctas: int, seqlen_k: int, block_n: int, num_sms: int,
+def choose_num_splits(ctas: int, seqlen_k: int, block_n: int, slots: int,
                       max_splits: int = 64, min_tiles: int = 2) -> int:
-    if ctas >= 0.8 * num_sms:
+    if ctas >= 0.8 * slots:
         return 1
     n_tiles = cdiv(seqlen_k, block_n)
     limit = max(1, min(max_splits, n_tiles // min_tiles))
@@ -33,7 +36,7 @@ def choose_num_splits(ctas: int, seqlen_k: int, block_n: int, num_sms: int,
     eff = {}
     for s in range(1, limit + 1):
         work = ctas * s
-        eff[s] = work / (cdiv(work, num_sms) * num_sms)
+        eff[s] = work / (cdiv(work, slots) * slots)
     best = max(eff.values())
     for s in range(1, limit + 1):
         if eff[s] >= 0.95 * best:

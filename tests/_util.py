@@ -22,8 +22,8 @@ import torch
 import fmha
 from fmha.reference import attention_reference
 
-UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
-LSE_ATOL = 1e-3
+from fmha.compare import LSE_ATOL, tolerance  # noqa: E402  (the same bound as fmha.compare)
+
 MIN_COSINE = 0.99999
 POISON = float("nan")
 
@@ -73,10 +73,6 @@ def check_backend(backend, q, k, v, cache_seqlens=None, causal=True, softmax_sca
     ref, ref_lse = attention_reference(q, k, v, cache_seqlens, scale, causal)
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"{backend} {what}")
     return out, lse
-
-
-def tolerance(dtype, vmax: float) -> float:
-    return 2 * UNIT_ROUNDOFF[dtype] * vmax + 1e-3
 
 
 def compare(out, lse, ref, ref_lse, dtype, vmax: float, what=""):

@@ -71,6 +71,8 @@ class CudaSm90Backend(Backend):
     def _bind(self):
         lib = loader.load()
         self._tile_n = {d: lib.fmha_sm90_tile_n(d) for d in SUPPORTED_HEAD_DIMS}
+        self._ctas_per_sm = {d: lib.fmha_sm90_ctas_per_sm(d) for d in SUPPORTED_HEAD_DIMS}
+        self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
         self._last_error = lib.fmha_last_error
         self._fn = lib.fmha_sm90_decode
@@ -82,7 +84,9 @@ class CudaSm90Backend(Backend):
         plan = self._plans.get(key)
         if plan is None:
             ctas = p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
-            num_splits = choose_num_splits(ctas, p.seqlen_k, self._tile_n[p.head_dim], num_sms(index))
+            # The split heuristic fills CTA slots: SMs x resident CTAs per SM of this instantiation.
+            slots = num_sms(index) * self._ctas_per_sm[p.head_dim]
+            num_splits = choose_num_splits(ctas, p.seqlen_k, self._tile_n[p.head_dim], slots)
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits) if num_splits > 1 else 0
             shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
             plan = (num_splits, ws_bytes, shape_args, (p.softmax_scale, 1 if p.causal else 0, num_splits))
@@ -100,7 +104,8 @@ class CudaSm90Backend(Backend):
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
             ws_ptr = workspace.data_ptr()
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
-        with torch.cuda.device(index) if index != torch.cuda.current_device() else _NULL_CONTEXT:
+        switch = self._multi_gpu and index != torch.cuda.current_device()
+        with torch.cuda.device(index) if switch else _NULL_CONTEXT:
             status = fn(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
                         cache_seqlens.data_ptr() if cache_seqlens is not None else None,
                         *shape_args, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],

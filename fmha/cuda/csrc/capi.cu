@@ -129,6 +129,16 @@ int tile_n_of(int D) {
   }
 }
 
+int ctas_per_sm_of(int D) {
+  switch (D) {
+    case 64: return fmha::sm90::DecodeTraits<64>::kCtasPerSm;
+    case 128: return fmha::sm90::DecodeTraits<128>::kCtasPerSm;
+    case 256: return fmha::sm90::DecodeTraits<256>::kCtasPerSm;
+    case 512: return fmha::sm90::DecodeTraits<512>::kCtasPerSm;
+    default: return 0;
+  }
+}
+
 template <int D, bool kBf16>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
            int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
@@ -194,6 +204,8 @@ extern "C" {
 const char* fmha_last_error(void) { return g_last_error; }
 
 int fmha_sm90_tile_n(int D) { return tile_n_of(D); }
+
+int fmha_sm90_ctas_per_sm(int D) { return ctas_per_sm_of(D); }
 
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return workspace_bytes(B, T, Hq, D, num_splits);

@@ -56,13 +56,13 @@
 #define FMHA_SM90_D256_TILE_N 64
 #endif
 #ifndef FMHA_SM90_SMALL_D_STAGES  // D <= 128
-#define FMHA_SM90_SMALL_D_STAGES 4
+#define FMHA_SM90_SMALL_D_STAGES 2
 #endif
 #ifndef FMHA_SM90_D256_STAGES
 #define FMHA_SM90_D256_STAGES 2
 #endif
 #ifndef FMHA_SM90_SMALL_D_CTAS_PER_SM  // D <= 128: resident CTAs per SM the launch bounds ask for
-#define FMHA_SM90_SMALL_D_CTAS_PER_SM 1
+#define FMHA_SM90_SMALL_D_CTAS_PER_SM 2
 #endif
 #ifndef FMHA_SM90_KV_EVICT_FIRST  // 1: K/V TMA loads carry an L2 evict-first policy (streamed once)
 #define FMHA_SM90_KV_EVICT_FIRST 1
