@@ -96,3 +96,31 @@ def test_build_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     path = Path(r.stdout.strip().splitlines()[-1])
     assert path.exists() and path.parent == tmp_path
+
+
+def test_packed_arguments_reach_the_c_side(build):
+    """The struct the Python backend packs is the FmhaDecodeArgs the C side reads (no GPU needed:
+    the argument checks run before any CUDA call)."""
+    import ctypes
+
+    from fmha.cuda import backend as cb
+
+    lib = loader._declare(ctypes.CDLL(str(build[0])))
+    buf = cb._ArgsBuffer()
+    ptr = 1 << 40  # 16-byte aligned, never dereferenced: the checks fail first
+
+    def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr):
+        cb._PACKED.pack_into(buf.raw, 0, q, ptr, ptr, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
+                             *([1024] * 12), 0.125, 1, 1, 0, 0, 0)
+        status = lib.fmha_sm90_decode_packed(buf.address)
+        return status, lib.fmha_last_error().decode()
+
+    assert call(D=96) == (1, "head dim D=96 not supported (64, 128, 256, 512)")
+    status, msg = call(Hq=6, Hkv=4)
+    assert status != 0 and "Hq=6 is not a multiple of Hkv=4" in msg
+    status, msg = call(q=0)
+    assert status != 0 and "null tensor pointer" in msg
+    status, msg = call(dtype=7)
+    assert status != 0 and "dtype code 7" in msg
+    status, msg = call(B=0)
+    assert status != 0 and "out of range" in msg

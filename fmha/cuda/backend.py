@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
+import struct
+import threading
 from typing import Optional
 
 import torch
@@ -75,7 +78,7 @@ class CudaSm90Backend(Backend):
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
         self._last_error = lib.fmha_last_error
-        self._fn = lib.fmha_sm90_decode
+        self._fn = lib.fmha_sm90_decode_packed
         return self._fn
 
     def _plan(self, p: Problem, index: int):
@@ -99,23 +102,47 @@ class CudaSm90Backend(Backend):
         if index is None:
             index = torch.cuda.current_device()
         num_splits, ws_bytes, shape_args, tail_args = self._plan(p, index)
-        ws_ptr = None
+        ws_ptr = 0
         if num_splits > 1:  # sized from shapes: safe under CUDA-graph capture
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
             ws_ptr = workspace.data_ptr()
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
+        # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 31.
+        args = _ARGS.buffer
+        _PACKED.pack_into(args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
+                          lse.data_ptr(), cache_seqlens.data_ptr() if cache_seqlens is not None else 0,
+                          *shape_args, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
+                          os_[0], os_[1], os_[2], *tail_args, ws_ptr, ws_bytes, _current_stream(index))
         switch = self._multi_gpu and index != torch.cuda.current_device()
         with torch.cuda.device(index) if switch else _NULL_CONTEXT:
-            status = fn(q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
-                        cache_seqlens.data_ptr() if cache_seqlens is not None else None,
-                        *shape_args, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
-                        os_[0], os_[1], os_[2], *tail_args, ws_ptr, ws_bytes, _current_stream(index))
+            status = fn(args.address)
         if status != 0:
             msg = self._last_error().decode(errors="replace")
             raise RuntimeError(f"fmha cuda backend: {msg} ({p.describe()})")
 
 
 _NULL_CONTEXT = contextlib.nullcontext()
+
+# Layout of FmhaDecodeArgs (fmha_capi.h): 6 pointers, 7 shape ints, 12 strides, the scale,
+# causal, num_splits, workspace pointer and size, stream; all 8-byte fields.
+_PACKED = struct.Struct("<6Q7q12qd2q3Q")
+
+
+class _ArgsBuffer:
+    def __init__(self):
+        self.raw = bytearray(_PACKED.size)
+        self._c = (ctypes.c_char * _PACKED.size).from_buffer(self.raw)  # keeps the address stable
+        self.address = ctypes.addressof(self._c)
+
+
+class _ThreadArgs(threading.local):
+    """One argument buffer per thread, so concurrent callers never share one."""
+
+    def __init__(self):
+        self.buffer = _ArgsBuffer()
+
+
+_ARGS = _ThreadArgs()
 
 
 def _current_stream(index: int) -> int:

@@ -155,6 +155,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.fmha_sm90_decode.argtypes = ([vp] * 6 + [i32] * 7 + [i64] * 12 +
                                      [ctypes.c_float, i32, i32, vp, ctypes.c_size_t, vp])
     lib.fmha_sm90_decode.restype = i32
+    lib.fmha_sm90_decode_packed.argtypes = [vp]
+    lib.fmha_sm90_decode_packed.restype = i32
     lib.fmha_sm90_workspace_bytes.argtypes = [i32, i32, i32, i32, i32]
     lib.fmha_sm90_workspace_bytes.restype = ctypes.c_size_t
     lib.fmha_sm90_tile_n.argtypes = [i32]

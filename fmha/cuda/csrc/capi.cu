@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "fmha_capi.h"
 #include "common/combine.cuh"
 #include "common/params.h"
 #include "sm90/decode_kernel.cuh"
@@ -271,6 +272,23 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
     default: return bf16 ? launch<512, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
                          : launch<512, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
   }
+}
+
+int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
+  if (a == nullptr) return fail("fmha_sm90_decode_packed: null argument struct");
+  const int64_t dims[6] = {a->B, a->T, a->Hq, a->Hkv, a->S, a->D};
+  for (int64_t d : dims)
+    if (d < 1 || d > INT32_MAX) return fail("fmha_sm90_decode_packed: a shape value (%lld) is out of range", (long long)d);
+  return fmha_sm90_decode(reinterpret_cast<const void*>(a->q), reinterpret_cast<const void*>(a->k),
+                          reinterpret_cast<const void*>(a->v), reinterpret_cast<void*>(a->out),
+                          reinterpret_cast<float*>(a->lse), reinterpret_cast<const int*>(a->cache_seqlens),
+                          static_cast<int>(a->B), static_cast<int>(a->T), static_cast<int>(a->Hq),
+                          static_cast<int>(a->Hkv), static_cast<int>(a->S), static_cast<int>(a->D),
+                          static_cast<int>(a->dtype), a->q_b, a->q_t, a->q_h, a->k_b, a->k_s, a->k_h, a->v_b, a->v_s,
+                          a->v_h, a->o_b, a->o_t, a->o_h, static_cast<float>(a->softmax_scale),
+                          static_cast<int>(a->causal), static_cast<int>(a->num_splits),
+                          reinterpret_cast<void*>(a->workspace), static_cast<size_t>(a->workspace_bytes),
+                          reinterpret_cast<void*>(a->stream));
 }
 
 }  // extern "C"

@@ -1,0 +1,51 @@
+// fmha: the C API of the CUDA decode kernels (implemented in capi.cu).
+//
+// Every function returns 0 on success; on failure a non-zero status and a
+// thread-local message from fmha_last_error(). Nothing prints, exits,
+// synchronises or allocates: launches go on the caller's stream and are safe
+// under CUDA-graph capture. Tensors are raw device pointers with element
+// strides; see fmha_sm90_decode for the layouts.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+const char* fmha_last_error(void);
+
+// KV tokens per tile and resident CTAs per SM of the sm_90a kernel for head dim D (0: unsupported),
+// for the host's split-KV heuristic.
+int fmha_sm90_tile_n(int D);
+int fmha_sm90_ctas_per_sm(int D);
+
+// Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
+size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
+
+// Decode attention. q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16,
+// 1 = bf16; strides in elements, last stride 1), lse [B, Hq, T] float32 contiguous,
+// cache_seqlens int32 [B] or NULL (= S for every sequence), stream a cudaStream_t.
+int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, float* lse, const int* cache_seqlens,
+                     int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
+                     int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
+                     int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, void* workspace,
+                     size_t workspace_size, void* stream);
+
+// The same call with its arguments in one struct of 8-byte fields: a binding packs it into
+// one buffer (one FFI argument instead of 31, a few microseconds less per call from Python).
+typedef struct FmhaDecodeArgs {
+  uint64_t q, k, v, out, lse, cache_seqlens;        // device pointers (cache_seqlens may be 0)
+  int64_t B, T, Hq, Hkv, S, D, dtype;
+  int64_t q_b, q_t, q_h, k_b, k_s, k_h, v_b, v_s, v_h, o_b, o_t, o_h;
+  double softmax_scale;
+  int64_t causal, num_splits;
+  uint64_t workspace, workspace_bytes, stream;
+} FmhaDecodeArgs;
+
+int fmha_sm90_decode_packed(const FmhaDecodeArgs* args);
+
+#ifdef __cplusplus
+}  // extern "C"
+#endif
