@@ -33,6 +33,9 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
                                   softmax_scale, bool(causal), backend)
         return (out, lse) if return_lse else out
     p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+    _check_inference_only(q, k_cache, v_cache)
+    if return_lse not in (True, False):
+        raise TypeError(f"return_lse: expected a bool, got {return_lse!r}")
     decision = decide(p, backend)
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
@@ -42,6 +45,13 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
         lse = _lse_scratch(p)
     registry()[decision.backend].run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
     return (out, lse) if return_lse else out
+
+
+def _check_inference_only(q, k_cache, v_cache) -> None:
+    if torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad):
+        name = "q" if q.requires_grad else ("k_cache" if k_cache.requires_grad else "v_cache")
+        raise ValueError(f"{name}: requires_grad=True, but fmha computes no gradients (an inference library); "
+                         "call it under torch.no_grad() / torch.inference_mode(), or pass detached tensors")
 
 
 _LSE_SCRATCH: dict = {}
@@ -77,9 +87,17 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     is top-left aligned; for decode use fmha.attention(causal=True), bottom-right aligned).
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 4:
-            got = f"{t.dim()}-D" if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"{name}: expected a 4-D tensor [B, H, L, E], got {got}")
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor [B, H, L, E], got {type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name}: expected a 4-D tensor [B, H, L, E], got {t.dim()}-D")
+        if t.dtype != query.dtype:
+            raise TypeError(f"{name}: dtype {t.dtype} differs from query's {query.dtype}")
+    if value.shape != key.shape:
+        raise ValueError(f"value: shape {list(value.shape)} differs from key's {list(key.shape)}; fmha.sdpa "
+                         "needs value and key of one shape [B, Hkv, S, E]")
+    if key.shape[0] != query.shape[0] or key.shape[3] != query.shape[3]:
+        raise ValueError(f"key: shape {list(key.shape)} does not match query's {list(query.shape)} in B or E")
     if attn_mask is not None:
         raise ValueError("attn_mask: fmha.sdpa does not take an explicit mask (got a tensor); allowed: None. "
                          "Use is_causal, or fmha.attention with cache_seqlens for per-sequence lengths")
@@ -94,8 +112,15 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
                          "for grouped-query attention, as with F.scaled_dot_product_attention")
     B, Hq, L, E = query.shape
     result = torch.empty(B, Hq, L, E, dtype=query.dtype, device=query.device)
-    attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
-              softmax_scale=scale, causal=bool(is_causal), backend=backend, out=result.transpose(1, 2))
+    try:
+        attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
+                  softmax_scale=scale, causal=bool(is_causal), backend=backend, out=result.transpose(1, 2))
+    except (ValueError, TypeError) as e:  # name the SDPA arguments, not attention's
+        msg = str(e)
+        for ours, theirs in (("q:", "query:"), ("q's", "query's"), ("k_cache", "key"), ("v_cache", "value"),
+                             ("softmax_scale", "scale")):
+            msg = msg.replace(ours, theirs)
+        raise type(e)(msg + " (shapes above are in the [B, L, H, E] order fmha uses internally)") from None
     return result
 
 
@@ -106,9 +131,10 @@ def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   cache_seqlens: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor,
                   softmax_scale: Optional[float], causal: bool, backend: str) -> None:
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
-    if tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32:
-        raise ValueError(f"lse: expected float32 [{p.batch}, {p.heads_q}, {p.seqlen_q}], got "
-                         f"{lse.dtype} {list(lse.shape)}")
+    if (tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32
+            or not lse.is_contiguous() or lse.device != q.device):
+        raise ValueError(f"lse: expected a contiguous float32 [{p.batch}, {p.heads_q}, {p.seqlen_q}] tensor on "
+                         f"{q.device}, got {lse.dtype} {list(lse.shape)} strides {tuple(lse.stride())} on {lse.device}")
     decision = decide(p, backend)
     registry()[decision.backend].run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
 

@@ -48,7 +48,7 @@ class TritonBackend(Backend):
 
     def unavailable_reason(self):
         try:
-            import triton  # noqa: F401
+            import triton  # noqa: F401  (is it installed?)
         except Exception as e:  # pragma: no cover - depends on the install
             return f"triton is not importable ({e})"
         if torch.cuda.is_available() or interpreter_enabled():

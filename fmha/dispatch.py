@@ -13,7 +13,7 @@ Order of authority:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .backends import registry
 from .problem import Problem
@@ -22,12 +22,12 @@ from . import tuning
 BACKEND_ENV = "FMHA_BACKEND"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Decision:
     backend: str
     source: str  # "explicit", "env", "table" or "rule"
     reason: str
-    considered: list = field(default_factory=list)  # (name, None if usable else why not)
+    considered: tuple = ()  # (name, None if usable else why not)
 
     def __str__(self) -> str:
         lines = [f"backend: {self.backend} (chosen by {self.source}: {self.reason})"]
@@ -53,6 +53,7 @@ def why_not(name: str, p: Problem):
 def decide(p: Problem, backend: str = "auto") -> Decision:
     """The decision for `p`; memoised per (problem, backend name, FMHA_BACKEND) since every input
     to it is host information that does not change within a process."""
+    check_backend_name(backend)
     key = (p, backend, os.environ.get(BACKEND_ENV, ""))
     d = _DECISIONS.get(key)
     if d is None:
@@ -65,6 +66,11 @@ def decide(p: Problem, backend: str = "auto") -> Decision:
 _DECISIONS: dict = {}
 
 
+def forget_decisions() -> None:
+    """Drop memoised decisions (a backend's availability changed, e.g. its build failed)."""
+    _DECISIONS.clear()
+
+
 def _decide(p: Problem, backend: str) -> Decision:
     check_backend_name(backend)
     source = "explicit"
@@ -73,7 +79,7 @@ def _decide(p: Problem, backend: str) -> Decision:
         if env and env != "auto":
             check_backend_name(env, origin=f"environment variable {BACKEND_ENV}")
             backend, source = env, "env"
-    considered = [(name, why_not(name, p)) for name in registry()]
+    considered = tuple((name, why_not(name, p)) for name in registry())
     if backend != "auto":
         why = dict(considered)[backend]
         if why is not None:

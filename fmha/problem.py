@@ -32,7 +32,8 @@ class Problem:
     softmax_scale: float
     has_cache_seqlens: bool
     # True when q, k_cache, v_cache (and out) start on 16-byte boundaries and all
-    # their non-unit strides are multiples of 16 bytes: what TMA descriptors need.
+    # their non-unit strides are multiples of 16 bytes, nonzero on dimensions of size > 1
+    # (no broadcast views): what TMA descriptors and 16-byte vector accesses need.
     aligned_16b: bool = True
 
     @property
@@ -117,10 +118,15 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                              f"got {_shape(cache_seqlens)}")
         if cache_seqlens.device != q.device:
             raise ValueError(f"cache_seqlens: on device {cache_seqlens.device} but q is on {q.device}")
-        if cache_seqlens.stride(0) != 1:
+        if B > 1 and cache_seqlens.stride(0) != 1:
             raise ValueError(f"cache_seqlens: must be contiguous, got stride {cache_seqlens.stride(0)}")
+    if causal not in (True, False):
+        raise TypeError(f"causal: expected a bool, got {causal!r}")
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(D)
+    elif isinstance(softmax_scale, torch.Tensor):
+        raise TypeError("softmax_scale: expected a Python float or None, got a torch.Tensor (reading it would "
+                        "need a device sync)")
     else:
         try:
             softmax_scale = float(softmax_scale)
@@ -160,13 +166,15 @@ def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None,
     """`validate`, memoised on the arguments' metadata (shapes, strides, dtypes, devices,
     16-byte alignment): a decode loop calls with the same metadata every step, and the
     full checks cost ~10 us of Python. Anything unusual takes the full path, which raises."""
-    try:
-        key = (_meta(q), _meta(k_cache), _meta(v_cache),
-               None if cache_seqlens is None else _meta(cache_seqlens),
-               None if out is None else _meta(out), softmax_scale, causal)
-    except (AttributeError, TypeError):
-        key = None
-    p = _VALIDATED.get(key) if key is not None else None
+    key = p = None
+    if softmax_scale is None or type(softmax_scale) in (float, int):  # immutable scalars only
+        try:
+            key = (_meta(q), _meta(k_cache), _meta(v_cache),
+                   None if cache_seqlens is None else _meta(cache_seqlens),
+                   None if out is None else _meta(out), softmax_scale, causal)
+            p = _VALIDATED.get(key)
+        except (AttributeError, TypeError):  # not tensors, or unhashable: the full checks say what is wrong
+            key = None
     if p is None:
         p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
         if key is not None and len(_VALIDATED) < _VALIDATED_MAX:
@@ -176,4 +184,5 @@ def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None,
 
 def _aligned_16b(t: torch.Tensor) -> bool:
     e = t.element_size()
-    return t.data_ptr() % 16 == 0 and all((st * e) % 16 == 0 for st in t.stride()[:-1])
+    return t.data_ptr() % 16 == 0 and all((st * e) % 16 == 0 and (st > 0 or n == 1)
+                                          for st, n in zip(t.stride()[:-1], t.shape[:-1]))

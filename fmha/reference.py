@@ -40,7 +40,9 @@ def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float
     for b in range(B):  # one sequence at a time keeps the fp32 copies of the cache small
         qb = q[b].to(compute_dtype).view(T, Hkv, G, D)
         kb = k_cache[b].to(compute_dtype)  # [S, Hkv, D]
-        vb = v_cache[b].to(compute_dtype)
+        # Keys past the sequence's length are ignored, whatever they hold (NaN included):
+        # their scores are masked below, and their values are zeroed so 0 * NaN never happens.
+        vb = v_cache[b].to(compute_dtype).masked_fill(~mask[b].any(0).view(S, 1, 1), 0.0)
         scores = torch.einsum("thgd,shd->hgts", qb, kb) * softmax_scale  # [Hkv, G, T, S]
         scores = scores.masked_fill(~mask[b].view(1, 1, T, S), float("-inf"))
         row_max = scores.amax(dim=-1, keepdim=True)

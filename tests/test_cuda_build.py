@@ -121,6 +121,6 @@ def test_packed_arguments_reach_the_c_side(build):
     status, msg = call(q=0)
     assert status != 0 and "null tensor pointer" in msg
     status, msg = call(dtype=7)
-    assert status != 0 and "dtype code 7" in msg
+    assert status != 0 and "dtype=7 causal=1 num_splits=1 out of range" in msg
     status, msg = call(B=0)
     assert status != 0 and "out of range" in msg

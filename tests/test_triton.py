@@ -90,3 +90,18 @@ def test_forced_split_kv(D, num_splits):
 def test_long_cache_heuristic_split(B, T, Hq, Hkv, S, D):
     q, k, v, _ = make_inputs(B, T, Hq, Hkv, S, D, device=DEVICE)
     check_backend("triton", q, k, v)
+
+
+@pytest.mark.parametrize("D", [64, 512])
+def test_garbage_past_seqlen_is_ignored(D):
+    """Unused cache slots (past cache_seqlens) may hold anything, NaN included (a torch.empty cache)."""
+    Hq, Hkv = (16, 1) if D == 512 else (8, 2)
+    q, k, v, sl = make_inputs(2, 3, Hq, Hkv, 100, D, device=DEVICE, seqlens=[37, 100])
+    ref, ref_lse = attention_reference(q, k, v, sl, D ** -0.5, True)
+    k_dirty, v_dirty = k.clone(), v.clone()
+    k_dirty[0, 37:] = float("nan")
+    v_dirty[0, 37:] = float("inf")
+    v_dirty[0, 38:] = float("nan")
+    dirty_ref, dirty_lse = attention_reference(q, k_dirty, v_dirty, sl, D ** -0.5, True)
+    assert torch.equal(dirty_ref, ref) and torch.equal(dirty_lse, ref_lse)
+    out, lse = check_backend("triton", q, k_dirty, v_dirty, sl)

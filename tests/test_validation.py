@@ -110,15 +110,23 @@ def test_bad_softmax_scale():
 
 
 def test_explicit_backend_that_cannot_serve_says_why(monkeypatch):
-    q, k, v = good()
-    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     if torch.cuda.is_available():
-        pytest.skip("on a GPU machine the Triton backend is available; covered by the CPU run")
-    with pytest.raises(NotImplementedError, match=r"backend 'triton' cannot serve B=2 T=1 Hq=8 Hkv=2 S=16 D=64"):
-        fmha.attention(q, k, v, backend="triton")
-    # auto never raises for a problem some backend serves
-    assert fmha.explain(q, k, v).backend == "reference"
-    fmha.attention(q, k, v)
+        pytest.skip("on a GPU machine the Triton backend serves CPU-less problems; covered by the CPU run")
+    import fmha.backends
+    from fmha.dispatch import forget_decisions
+    q, k, v = good()
+    # As if TRITON_INTERPRET were unset (patched, not unset: triton reads the variable once).
+    monkeypatch.setattr(fmha.backends, "interpreter_enabled", lambda: False)
+    forget_decisions()
+    try:
+        with pytest.raises(NotImplementedError,
+                           match=r"backend 'triton' cannot serve B=2 T=1 Hq=8 Hkv=2 S=16 D=64 .*TRITON_INTERPRET"):
+            fmha.attention(q, k, v, backend="triton")
+        # auto never raises for a problem some backend serves
+        assert fmha.explain(q, k, v).backend == "reference"
+        fmha.attention(q, k, v)
+    finally:
+        forget_decisions()
 
 
 def test_sdpa_rejects_what_it_cannot_honour():
@@ -132,3 +140,42 @@ def test_sdpa_rejects_what_it_cannot_honour():
         fmha.sdpa(q, k, k, is_causal=True, enable_gqa=True)
     with pytest.raises(ValueError, match=r"dropout_p: got 0.1"):
         fmha.sdpa(q, k, k, dropout_p=0.1, enable_gqa=True)
+
+
+def test_sdpa_errors_name_sdpa_arguments():
+    q = torch.randn(1, 8, 1, 64)  # float32
+    k = torch.randn(1, 2, 16, 64)
+    with pytest.raises(TypeError, match=r"query: dtype torch.float32 is not supported"):
+        fmha.sdpa(q, k, k, enable_gqa=True)
+    with pytest.raises(ValueError, match=r"value: shape \[1, 2, 16, 128\] differs from key's"):
+        fmha.sdpa(q.bfloat16(), k.bfloat16(), torch.randn(1, 2, 16, 128, dtype=bf16), enable_gqa=True)
+    with pytest.raises(TypeError, match=r"query: expected a torch.Tensor"):
+        fmha.sdpa([1], k, k)
+
+
+def test_requires_grad_is_refused_not_silently_dropped():
+    q, k, v = good()
+    q.requires_grad_()
+    with pytest.raises(ValueError, match=r"q: requires_grad=True, but fmha computes no gradients"):
+        fmha.attention(q, k, v)
+    with torch.no_grad():
+        fmha.attention(q, k, v)
+
+
+def test_non_bool_flags_and_tensor_scale():
+    q, k, v = good()
+    raises(TypeError, r"causal: expected a bool, got 'no'", q, k, v, causal="no")
+    raises(TypeError, r"return_lse: expected a bool", q, k, v, return_lse="yes")
+    raises(TypeError, r"softmax_scale: expected a Python float or None, got a torch.Tensor",
+           q, k, v, softmax_scale=torch.tensor(0.1))
+    with pytest.raises(ValueError, match=r"backend: unknown backend \['triton'\]"):
+        fmha.attention(q, k, v, backend=["triton"])
+
+
+def test_broadcast_kv_is_not_tma_compatible():
+    from fmha.problem import validate
+    q = torch.randn(2, 1, 8, 64, dtype=bf16)
+    k = torch.randn(2, 16, 1, 64, dtype=bf16).expand(2, 16, 4, 64)  # stride 0 over heads
+    p = validate(q, k, k)
+    assert not p.aligned_16b  # the CUDA backend declines it; Triton and the reference serve it
+    fmha.attention(q, k, k)

@@ -40,6 +40,7 @@ class CudaSm90Backend(Backend):
         self._ws_bytes = None
         self._last_error = None
         self._plans = {}
+        self._build_error = None
 
     # -- availability -----------------------------------------------------
     def unavailable_reason(self) -> Optional[str]:
@@ -49,6 +50,8 @@ class CudaSm90Backend(Backend):
         if (9, 0) not in caps:
             return (f"needs a Hopper GPU (compute capability 9.0, sm_90a); found "
                     f"{', '.join(f'{a}.{b}' for a, b in caps)}")
+        if self._build_error is not None:
+            return f"the CUDA library could not be built or loaded: {self._build_error}"
         return loader.buildable()
 
     def unsupported_reason(self, p: Problem) -> Optional[str]:
@@ -62,7 +65,7 @@ class CudaSm90Backend(Backend):
         if p.head_dim not in SUPPORTED_HEAD_DIMS:
             return f"head_dim {p.head_dim} not supported (64, 128, 256, 512)"
         if not p.aligned_16b:
-            return ("q/k_cache/v_cache/out must start on 16-byte boundaries with every non-unit stride a multiple "
+            return ("q/k_cache/v_cache/out must start on 16-byte boundaries with every non-unit stride a nonzero multiple "
                     "of 16 bytes (TMA and 16-byte loads)")
         if p.batch > 65535 or p.heads_kv > 65535:
             return f"batch {p.batch} or heads_kv {p.heads_kv} above the grid limit 65535"
@@ -72,7 +75,14 @@ class CudaSm90Backend(Backend):
 
     # -- execution --------------------------------------------------------
     def _bind(self):
-        lib = loader.load()
+        try:
+            lib = loader.load()
+        except loader.CudaBuildError as e:
+            # Remember it: `auto` stops choosing this backend (and stops rebuilding on every call).
+            self._build_error = str(e).strip().splitlines()[0]
+            from ..dispatch import forget_decisions
+            forget_decisions()
+            raise
         self._tile_n = {d: lib.fmha_sm90_tile_n(d) for d in SUPPORTED_HEAD_DIMS}
         self._ctas_per_sm = {d: lib.fmha_sm90_ctas_per_sm(d) for d in SUPPORTED_HEAD_DIMS}
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
@@ -93,7 +103,8 @@ class CudaSm90Backend(Backend):
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits) if num_splits > 1 else 0
             shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
             plan = (num_splits, ws_bytes, shape_args, (p.softmax_scale, 1 if p.causal else 0, num_splits))
-            self._plans[key] = plan
+            if len(self._plans) < 4096:  # a serving loop sees few shapes; never grow without bound
+                self._plans[key] = plan
         return plan
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
@@ -145,10 +156,10 @@ class _ThreadArgs(threading.local):
 _ARGS = _ThreadArgs()
 
 
-def _current_stream(index: int) -> int:
+def _stream_of(index: int) -> int:
     """The raw cudaStream_t of PyTorch's current stream on device `index`."""
     return torch.cuda.current_stream(index).cuda_stream
 
 
-if hasattr(torch._C, "_cuda_getCurrentRawStream"):  # same value, without building a Stream object (~2 us)
-    _current_stream = torch._C._cuda_getCurrentRawStream  # noqa: F811
+# The same value without building a Stream object (~2 us per call), where this torch has it.
+_current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _stream_of

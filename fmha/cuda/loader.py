@@ -92,13 +92,14 @@ def source_hash(arch: str, extra_flags: Sequence[str] = ()) -> str:
     return h.hexdigest()[:16]
 
 
-def library_path(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, nvcc: Optional[str] = None) -> Path:
+def library_path(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, nvcc: Optional[str] = None,
+                 extra_flags: Sequence[str] = ()) -> Path:
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
         raise CudaBuildError("fmha: nvcc not found (set CUDA_HOME or FMHA_NVCC, or put nvcc on PATH)")
     vh = hashlib.sha256(nvcc_version(nvcc).encode()).hexdigest()[:8]
     _, sm = _arch_parts(arch)
-    return Path(out_dir or cache_dir()) / f"libfmha_{sm}_{source_hash(arch)}_{vh}.so"
+    return Path(out_dir or cache_dir()) / f"libfmha_{sm}_{source_hash(arch, extra_flags)}_{vh}.so"
 
 
 def prebuilt_library(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None) -> Optional[Path]:
@@ -115,7 +116,7 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
     if nvcc is None:
         raise CudaBuildError("fmha: nvcc not found (set CUDA_HOME or FMHA_NVCC, or put nvcc on PATH); "
                              "it is needed once to build the CUDA kernels")
-    lib = library_path(arch, out_dir, nvcc)
+    lib = library_path(arch, out_dir, nvcc, extra_flags)
     if lib.exists() and not force:
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)

@@ -40,19 +40,20 @@ def _decode_kernel(
     T, S, tokens_per_split, qk_scale,
     HEADS_KV: tl.constexpr, GROUP: tl.constexpr, NUM_SPLITS: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr, OFFS_64: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
     split = tl.program_id(2)
-    b = pid_bh // HEADS_KV
-    kvh = pid_bh % HEADS_KV
+    # 64-bit batch and head indices: b * stride_kb passes 2^31 elements on large caches.
+    b = (pid_bh // HEADS_KV).to(tl.int64)
+    kvh = (pid_bh % HEADS_KV).to(tl.int64)
     HEADS_Q: tl.constexpr = HEADS_KV * GROUP
 
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     row_valid = rows < T * GROUP
     t = rows // GROUP
-    hq = kvh * GROUP + rows % GROUP
+    hq = kvh * GROUP + rows % GROUP  # int64 through kvh
     offs_d = tl.arange(0, HEAD_DIM)
 
     q_ptrs = Q + b * stride_qb + t[:, None] * stride_qt + hq[:, None] * stride_qh + offs_d[None, :]
@@ -80,6 +81,8 @@ def _decode_kernel(
     v_base = V + b * stride_vb + kvh * stride_vh
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
+        if OFFS_64:  # token offsets * token stride past 2^31 elements (rare: huge strided views)
+            offs_n = offs_n.to(tl.int64)
         in_range = offs_n < end
         k = tl.load(k_base + offs_n[None, :] * stride_ks + offs_d[:, None], mask=in_range[None, :], other=0.0)
         if UPCAST_DOT:
@@ -124,7 +127,7 @@ def _combine_splits(
     HEAD_DIM: tl.constexpr,
 ):
     """One program per (b, t, hq): out = sum_s w_s o_s / sum_s w_s with w_s = exp(lse_s - max lse)."""
-    pid = tl.program_id(0)  # = (b * T + t) * HEADS_Q + hq
+    pid = tl.program_id(0).to(tl.int64)  # = (b * T + t) * HEADS_Q + hq
     hq = pid % HEADS_Q
     bt = pid // HEADS_Q
     t = bt % T
@@ -204,6 +207,7 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
         CAUSAL=p.causal and T > 1, HAS_SEQLENS=cache_seqlens is not None,
         UPCAST_DOT=interpreter_enabled(),
+        OFFS_64=max(k_cache.stride(1), v_cache.stride(1)) * p.seqlen_k >= 2 ** 31,
         num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:

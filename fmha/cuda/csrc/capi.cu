@@ -221,6 +221,7 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || S < 1)
     return fail("invalid shape B=%d T=%d Hq=%d Hkv=%d S=%d (all must be >= 1)", B, T, Hq, Hkv, S);
   if (Hq % Hkv != 0) return fail("Hq=%d is not a multiple of Hkv=%d", Hq, Hkv);
+  if (S > INT32_MAX - 1024) return fail("S=%d too large: token indices must stay below 2^31 - 1024", S);
   if (tile_n_of(D) == 0) return fail("head dim D=%d not supported (64, 128, 256, 512)", D);
   if (dtype != 0 && dtype != 1) return fail("dtype code %d invalid (0 = float16, 1 = bfloat16)", dtype);
   if (!q || !k || !v || !out || !lse) return fail("null tensor pointer (q, k, v, out, lse are required)");
@@ -279,6 +280,9 @@ int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
   const int64_t dims[6] = {a->B, a->T, a->Hq, a->Hkv, a->S, a->D};
   for (int64_t d : dims)
     if (d < 1 || d > INT32_MAX) return fail("fmha_sm90_decode_packed: a shape value (%lld) is out of range", (long long)d);
+  if (a->dtype < 0 || a->dtype > 1 || a->causal < 0 || a->causal > 1 || a->num_splits < 1 || a->num_splits > INT32_MAX)
+    return fail("fmha_sm90_decode_packed: dtype=%lld causal=%lld num_splits=%lld out of range", (long long)a->dtype,
+                (long long)a->causal, (long long)a->num_splits);
   return fmha_sm90_decode(reinterpret_cast<const void*>(a->q), reinterpret_cast<const void*>(a->k),
                           reinterpret_cast<const void*>(a->v), reinterpret_cast<void*>(a->out),
                           reinterpret_cast<float*>(a->lse), reinterpret_cast<const int*>(a->cache_seqlens),

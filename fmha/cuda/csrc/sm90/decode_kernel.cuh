@@ -67,6 +67,9 @@
 #ifndef FMHA_SM90_KV_EVICT_FIRST  // 1: K/V TMA loads carry an L2 evict-first policy (streamed once)
 #define FMHA_SM90_KV_EVICT_FIRST 1
 #endif
+#ifndef FMHA_SM90_ZERO_V_TAIL  // 1: clear V rows past the sequence length in the last tile (see zero_v_tail)
+#define FMHA_SM90_ZERO_V_TAIL 0
+#endif
 #ifndef FMHA_SM90_D256_CTAS_PER_SM
 #define FMHA_SM90_D256_CTAS_PER_SM 1
 #endif
@@ -136,6 +139,7 @@ constexpr bool fits_ctas_per_sm() {
 
 // Named hardware barriers (0 is __syncthreads).
 constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
+constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence cleared and fenced
 
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
@@ -204,6 +208,22 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
 // ----------------------------------------------------------------------------
 // Consumer pieces
 // ----------------------------------------------------------------------------
+
+// Zero the V rows [valid, kBlockN) of one ring stage, in every box. Tokens in
+// [L, S) are real cache memory (only tokens >= S come back as TMA zero fill);
+// P is exactly 0 there, but 0 * NaN = NaN in the MMA, so garbage in unused
+// cache slots would otherwise reach the output. A whole 128 B row is cleared,
+// so the 128B swizzle (a permutation within the row) does not matter.
+template <class Tr>
+__device__ __forceinline__ void zero_v_tail(SharedStorage<Tr>& ss, int stage, int valid, int ctid) {
+  constexpr int kChunksPerRow = Tr::kRowBytes / 16;  // 16 B chunks
+  const int per_box = (Tr::kBlockN - valid) * kChunksPerRow;  // chunks to clear in each box
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  for (int e = ctid; e < Tr::kBoxes * per_box; e += Tr::kConsumerThreads) {
+    const int box = e / per_box;
+    reinterpret_cast<uint4*>(ss.v[stage][box])[valid * kChunksPerRow + e % per_box] = zero;
+  }
+}
 
 // Gather the 64 packed Q rows of this block into the swizzled K-major tile.
 // All consumer threads take part; pad rows are zero-filled.
@@ -368,6 +388,14 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     fence_regs(acc);
     fence_regs(pa);
     ptx::mbarrier_wait_parity(&ss.full_v[stage], phase);
+    if constexpr (FMHA_SM90_ZERO_V_TAIL) {
+      const int valid = max(tr.L - key0, 0);  // the same for every consumer thread: the barrier is uniform
+      if (valid < Tr::kBlockN) {
+        zero_v_tail<Tr>(ss, stage, valid, ctid);
+        ptx::fence_proxy_async_shared();  // generic stores -> the wgmma's async-proxy reads
+        ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
+      }
+    }
     ptx::wgmma_fence();
     pv_gemm<Tr, kBf16>(acc, pa, ss, stage, wg);
     ptx::wgmma_commit_group();
