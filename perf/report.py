@@ -216,14 +216,8 @@ def write_plots(results: dict, out_dir: str) -> list:
                 for r in shapes]
         ax.barh([i + j * h for i in range(len(shapes))], vals, height=h, label=n)
     ax.axvline(ceil["read_gbps"], color="k", linestyle="--", linewidth=1, label="read ceiling")
-    ax.set_yticks([i + 0.4 - h / 2 for i in range(len(shapes))])
-    ax.set_yticklabels(labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("GB/s (1e9 B/s); missing bar = unsupported, skipped or wrong")
-    ax.set_title(f"Decode bandwidth by shape - {title}", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
+    _finish_barh(fig, ax, len(shapes), h, labels, "GB/s (1e9 B/s); missing bar = unsupported, skipped or wrong",
+                 f"Decode bandwidth by shape - {title}", legend_size=7)
     paths.append(_save(fig, out_dir, PLOTS[1], plt))
 
     # 3. speedup of each fmha backend over the best peer
@@ -237,14 +231,9 @@ def write_plots(results: dict, out_dir: str) -> list:
             if v:
                 ax.text(b.get_width(), b.get_y() + b.get_height() / 2, f" {v:.2f}x", va="center", fontsize=7)
     ax.axvline(1.0, color="k", linewidth=1)
-    ax.set_yticks([i + 0.4 - h / 2 for i in range(len(shapes))])
-    ax.set_yticklabels([f"{lab}\nvs {r['best_peer'] or 'no peer'}" for lab, r in zip(labels, shapes)], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("speedup over the fastest correct peer (>1: fmha faster)")
-    ax.set_title(f"fmha vs best of SDPA / FlexAttention - {title}", fontsize=10)
-    ax.legend(fontsize=8, loc="lower right")
-    ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
+    _finish_barh(fig, ax, len(shapes), h, [f"{lab}\nvs {r['best_peer'] or 'no peer'}" for lab, r in zip(labels, shapes)],
+                 "speedup over the fastest correct peer (>1: fmha faster)",
+                 f"fmha vs best of SDPA / FlexAttention - {title}", legend_size=8)
     paths.append(_save(fig, out_dir, PLOTS[2], plt))
     return paths
 
@@ -258,6 +247,18 @@ def _save(fig, out_dir, name, plt) -> str:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _finish_barh(fig, ax, n_rows, h, labels, xlabel, title, legend_size):
+    """Shared layout of the horizontal bar charts: one labelled row per shape, top to bottom."""
+    ax.set_yticks([i + 0.4 - h / 2 for i in range(n_rows)])
+    ax.set_yticklabels(labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=legend_size, loc="lower right")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
 
 
 # ---- tuning table ----------------------------------------------------------------------------
