@@ -43,6 +43,9 @@ def build(tmp_path_factory):
     return out, r.stdout + r.stderr
 
 
+N_DECODE_KERNELS = 2 * (2 * (len(HEAD_DIMS) - 1) + 1)
+
+
 def _ptxas_properties(log: str) -> dict:
     """mangled kernel name -> (stack, spill stores, spill loads, registers)."""
     props = {}
@@ -65,7 +68,8 @@ def test_no_spills(build):
     _, log = build
     props = _ptxas_properties(log)
     decode = [k for k in props if "decode_kernel" in k]
-    assert len(decode) == 2 * len(HEAD_DIMS), f"expected 8 decode instantiations, ptxas reported {decode}"
+    # 2 dtypes x (wide and deep for D = 64, 128, 256; one configuration for D = 512)
+    assert len(decode) == N_DECODE_KERNELS, f"expected {N_DECODE_KERNELS} decode instantiations, ptxas reported {decode}"
     assert any("combine_splits_kernel" in k for k in props)
     spilling = {k: v for k, v in props.items() if v[1] or v[2]}
     assert not spilling, f"kernels spill (stack, stores, loads, regs): {spilling}"
@@ -82,7 +86,7 @@ def test_sass_uses_wgmma_and_tma(build):
     assert sass.returncode == 0, sass.stderr
     functions = re.split(r"\n\s*Function : ", sass.stdout)
     decode = [f for f in functions if f.split("\n", 1)[0].strip().startswith("_ZN4fmha4sm9013decode_kernel")]
-    assert len(decode) == 2 * len(HEAD_DIMS), f"found {len(decode)} decode kernels in SASS"
+    assert len(decode) == N_DECODE_KERNELS, f"found {len(decode)} decode kernels in SASS"
     for f in decode:
         name = f.split("\n", 1)[0].strip()
         assert "HGMMA" in f, f"{name}: no HGMMA (wgmma) in SASS"
@@ -109,9 +113,9 @@ def test_packed_arguments_reach_the_c_side(build):
     buf = cb._ArgsBuffer()
     ptr = 1 << 40  # 16-byte aligned, never dereferenced: the checks fail first
 
-    def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr):
+    def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, variant=0):
         cb._PACKED.pack_into(buf.raw, 0, q, ptr, ptr, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
-                             *([1024] * 12), 0.125, 1, 1, 0, 0, 0)
+                             *([1024] * 12), 0.125, 1, 1, variant, 0, 0, 0)
         status = lib.fmha_sm90_decode_packed(buf.address)
         return status, lib.fmha_last_error().decode()
 
@@ -121,6 +125,8 @@ def test_packed_arguments_reach_the_c_side(build):
     status, msg = call(q=0)
     assert status != 0 and "null tensor pointer" in msg
     status, msg = call(dtype=7)
-    assert status != 0 and "dtype=7 causal=1 num_splits=1 out of range" in msg
+    assert status != 0 and "dtype=7 causal=1 num_splits=1 variant=0 out of range" in msg
+    status, msg = call(variant=2)
+    assert status != 0 and "variant=2 out of range" in msg
     status, msg = call(B=0)
     assert status != 0 and "out of range" in msg

@@ -17,6 +17,9 @@ from . import loader
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256, 512)
 BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
+# Kernel instantiations (fmha_capi.h): WIDE packs several CTAs per SM (grids that fill the GPU),
+# DEEP runs one CTA per SM with a deeper K/V ring (small grids, split-KV).
+WIDE, DEEP = 0, 1
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -84,7 +87,8 @@ class CudaSm90Backend(Backend):
             forget_decisions()
             raise
         self._tile_n = {d: lib.fmha_sm90_tile_n(d) for d in SUPPORTED_HEAD_DIMS}
-        self._ctas_per_sm = {d: lib.fmha_sm90_ctas_per_sm(d) for d in SUPPORTED_HEAD_DIMS}
+        self._ctas_per_sm = {(d, v): lib.fmha_sm90_ctas_per_sm(d, v) for d in SUPPORTED_HEAD_DIMS
+                             for v in (WIDE, DEEP)}
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
         self._last_error = lib.fmha_last_error
@@ -92,20 +96,33 @@ class CudaSm90Backend(Backend):
         return self._fn
 
     def _plan(self, p: Problem, index: int):
-        """(num_splits, workspace bytes, the shape arguments of the C call), from shapes only."""
+        """(num_splits, workspace bytes, the shape arguments of the C call, the tail arguments), from shapes only."""
         key = (p, index)
         plan = self._plans.get(key)
         if plan is None:
-            ctas = p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
-            # The split heuristic fills CTA slots: SMs x resident CTAs per SM of this instantiation.
-            slots = num_sms(index) * self._ctas_per_sm[p.head_dim]
-            num_splits = choose_num_splits(ctas, p.seqlen_k, self._tile_n[p.head_dim], slots)
+            variant, num_splits = self.launch_plan(p, index)
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits) if num_splits > 1 else 0
             shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
-            plan = (num_splits, ws_bytes, shape_args, (p.softmax_scale, 1 if p.causal else 0, num_splits))
+            plan = (num_splits, ws_bytes, shape_args, (p.softmax_scale, 1 if p.causal else 0, num_splits, variant))
             if len(self._plans) < 4096:  # a serving loop sees few shapes; never grow without bound
                 self._plans[key] = plan
         return plan
+
+    def launch_plan(self, p: Problem, index: int):
+        """(variant, num_splits) for a problem on device `index`.
+
+        A grid of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's
+        prologue and epilogue hide behind another's streaming). Otherwise one CTA per SM with the
+        deeper ring (DEEP), and the keys are split when the grid would leave SMs idle.
+        """
+        if self._fn is None:
+            self._bind()
+        ctas = p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
+        sms = num_sms(index)
+        if ctas > sms:
+            return WIDE, 1
+        slots = sms * self._ctas_per_sm[(p.head_dim, DEEP)]
+        return DEEP, choose_num_splits(ctas, p.seqlen_k, self._tile_n[p.head_dim], slots)
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         fn = self._fn or self._bind()
@@ -135,8 +152,8 @@ class CudaSm90Backend(Backend):
 _NULL_CONTEXT = contextlib.nullcontext()
 
 # Layout of FmhaDecodeArgs (fmha_capi.h): 6 pointers, 7 shape ints, 12 strides, the scale,
-# causal, num_splits, workspace pointer and size, stream; all 8-byte fields.
-_PACKED = struct.Struct("<6Q7q12qd2q3Q")
+# causal, num_splits, variant, workspace pointer and size, stream; all 8-byte fields.
+_PACKED = struct.Struct("<6Q7q12qd3q3Q")
 
 
 class _ArgsBuffer:

@@ -117,6 +117,9 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
 
 template <int D>
 constexpr int tile_n() {
+  static_assert(fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>::kBlockN ==
+                    fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>::kBlockN,
+                "both variants of a head dim use one tile size (the host's split heuristic assumes it)");
   return fmha::sm90::DecodeTraits<D>::kBlockN;
 }
 
@@ -130,20 +133,33 @@ int tile_n_of(int D) {
   }
 }
 
-int ctas_per_sm_of(int D) {
+template <int D>
+int ctas_per_sm(int variant) {
+  return variant == fmha::sm90::kDeep ? fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>::kCtasPerSm
+                                      : fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>::kCtasPerSm;
+}
+
+int ctas_per_sm_of(int D, int variant) {
+  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep) return 0;
   switch (D) {
-    case 64: return fmha::sm90::DecodeTraits<64>::kCtasPerSm;
-    case 128: return fmha::sm90::DecodeTraits<128>::kCtasPerSm;
-    case 256: return fmha::sm90::DecodeTraits<256>::kCtasPerSm;
-    case 512: return fmha::sm90::DecodeTraits<512>::kCtasPerSm;
+    case 64: return ctas_per_sm<64>(variant);
+    case 128: return ctas_per_sm<128>(variant);
+    case 256: return ctas_per_sm<256>(variant);
+    case 512: return ctas_per_sm<512>(variant);
     default: return 0;
   }
 }
 
-template <int D, bool kBf16>
+// Kernels launched behind the attention kernel start early (programmatic dependent launch) when
+// FMHA_SM90_PDL_COMBINE is 1; they wait in griddepcontrol.wait for its results.
+#ifndef FMHA_SM90_PDL_COMBINE
+#define FMHA_SM90_PDL_COMBINE 1
+#endif
+
+template <int D, bool kBf16, int kVariant>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
            int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
-  using Tr = fmha::sm90::DecodeTraits<D>;
+  using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   CUtensorMap tmap_k, tmap_v;
   const int dtype = kBf16 ? 1 : 0;
   if (encode_kv_map(&tmap_k, k, dtype, p.B, p.S, p.Hkv, D, k_b, k_s, k_h, Tr::kBlockN, p.k_head_major, "k_cache"))
@@ -151,7 +167,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   if (encode_kv_map(&tmap_v, v, dtype, p.B, p.S, p.Hkv, D, v_b, v_s, v_h, Tr::kBlockN, p.v_head_major, "v_cache"))
     return 1;
 
-  auto kernel = fmha::sm90::decode_kernel<D, kBf16>;
+  auto kernel = fmha::sm90::decode_kernel<D, kBf16, kVariant>;
   constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
   static_assert(fmha::sm90::fits_ctas_per_sm<Tr>(), "shared memory of kCtasPerSm CTAs exceeds one SM");
@@ -182,8 +198,18 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
     const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
     if (ctas > 0x7fffffffLL) return fail("combine grid too large (%lld CTAs)", ctas);
-    fmha::combine_splits_kernel<D, kBf16><<<static_cast<unsigned>(ctas), fmha::kCombineThreads, 0, stream>>>(p);
-    if (check_cuda(cudaGetLastError(), "combine kernel launch")) return 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+    cfg.blockDim = dim3(fmha::kCombineThreads);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = FMHA_SM90_PDL_COMBINE ? 1 : 0;
+    if (check_cuda(cudaLaunchKernelEx(&cfg, fmha::combine_splits_kernel<D, kBf16>, p), "combine kernel launch"))
+      return 1;
   }
   return 0;
 }
@@ -206,7 +232,7 @@ const char* fmha_last_error(void) { return g_last_error; }
 
 int fmha_sm90_tile_n(int D) { return tile_n_of(D); }
 
-int fmha_sm90_ctas_per_sm(int D) { return ctas_per_sm_of(D); }
+int fmha_sm90_ctas_per_sm(int D, int variant) { return ctas_per_sm_of(D, variant); }
 
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return workspace_bytes(B, T, Hq, D, num_splits);
@@ -215,8 +241,8 @@ size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
 int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, float* lse, const int* cache_seqlens,
                      int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
                      int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
-                     int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, void* workspace,
-                     size_t workspace_size, void* stream) {
+                     int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, int variant,
+                     void* workspace, size_t workspace_size, void* stream) {
   g_last_error[0] = '\0';
   if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || S < 1)
     return fail("invalid shape B=%d T=%d Hq=%d Hkv=%d S=%d (all must be >= 1)", B, T, Hq, Hkv, S);
@@ -234,6 +260,8 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   if (!(softmax_scale > 0.f) || !std::isfinite(softmax_scale))
     return fail("softmax_scale %g must be finite and positive", (double)softmax_scale);
   if (num_splits < 1 || num_splits > 1024) return fail("num_splits=%d out of range [1, 1024]", num_splits);
+  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep)
+    return fail("variant=%d invalid (0 = wide: several CTAs per SM, 1 = deep: one CTA per SM, deeper ring)", variant);
   const int G = Hq / Hkv;
   if (static_cast<long long>(T) * G > (1LL << 30)) return fail("T * Hq / Hkv too large");
 
@@ -263,16 +291,19 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   }
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const bool bf16 = dtype == 1;
+  const bool deep = variant == fmha::sm90::kDeep;
+#define FMHA_LAUNCH(DIM, V) \
+  (bf16 ? launch<DIM, true, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st) \
+        : launch<DIM, false, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st))
+  using fmha::sm90::kDeep;
+  using fmha::sm90::kWide;
   switch (D) {
-    case 64: return bf16 ? launch<64, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
-                         : launch<64, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
-    case 128: return bf16 ? launch<128, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
-                          : launch<128, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
-    case 256: return bf16 ? launch<256, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
-                          : launch<256, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
-    default: return bf16 ? launch<512, true>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st)
-                         : launch<512, false>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st);
+    case 64: return deep ? FMHA_LAUNCH(64, kDeep) : FMHA_LAUNCH(64, kWide);
+    case 128: return deep ? FMHA_LAUNCH(128, kDeep) : FMHA_LAUNCH(128, kWide);
+    case 256: return deep ? FMHA_LAUNCH(256, kDeep) : FMHA_LAUNCH(256, kWide);
+    default: return FMHA_LAUNCH(512, kWide);  // D = 512: one configuration (the variants coincide)
   }
+#undef FMHA_LAUNCH
 }
 
 int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
@@ -280,9 +311,10 @@ int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
   const int64_t dims[6] = {a->B, a->T, a->Hq, a->Hkv, a->S, a->D};
   for (int64_t d : dims)
     if (d < 1 || d > INT32_MAX) return fail("fmha_sm90_decode_packed: a shape value (%lld) is out of range", (long long)d);
-  if (a->dtype < 0 || a->dtype > 1 || a->causal < 0 || a->causal > 1 || a->num_splits < 1 || a->num_splits > INT32_MAX)
-    return fail("fmha_sm90_decode_packed: dtype=%lld causal=%lld num_splits=%lld out of range", (long long)a->dtype,
-                (long long)a->causal, (long long)a->num_splits);
+  if (a->dtype < 0 || a->dtype > 1 || a->causal < 0 || a->causal > 1 || a->num_splits < 1 ||
+      a->num_splits > INT32_MAX || a->variant < 0 || a->variant > 1)
+    return fail("fmha_sm90_decode_packed: dtype=%lld causal=%lld num_splits=%lld variant=%lld out of range",
+                (long long)a->dtype, (long long)a->causal, (long long)a->num_splits, (long long)a->variant);
   return fmha_sm90_decode(reinterpret_cast<const void*>(a->q), reinterpret_cast<const void*>(a->k),
                           reinterpret_cast<const void*>(a->v), reinterpret_cast<void*>(a->out),
                           reinterpret_cast<float*>(a->lse), reinterpret_cast<const int*>(a->cache_seqlens),
@@ -290,7 +322,7 @@ int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
                           static_cast<int>(a->Hkv), static_cast<int>(a->S), static_cast<int>(a->D),
                           static_cast<int>(a->dtype), a->q_b, a->q_t, a->q_h, a->k_b, a->k_s, a->k_h, a->v_b, a->v_s,
                           a->v_h, a->o_b, a->o_t, a->o_h, static_cast<float>(a->softmax_scale),
-                          static_cast<int>(a->causal), static_cast<int>(a->num_splits),
+                          static_cast<int>(a->causal), static_cast<int>(a->num_splits), static_cast<int>(a->variant),
                           reinterpret_cast<void*>(a->workspace), static_cast<size_t>(a->workspace_bytes),
                           reinterpret_cast<void*>(a->stream));
 }

@@ -16,10 +16,12 @@ extern "C" {
 
 const char* fmha_last_error(void);
 
-// KV tokens per tile and resident CTAs per SM of the sm_90a kernel for head dim D (0: unsupported),
-// for the host's split-KV heuristic.
+// KV tokens per tile (the same for both variants) and resident CTAs per SM of the sm_90a kernel for
+// head dim D and a variant (0: unsupported), for the host's choice of variant and split count.
+// Variants: 0 = wide (several CTAs per SM where D <= 128, shallow K/V ring: grids that fill the GPU),
+//           1 = deep (one CTA per SM, deeper ring: small grids and split-KV). D = 512 has one configuration.
 int fmha_sm90_tile_n(int D);
-int fmha_sm90_ctas_per_sm(int D);
+int fmha_sm90_ctas_per_sm(int D, int variant);
 
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
@@ -30,17 +32,17 @@ size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
 int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, float* lse, const int* cache_seqlens,
                      int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
                      int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
-                     int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, void* workspace,
-                     size_t workspace_size, void* stream);
+                     int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, int variant,
+                     void* workspace, size_t workspace_size, void* stream);
 
 // The same call with its arguments in one struct of 8-byte fields: a binding packs it into
-// one buffer (one FFI argument instead of 31, a few microseconds less per call from Python).
+// one buffer (one FFI argument instead of 32, a few microseconds less per call from Python).
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;        // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;
   int64_t q_b, q_t, q_h, k_b, k_s, k_h, v_b, v_s, v_h, o_b, o_t, o_h;
   double softmax_scale;
-  int64_t causal, num_splits;
+  int64_t causal, num_splits, variant;
   uint64_t workspace, workspace_bytes, stream;
 } FmhaDecodeArgs;
 

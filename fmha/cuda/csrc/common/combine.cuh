@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "params.h"
+#include "ptx.cuh"
 #include "softmax.cuh"
 
 namespace fmha {
@@ -31,6 +32,9 @@ struct CombineTraits {
 template <int D, bool kBf16>
 __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const DecodeParams p) {
   using Tr = CombineTraits<D>;
+  // Launched as a programmatic dependent of the attention grid: wait for its partials.
+  // (A no-op when launched without that dependency.)
+  ptx::griddep_wait();
   const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
   if (row >= total_rows) return;

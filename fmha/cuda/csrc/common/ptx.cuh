@@ -131,6 +131,28 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_thr
 }
 
 // ---------------------------------------------------------------------------
+// Programmatic dependent launch (PTX 9.7.13.13 "griddepcontrol", sm_90+)
+// ---------------------------------------------------------------------------
+
+// griddepcontrol.launch_dependents: lets a grid launched after this one with
+// the programmatic-stream-serialization attribute start once every CTA of this
+// grid has issued it (or exited). No memory ordering is implied.
+__device__ __forceinline__ void griddep_launch_dependents() {
+#if FMHA_SM90_BASE
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// griddepcontrol.wait: blocks until the grids this one depends on have
+// completed and their memory operations are visible. A no-op when the grid
+// was launched without a programmatic dependency.
+__device__ __forceinline__ void griddep_wait() {
+#if FMHA_SM90_BASE
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// ---------------------------------------------------------------------------
 // TMA (cp.async.bulk.tensor, PTX 9.7.9.25.5.1) and tensor-map prefetch
 // ---------------------------------------------------------------------------
 

@@ -55,23 +55,35 @@
 #ifndef FMHA_SM90_D256_TILE_N
 #define FMHA_SM90_D256_TILE_N 64
 #endif
-#ifndef FMHA_SM90_SMALL_D_STAGES  // D <= 128
+// Two instantiations per head dim (DecodeVariant): "wide" packs several CTAs on an SM for
+// grids that fill the GPU; "deep" runs one CTA per SM with a deeper K/V ring for small or
+// split grids, where bytes in flight per SM decide the bandwidth.
+#ifndef FMHA_SM90_SMALL_D_STAGES  // D <= 128, wide variant
 #define FMHA_SM90_SMALL_D_STAGES 2
+#endif
+#ifndef FMHA_SM90_SMALL_D_CTAS_PER_SM  // D <= 128, wide variant: resident CTAs per SM the launch bounds ask for
+#define FMHA_SM90_SMALL_D_CTAS_PER_SM 2
+#endif
+#ifndef FMHA_SM90_DEEP_SMALL_D_STAGES  // D <= 128, deep variant (one CTA per SM)
+#define FMHA_SM90_DEEP_SMALL_D_STAGES 6
 #endif
 #ifndef FMHA_SM90_D256_STAGES
 #define FMHA_SM90_D256_STAGES 2
 #endif
-#ifndef FMHA_SM90_SMALL_D_CTAS_PER_SM  // D <= 128: resident CTAs per SM the launch bounds ask for
-#define FMHA_SM90_SMALL_D_CTAS_PER_SM 2
+#ifndef FMHA_SM90_DEEP_D256_STAGES
+#define FMHA_SM90_DEEP_D256_STAGES 3
+#endif
+#ifndef FMHA_SM90_D256_CTAS_PER_SM
+#define FMHA_SM90_D256_CTAS_PER_SM 1
 #endif
 #ifndef FMHA_SM90_KV_EVICT_FIRST  // 1: K/V TMA loads carry an L2 evict-first policy (streamed once)
 #define FMHA_SM90_KV_EVICT_FIRST 1
 #endif
 #ifndef FMHA_SM90_ZERO_V_TAIL  // 1: clear V rows past the sequence length in the last tile (see zero_v_tail)
-#define FMHA_SM90_ZERO_V_TAIL 0
+#define FMHA_SM90_ZERO_V_TAIL 1
 #endif
-#ifndef FMHA_SM90_D256_CTAS_PER_SM
-#define FMHA_SM90_D256_CTAS_PER_SM 1
+#ifndef FMHA_SM90_D512_SPLIT_QK  // 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores)
+#define FMHA_SM90_D512_SPLIT_QK 1
 #endif
 
 namespace fmha {
@@ -82,19 +94,35 @@ namespace sm90 {
 constexpr size_t kSmemPerSm = 228 * 1024;
 constexpr size_t kSmemReservedPerCta = 1024;
 
-template <int D>
+// Which instantiation of a head dim runs (the host picks per problem, see fmha/cuda/backend.py).
+enum DecodeVariant : int {
+  kWide = 0,  // several CTAs per SM (D <= 128), shallow ring: grids of at least one CTA per SM
+  kDeep = 1,  // one CTA per SM, deep ring: small grids and split-KV
+};
+
+template <int D, int kVariant = kWide>
 struct DecodeTraits {
   static_assert(D == 64 || D == 128 || D == 256 || D == 512, "head dim");
+  static_assert(kVariant == kWide || kVariant == kDeep, "variant");
   static constexpr int kHeadDim = D;
+  static constexpr bool kIsDeep = kVariant == kDeep;
   static constexpr int kBlockM = 64;                       // packed query rows per CTA (one wgmma M)
   static constexpr int kBlockN = D == 64    ? FMHA_SM90_D64_TILE_N                    // KV tokens per tile
                                  : D == 128 ? FMHA_SM90_D128_TILE_N
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
                                             : 32;
-  static constexpr int kStages = D <= 128 ? FMHA_SM90_SMALL_D_STAGES : D == 256 ? FMHA_SM90_D256_STAGES : 2;  // ring depth
+  // Ring depth. D = 512 has room for two stages only (Q alone is 64 KB), so its variants coincide.
+  static constexpr int kStages = D <= 128  ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_SMALL_D_STAGES)
+                                 : D == 256 ? (kIsDeep ? FMHA_SM90_DEEP_D256_STAGES : FMHA_SM90_D256_STAGES)
+                                            : 2;
   // CTAs per SM: more than one overlaps one CTA's prologue/epilogue with another's streaming.
-  static constexpr int kCtasPerSm = D <= 128 ? FMHA_SM90_SMALL_D_CTAS_PER_SM : D == 256 ? FMHA_SM90_D256_CTAS_PER_SM : 1;
+  static constexpr int kCtasPerSm = kIsDeep ? 1 : D <= 128 ? FMHA_SM90_SMALL_D_CTAS_PER_SM
+                                               : D == 256  ? FMHA_SM90_D256_CTAS_PER_SM
+                                                           : 1;
   static constexpr int kConsumerWGs = D == 512 ? 2 : 1;
+  // Two consumer warpgroups split the head dim of Q K^T and exchange their partial scores
+  // (otherwise each computes the full S: 1.5x the MMA work of the whole tile).
+  static constexpr bool kSplitQk = kConsumerWGs == 2 && FMHA_SM90_D512_SPLIT_QK;
   static constexpr int kOutCols = D / kConsumerWGs;        // output columns per consumer warpgroup (PV wgmma N)
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
@@ -112,8 +140,11 @@ struct DecodeTraits {
   static constexpr int kKvTileBytes = kBlockN * D * 2;     // one K (or V) tile, all boxes
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
+  // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread.
+  static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : 1;
   static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
+  static_assert(!kSplitQk || (kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
 };
 
 template <class Tr>
@@ -121,6 +152,7 @@ struct SharedStorage {
   alignas(1024) uint16_t q[Tr::kBoxes][Tr::kBlockM * Tr::kBoxCols];
   alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
   alignas(1024) uint16_t v[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk)
   alignas(8) uint64_t full_k[Tr::kStages];  // TMA bytes of the K tile landed
   alignas(8) uint64_t full_v[Tr::kStages];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty[Tr::kStages];   // every consumer warp is done with the stage
@@ -140,6 +172,7 @@ constexpr bool fits_ctas_per_sm() {
 // Named hardware barriers (0 is __syncthreads).
 constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
 constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence cleared and fenced
+constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
@@ -265,20 +298,49 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
     for (int j = 0; j < 4; ++j) ptx::reg_fence(r[i][j]);
 }
 
-// S = Q K^T over the full head dim: D/16 k16 steps, each a 32 B advance
-// inside a 128 B swizzle row, moving to the next box every 4 steps.
-template <class Tr, bool kBf16>
-__device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const SharedStorage<Tr>& ss, int stage) {
+// S = Q K^T over head-dim columns [kCol0, kCol0 + kCols): kCols/16 k16 steps,
+// each a 32 B advance inside a 128 B swizzle row, moving to the next box every 4 steps.
+template <class Tr, bool kBf16, int kCols = Tr::kHeadDim>
+__device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const SharedStorage<Tr>& ss, int stage,
+                                        int col0 = 0) {
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups, packed: 1024 B
   constexpr uint32_t kLboUnused = 16;           // K-major swizzled: LBO not used (encoded as 1)
-  const uint32_t q_base = ptx::smem_addr(&ss.q[0][0]);
-  const uint32_t k_base = ptx::smem_addr(&ss.k[stage][0][0]);
+  const int box0 = col0 / Tr::kBoxCols;
+  const uint32_t q_base = ptx::smem_addr(&ss.q[box0][0]);
+  const uint32_t k_base = ptx::smem_addr(&ss.k[stage][box0][0]);
 #pragma unroll
-  for (int kk = 0; kk < Tr::kHeadDim / 16; ++kk) {
+  for (int kk = 0; kk < kCols / 16; ++kk) {
     const uint32_t in_row = (kk % 4) * 32;
     const uint64_t da = ptx::make_smem_desc_sw128(q_base + (kk / 4) * Tr::kQBoxBytes + in_row, kLboUnused, kSbo);
     const uint64_t db = ptx::make_smem_desc_sw128(k_base + (kk / 4) * Tr::kKvBoxBytes + in_row, kLboUnused, kSbo);
     ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da, db, kk > 0 ? 1 : 0);
+  }
+}
+
+// kSplitQk: warpgroup wg holds the partial S over its half of the head dim; add
+// the other warpgroup's half through shared memory. Thread t of each warpgroup
+// owns the same fragment positions, so it exchanges with thread t of the other.
+// Both sides compute mine + other, which is the same float sum either way round
+// (addition is commutative), so both warpgroups keep identical softmax statistics.
+// Two buffers by tile parity: a warpgroup writes buffer (it & 1) again only after
+// the next barrier, which the other passes only once it has read that buffer.
+template <class Tr>
+__device__ __forceinline__ void exchange_scores(float (&s)[Tr::kBlockN / 2], SharedStorage<Tr>& ss, int it, int wg,
+                                                int tid_wg) {
+  constexpr int kVec = Tr::kBlockN / 8;  // float4 per thread
+  float4* base = ss.s_exchange + (it & 1) * 2 * kVec * 128;
+  float4* mine = base + wg * kVec * 128;
+  const float4* other = base + (wg ^ 1) * kVec * 128;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) mine[j * 128 + tid_wg] = make_float4(s[4 * j], s[4 * j + 1], s[4 * j + 2], s[4 * j + 3]);
+  ptx::named_barrier_sync(kBarScores, Tr::kConsumerThreads);
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) {
+    const float4 o = other[j * 128 + tid_wg];
+    s[4 * j] += o.x;
+    s[4 * j + 1] += o.y;
+    s[4 * j + 2] += o.z;
+    s[4 * j + 3] += o.w;
   }
 }
 
@@ -366,10 +428,14 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     float s[Tr::kBlockN / 2];
     ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
     ptx::wgmma_fence();
-    qk_gemm<Tr, kBf16>(s, ss, stage);
+    if constexpr (Tr::kSplitQk)
+      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
+    else
+      qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
     fence_regs(s);
+    if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
 
     // Online softmax; P packed into the A fragment of the PV wgmma.
     const int key0 = tile * Tr::kBlockN;
@@ -416,11 +482,11 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
 // ----------------------------------------------------------------------------
 // The kernel
 // ----------------------------------------------------------------------------
-template <int D, bool kBf16>
-__global__ void __launch_bounds__(DecodeTraits<D>::kThreads, DecodeTraits<D>::kCtasPerSm)
+template <int D, bool kBf16, int kVariant>
+__global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTraits<D, kVariant>::kCtasPerSm)
     decode_kernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
                   const DecodeParams p) {
-  using Tr = DecodeTraits<D>;
+  using Tr = DecodeTraits<D, kVariant>;
   static_assert(!Tr::kSetMaxNReg || Tr::kCtasPerSm == 1, "setmaxnreg budgets assume one CTA per SM");
   extern __shared__ uint8_t smem_raw[];
   // Round up on the shared-window address (what the swizzle and the descriptors see).
@@ -433,6 +499,9 @@ __global__ void __launch_bounds__(DecodeTraits<D>::kThreads, DecodeTraits<D>::kC
   const int b = blockIdx.z;
   const int row0 = row_block * Tr::kBlockM;
   const TileRange tr = tile_range<Tr>(p, b, row_block, split);
+  // A split-KV combine launched behind this grid (programmatic dependent launch) may be
+  // scheduled now: it waits in griddepcontrol.wait for this grid's completion and memory.
+  if (p.num_splits > 1) ptx::griddep_launch_dependents();
 
   if (threadIdx.x == 0) {
 #pragma unroll
