@@ -1,30 +1,52 @@
-"""Time build variants of the CUDA kernel (tuning knobs passed through FMHA_NVCC_FLAGS).
+"""Time build variants of the CUDA kernel (tuning knobs given as nvcc flags), interleaved in one process.
 
-    python perf/variants.py --variant base= --variant two_ctas="-DFMHA_SM90_SMALL_D_STAGES=2 -DFMHA_SM90_SMALL_D_CTAS_PER_SM=2"
+    python perf/variants.py --variant base= --variant deep4="-DFMHA_SM90_DEEP_SMALL_D_STAGES=4"
 
-Each variant runs in its own process (its own build of the library), checks the cuda backend
-against the triton backend on every shape, and times it by CUDA-graph replay over rotating inputs
-larger than L2 (median of 30 replays). The parent prints one table; cuDNN SDPA and Triton are timed
-once for reference. Units: us per call, GB/s decimal (q + k + v + out bytes).
+Every variant is built into its own library (cached by flags) and loaded side by side in this
+process. For each shape the contenders (every variant, the triton backend and cuDNN SDPA) are timed
+in turn, round after round (--rounds), so slow drifts of the GPU's state (power cap, clocks,
+temperature) hit them alike: on an H200 the same kernel timed minutes apart in separate processes
+moved by up to 12%. Each timing is the median of 30 CUDA-graph replays over rotating input sets
+larger than 3x L2; the table shows the median over rounds and the spread (max - min) / median.
+Every variant's output is checked against the triton backend's. Units: us per call, GB/s decimal
+(q + k + v + out bytes).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
-import sys
+import ctypes
+import shlex
+import statistics
+from unittest import mock
 
-SHAPES = [  # B, T, Hq, Hkv, S, D (FMHA_VARIANT_SHAPES=first:N keeps the first N)
-    (128, 1, 32, 8, 8192, 128), (32, 1, 32, 8, 4096, 128), (1, 1, 32, 8, 65536, 128), (4, 1, 32, 8, 512, 128),
-    (32, 4, 32, 8, 4096, 128), (8, 16, 32, 8, 8192, 128), (32, 1, 32, 8, 8192, 64), (32, 1, 16, 8, 8192, 256),
-    (128, 1, 16, 1, 4096, 512), (64, 1, 128, 1, 4096, 512),
+SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j picks some)
+    (128, 1, 32, 8, 8192, 128), (32, 1, 32, 8, 4096, 128), (1, 1, 32, 8, 65536, 128), (1, 1, 32, 8, 8192, 128),
+    (4, 1, 32, 8, 512, 128), (32, 4, 32, 8, 4096, 128), (8, 16, 32, 8, 8192, 128), (32, 1, 32, 8, 8192, 64),
+    (32, 1, 16, 8, 8192, 256), (128, 1, 16, 1, 4096, 512), (64, 1, 128, 1, 4096, 512),
 ]
 
 
-def child(contenders):
-    shapes = SHAPES[:int(os.environ.get("FMHA_VARIANT_SHAPES", len(SHAPES)))]
-    import statistics
+def variant_backend(flags: str):
+    """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS)."""
+    from fmha.cuda import backend as cb
+    from fmha.cuda import loader
+
+    path = loader.build(extra_flags=shlex.split(flags))
+    lib = loader._declare(ctypes.CDLL(str(path)))
+    b = cb.CudaSm90Backend()
+    with mock.patch.object(loader, "load", return_value=lib):
+        b._bind()
+    return b
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variant", action="append", default=[], help="NAME=FLAGS (repeatable)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--shapes", type=int, default=len(SHAPES))
+    ap.add_argument("--only", default=None, help="comma-separated indices into SHAPES")
+    ap.add_argument("--no-peers", action="store_true", help="variants only (no triton / cuDNN)")
+    args = ap.parse_args()
 
     import torch
     import torch.nn.functional as F
@@ -32,6 +54,10 @@ def child(contenders):
 
     import fmha
     from fmha.problem import validate
+
+    variants = [v.split("=", 1) for v in args.variant] or [["base", ""]]
+    backends = {name: variant_backend(flags) for name, flags in variants}
+    print("variants: " + "; ".join(f"{n} = {f or 'defaults'}" for n, f in variants), flush=True)
 
     def graph_time_us(calls, replays=30):
         for c in calls:
@@ -53,89 +79,69 @@ def child(contenders):
             times.append(a.elapsed_time(b) * 1e3 / len(calls))
         return statistics.median(times)
 
-    def cudnn_call(q, k, v, causal):
-        T, S = q.shape[1], k.shape[1]
+    def cudnn_calls(sets, causal):
+        T, S = sets[0][0].shape[1], sets[0][1].shape[1]
         mask = None
         if causal:
             j, t = torch.arange(S, device="cuda"), torch.arange(T, device="cuda")
             mask = j[None, :] <= S - T + t[:, None]  # bottom-right
-        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+        calls = []
+        for q, k, v in sets:
+            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
-        def call():
-            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-                return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, enable_gqa=True)
+            def call(qt=qt, kt=kt, vt=vt):
+                with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                    return F.scaled_dot_product_attention(qt, kt, vt, attn_mask=mask, enable_gqa=True)
+            calls.append(call)
         try:
-            call()
-            return call
+            calls[0]()
+            return calls
         except Exception:
             return None
-    results = {}
+
+    shapes = SHAPES[:args.shapes] if args.only is None else [SHAPES[int(i)] for i in args.only.split(",")]
     for shape in shapes:
         B, T, Hq, Hkv, S, D = shape
+        causal = T > 1
         per = 2 * B * S * Hkv * D * 2
         n = max(2, min(16, -(-3 * 60 * 2 ** 20 // per)))
         sets = [(torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16),
                  torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
                  torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)) for _ in range(n)]
-        p = validate(*sets[0], None, None, True, None)
-        row = {"GB": p.bytes_moved() / 1e9}
-        for name in contenders:
-            outs = [torch.empty_like(q) for q, _, _ in sets]
-            if name in ("cuda", "triton"):
-                calls = [lambda q=q, k=k, v=v, o=o, name=name: fmha.attention(q, k, v, backend=name, out=o)
-                         for (q, k, v), o in zip(sets, outs)]
-            else:
-                calls = [cudnn_call(q, k, v, T > 1) for (q, k, v) in sets]
-                if any(c is None for c in calls):
-                    row[name] = None
-                    continue
-            try:
-                row[name] = graph_time_us(calls)
-            except Exception as e:  # report, keep going
-                row[name] = f"error: {type(e).__name__}: {e}"[:120]
-            if name == "cuda":
-                q, k, v = sets[0]
-                ref = fmha.attention(q, k, v, backend="triton")
-                row["cuda_vs_triton_maxdiff"] = (outs[0].float() - ref.float()).abs().max().item()
-        results[str(shape)] = row
-        del sets
-        torch.cuda.empty_cache()
-    print("RESULT " + json.dumps(results), flush=True)
-
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", action="append", default=[], help="NAME=FLAGS")
-    ap.add_argument("--child", default=None)
-    args = ap.parse_args()
-    if args.child:
-        child(args.child.split(","))
-        return
-    table = {}
-    variants = [v.split("=", 1) for v in args.variant] or [["base", ""]]
-    for i, (name, flags) in enumerate(variants):
-        contenders = "cuda,triton,sdpa-cudnn" if i == 0 else "cuda"
-        env = dict(os.environ, FMHA_NVCC_FLAGS=flags)
-        r = subprocess.run([sys.executable, __file__, "--child", contenders], env=env, capture_output=True, text=True)
-        line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-        if not line:
-            print(f"variant {name} failed:\n{r.stderr[-3000:]}", flush=True)
-            continue
-        for shape, row in json.loads(line[0][7:]).items():
-            t = table.setdefault(shape, {"GB": row["GB"]})
-            for k, val in row.items():
-                if k != "GB":
-                    t[k if k not in ("cuda", "cuda_vs_triton_maxdiff") else f"{k}[{name}]"] = val
-        print(f"variant {name} ({flags or 'defaults'}) done", flush=True)
-    for shape, t in table.items():
-        gb = t.pop("GB")
+        p = validate(*sets[0], None, None, causal, None)
+        outs = [torch.empty_like(q) for q, _, _ in sets]
+        lse = torch.empty(B, Hq, T, device="cuda")
+        contenders = {}
+        for name, b in backends.items():
+            contenders[name] = [lambda q=q, k=k, v=v, o=o, b=b: b.run(p, q, k, v, None, o, lse)
+                                for (q, k, v), o in zip(sets, outs)]
+        if not args.no_peers:
+            contenders["triton"] = [lambda q=q, k=k, v=v, o=o: fmha.attention(q, k, v, causal=causal, backend="triton",
+                                                                             out=o) for (q, k, v), o in zip(sets, outs)]
+            cd = cudnn_calls(sets, causal)
+            if cd is not None:
+                contenders["sdpa-cudnn"] = cd
+        q, k, v = sets[0]
+        ref = fmha.attention(q, k, v, causal=causal, backend="triton")
+        check = {}
+        for name, b in backends.items():
+            o = torch.full_like(q, float("nan"))
+            b.run(p, q, k, v, None, o, lse)
+            check[name] = (o.float() - ref.float()).abs().max().item()
+        times = {name: [] for name in contenders}
+        for _ in range(args.rounds):
+            for name, calls in contenders.items():
+                times[name].append(graph_time_us(calls))
+        gb = p.bytes_moved() / 1e9
         cells = []
-        for k, val in t.items():
-            if isinstance(val, float) and not k.startswith("cuda_vs"):
-                cells.append(f"{k} {val:.1f}us {gb / val * 1e6:.0f}GB/s")
-            else:
-                cells.append(f"{k} {val if not isinstance(val, float) else f'{val:.1e}'}")
+        for name, ts in times.items():
+            med = statistics.median(ts)
+            spread = (max(ts) - min(ts)) / med * 100
+            diff = f" maxdiff {check[name]:.1e}" if name in check else ""
+            cells.append(f"{name} {med:.1f}us {gb / med * 1e6:.0f}GB/s (±{spread:.0f}%){diff}")
         print(f"{shape}: " + "; ".join(cells), flush=True)
+        del sets, outs, contenders
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":

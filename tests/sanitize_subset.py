@@ -13,7 +13,9 @@ cases = []
 for D in (64, 128, 256, 512):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     cases.append((2, 3, Hq, Hkv, 129, D, [0, 129]))       # causal T>1, varlen with an empty row, unsplit or lightly split
-    cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine
+    cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine (deep variant)
+    if D != 512:
+        cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide variant
 for (B, T, Hq, Hkv, S, D, sl) in cases:
     q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
     out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)

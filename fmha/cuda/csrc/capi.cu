@@ -150,12 +150,6 @@ int ctas_per_sm_of(int D, int variant) {
   }
 }
 
-// Kernels launched behind the attention kernel start early (programmatic dependent launch) when
-// FMHA_SM90_PDL_COMBINE is 1; they wait in griddepcontrol.wait for its results.
-#ifndef FMHA_SM90_PDL_COMBINE
-#define FMHA_SM90_PDL_COMBINE 1
-#endif
-
 template <int D, bool kBf16, int kVariant>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
            int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
@@ -190,25 +184,34 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     return fail("grid too large: row_blocks*num_splits=%lld Hkv=%d B=%d (limits 2^31-1, 65535, 65535)", grid_x,
                 p.Hkv, p.B);
   dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
-  kernel<<<grid, Tr::kThreads, smem, stream>>>(tmap_k, tmap_v, p);
-  if (check_cuda(cudaGetLastError(), "decode kernel launch")) return 1;
+  // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
+  // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
+  // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(Tr::kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = FMHA_SM90_PDL ? 1 : 0;
+  if (check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, p), "decode kernel launch")) return 1;
 
   if (p.num_splits > 1) {
     using Ct = fmha::CombineTraits<D>;
     const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
     const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
     if (ctas > 0x7fffffffLL) return fail("combine grid too large (%lld CTAs)", ctas);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-    cfg.blockDim = dim3(fmha::kCombineThreads);
-    cfg.dynamicSmemBytes = 0;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = FMHA_SM90_PDL_COMBINE ? 1 : 0;
-    if (check_cuda(cudaLaunchKernelEx(&cfg, fmha::combine_splits_kernel<D, kBf16>, p), "combine kernel launch"))
+    cudaLaunchConfig_t ccfg = {};
+    ccfg.gridDim = dim3(static_cast<unsigned>(ctas));
+    ccfg.blockDim = dim3(fmha::kCombineThreads);
+    ccfg.dynamicSmemBytes = 0;
+    ccfg.stream = stream;
+    ccfg.attrs = attr;
+    ccfg.numAttrs = FMHA_SM90_PDL ? 1 : 0;  // FMHA_SM90_PDL: sm90/decode_kernel.cuh
+    if (check_cuda(cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16>, p), "combine kernel launch"))
       return 1;
   }
   return 0;

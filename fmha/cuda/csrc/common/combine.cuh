@@ -35,6 +35,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   // Launched as a programmatic dependent of the attention grid: wait for its partials.
   // (A no-op when launched without that dependency.)
   ptx::griddep_wait();
+  ptx::griddep_launch_dependents();  // the next call's decode grid may be scheduled (it waits too)
   const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
   if (row >= total_rows) return;

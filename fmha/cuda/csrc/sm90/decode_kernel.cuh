@@ -82,8 +82,15 @@
 #ifndef FMHA_SM90_ZERO_V_TAIL  // 1: clear V rows past the sequence length in the last tile (see zero_v_tail)
 #define FMHA_SM90_ZERO_V_TAIL 1
 #endif
-#ifndef FMHA_SM90_D512_SPLIT_QK  // 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores)
-#define FMHA_SM90_D512_SPLIT_QK 1
+#ifndef FMHA_SM90_SPLIT_RELEASE  // 1: a K stage is released after Q K^T, its V stage after P V (else both after P V)
+#define FMHA_SM90_SPLIT_RELEASE 1
+#endif
+#ifndef FMHA_SM90_PDL  // 1: programmatic dependent launch (see the kernel's prologue and capi.cu)
+#define FMHA_SM90_PDL 1
+#endif
+#ifndef FMHA_SM90_D512_SPLIT_QK  // 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores);
+// measured 2% slower on an H200 (MQA Hq=128: 244.7 vs 239.3 us), so off
+#define FMHA_SM90_D512_SPLIT_QK 0
 #endif
 
 namespace fmha {
@@ -155,7 +162,8 @@ struct SharedStorage {
   alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk)
   alignas(8) uint64_t full_k[Tr::kStages];  // TMA bytes of the K tile landed
   alignas(8) uint64_t full_v[Tr::kStages];  // TMA bytes of the V tile landed
-  alignas(8) uint64_t empty[Tr::kStages];   // every consumer warp is done with the stage
+  alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
+  alignas(8) uint64_t empty_v[Tr::kStages];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
 };
 
 // Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
@@ -216,7 +224,7 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
-    ptx::mbarrier_wait_parity(&ss.empty[stage], phase ^ 1u);  // first round passes on fresh barriers
+    ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     const int token0 = tile * Tr::kBlockN;
     // Coordinates of dims 1 and 2: (token, head) or (head, token), see DecodeParams.
     const int k1 = k_head_major ? kvh : token0, k2 = k_head_major ? token0 : kvh;
@@ -228,6 +236,7 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
         ptx::tma_load_4d_hint(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, k1, k2, b, policy);
       else
         ptx::tma_load_4d(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, k1, k2, b);
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes);
 #pragma unroll
     for (int bx = 0; bx < Tr::kBoxes; ++bx)
@@ -435,6 +444,10 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
     fence_regs(s);
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) {  // the K tile is free: the producer may refill it during softmax and P V
+      __syncwarp();
+      if (lane == 0) ptx::mbarrier_arrive(&ss.empty_k[stage]);
+    }
     if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
 
     // Online softmax; P packed into the A fragment of the PV wgmma.
@@ -469,9 +482,12 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     fence_regs(acc);
     fence_regs(pa);
 
-    // Stage free: this warp's wgmmas that read K and V have completed.
+    // V (and, without split release, K) free: this warp's wgmmas that read them have completed.
     __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(&ss.empty[stage]);
+    if (lane == 0) {
+      ptx::mbarrier_arrive(&ss.empty_v[stage]);
+      if constexpr (!FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_arrive(&ss.empty_k[stage]);
+    }
   }
 
   float inv_l[2], lse[2];
@@ -498,21 +514,30 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   const int kvh = blockIdx.y;
   const int b = blockIdx.z;
   const int row0 = row_block * Tr::kBlockM;
-  const TileRange tr = tile_range<Tr>(p, b, row_block, split);
-  // A split-KV combine launched behind this grid (programmatic dependent launch) may be
-  // scheduled now: it waits in griddepcontrol.wait for this grid's completion and memory.
-  if (p.num_splits > 1) ptx::griddep_launch_dependents();
 
   if (threadIdx.x == 0) {
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
       ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
-      ptx::mbarrier_init(&ss.empty[s], Tr::kConsumerThreads / 32);  // one arrival per consumer warp
+      ptx::mbarrier_init(&ss.empty_k[s], Tr::kConsumerThreads / 32);  // one arrival per consumer warp
+      ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
     }
     ptx::fence_mbarrier_init();
+    // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
+    ptx::prefetch_tensormap(&tmap_k);
+    ptx::prefetch_tensormap(&tmap_v);
+  }
+  if constexpr (FMHA_SM90_PDL) {
+    // Programmatic dependent launch (capi.cu): this grid may start while the previous kernel on
+    // the stream finishes; nothing global is read before that kernel's results are visible.
+    ptx::griddep_wait();
+    // The kernel behind this one (the split-KV combine, or the next call's decode) may be
+    // scheduled now; it waits in griddepcontrol.wait for this grid's completion and memory.
+    ptx::griddep_launch_dependents();
   }
   __syncthreads();
+  const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 
   const int warp = threadIdx.x / 32;
   if (warp >= Tr::kProducerWarp) {

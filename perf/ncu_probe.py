@@ -1,0 +1,83 @@
+"""Run one decode shape a few times, for a profiler to look at (ncu, nsys, compute-sanitizer).
+
+    ncu --section SpeedOfLight -k regex:decode_kernel python perf/ncu_probe.py --shape 32,4,32,8,4096,128 --causal
+
+--shape is B,T,Hq,Hkv,S,D (bf16, full cache). --iters calls follow one warm-up call; with --clocks the
+script also prints the SM clock and power NVML reports while it loops --seconds long (no profiler),
+to tell a power- or clock-limited kernel from a bandwidth-limited one.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+import fmha
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--backend", default="cuda")
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--clocks", action="store_true")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    a = ap.parse_args()
+    B, T, Hq, Hkv, S, D = (int(x) for x in a.shape.split(","))
+    q = torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn_like(k)
+    out = torch.empty_like(q)
+    call = lambda: fmha.attention(q, k, v, causal=a.causal, backend=a.backend, out=out)  # noqa: E731
+    call()
+    torch.cuda.synchronize()
+    for _ in range(a.iters):
+        call()
+    torch.cuda.synchronize()
+    if not a.clocks:
+        return
+    import subprocess
+
+    def sample():  # nvidia-smi, not pynvml: it is on every driver install
+        r = subprocess.run(["nvidia-smi", "-i", str(torch.cuda.current_device()), "--query-gpu=clocks.sm,power.draw,"
+                            "clocks_throttle_reasons.active", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True)
+        f = [x.strip() for x in r.stdout.strip().split(",")]
+        return (int(float(f[0])), float(f[1]), f[2]) if len(f) == 3 else (0, 0.0, r.stderr.strip()[:40])
+
+    import threading
+
+    samples, done = [], threading.Event()
+
+    def sampler():  # in a thread, so the launch loop never pauses
+        while not done.is_set():
+            samples.append(sample())
+            time.sleep(0.05)
+
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    th = threading.Thread(target=sampler, daemon=True)
+    n = 0
+    th.start()
+    t0 = time.perf_counter()
+    start.record()
+    while time.perf_counter() - t0 < a.seconds:
+        for _ in range(20):
+            call()
+        n += 20
+    end.record()
+    torch.cuda.synchronize()
+    done.set()
+    th.join()
+    us = start.elapsed_time(end) * 1e3 / n
+    gb = (q.numel() * 2 + k.numel() * 4 + out.numel() * 2) / us / 1e3
+    tail = samples[len(samples) // 2:]
+    print(f"{a.backend} shape={a.shape} causal={a.causal}: {us:.1f} us/call (eager, back to back) {gb:.0f} GB/s; "
+          f"SM clock median {sorted(s[0] for s in tail)[len(tail) // 2]} MHz, power median "
+          f"{sorted(s[1] for s in tail)[len(tail) // 2]:.0f} W, throttle reasons {sorted({s[2] for s in tail})}")
+
+
+if __name__ == "__main__":
+    main()
