@@ -6,8 +6,8 @@ from typing import Optional
 import torch
 
 from .backends import registry
-from .dispatch import Decision, decide
-from .problem import validate, validate_cached
+from .dispatch import Decision, backend_env, decide, decision_memo
+from .problem import metadata_key, validate, validate_cached
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,
@@ -32,19 +32,46 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
         torch.ops.fmha.attention_(q, k_cache, v_cache, cache_seqlens, out, lse,
                                   softmax_scale, bool(causal), backend)
         return (out, lse) if return_lse else out
+    # Eager: one memo lookup on cheap metadata stands for validate + decide + the LSE scratch.
+    try:
+        meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+        key = None if meta is None else (meta, return_lse, backend, backend_env() if backend == "auto" else "")
+        call = None if key is None else _CALLS.get(key)
+    except Exception:  # not tensors, unhashable arguments, ...: _prepare_call's checks say what is wrong
+        key = call = None
+    if call is None:
+        call = _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out)
+    elif torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad):
+        _check_inference_only(q, k_cache, v_cache)  # requires_grad is not part of the key
+    p, runner, lse_scratch = call
+    if out is None:  # unpacked sizes: torch.empty parses them ~0.5 us faster than a tuple
+        out = torch.empty(p.batch, p.seqlen_q, p.heads_q, p.head_dim, dtype=p.dtype, device=p.device)
+    if return_lse:
+        lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
+    else:  # the kernels always write an LSE; nobody reads this one
+        lse = _lse_scratch(p) if lse_scratch is None else lse_scratch
+    runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)  # looked up per call: tests patch `run`
+    return (out, lse) if return_lse else out
+
+
+# (metadata_key, return_lse, backend, FMHA_BACKEND) -> (Problem, Backend, LSE scratch or None).
+# A hit means these arguments passed every check before; cleared with the decisions.
+_CALLS = decision_memo()
+_CALLS_MAX = 4096
+
+
+def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out):
+    """The full checks and the choice of backend, in the order their errors are documented; remembered
+    under `key` (None: not remembered)."""
     p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
     _check_inference_only(q, k_cache, v_cache)
     if return_lse not in (True, False):
         raise TypeError(f"return_lse: expected a bool, got {return_lse!r}")
     decision = decide(p, backend)
-    if out is None:
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    if return_lse:
-        lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=q.device)
-    else:  # the kernels always write an LSE; nobody reads this one
-        lse = _lse_scratch(p)
-    registry()[decision.backend].run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
-    return (out, lse) if return_lse else out
+    call = (p, registry()[decision.backend], None if return_lse else _lse_scratch(p, keep_only=True))
+    if key is not None and len(_CALLS) < _CALLS_MAX:
+        _CALLS[key] = call
+    return call
 
 
 def _check_inference_only(q, k_cache, v_cache) -> None:
@@ -57,17 +84,20 @@ def _check_inference_only(q, k_cache, v_cache) -> None:
 _LSE_SCRATCH: dict = {}
 
 
-def _lse_scratch(p) -> torch.Tensor:
+def _lse_scratch(p, keep_only: bool = False) -> Optional[torch.Tensor]:
     """A float32 [B, Hq, T] buffer the kernels may write an unwanted LSE into (never read).
 
     One per (device, shape), kept for the process so that CUDA-graph replays of a captured
-    call still own it; concurrent writers only race on values nobody reads."""
+    call still own it; concurrent writers only race on values nobody reads. Past 256 shapes a
+    fresh buffer per call, or None with keep_only (for memos, which must not keep one alive)."""
     key = (p.device, p.batch, p.heads_q, p.seqlen_q)
     buf = _LSE_SCRATCH.get(key)
     if buf is None:
+        if keep_only and len(_LSE_SCRATCH) >= 256:
+            return None
         buf = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
         if len(_LSE_SCRATCH) < 256:  # never evict: a captured graph may still write into an entry
-            _LSE_SCRATCH[key] = buf
+            buf = _LSE_SCRATCH.setdefault(key, buf)  # racing threads end up with one buffer
     return buf
 
 

@@ -155,30 +155,43 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
 
 _VALIDATED: dict = {}
 _VALIDATED_MAX = 4096
+_IMMUTABLE_SCALARS = (float, int)  # a scale of another type might change after it became part of a key
 
 
-def _meta(t):
-    return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
+def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True, out=None):
+    """Everything `validate` decides from, as one hashable tuple, or None where no key is safe.
+
+    Per tensor: its type, shape, strides, dtype, device and data_ptr mod 16 (the 16-byte alignment);
+    then the scalars. Equal keys mean equal verdicts, so a memo on it may skip `validate`. Built flat
+    from attribute reads (~1.7 us for four tensors, against ~11 us for the checks); raises for
+    arguments that are not tensors or not hashable, and the caller then runs `validate`, which says
+    what is wrong."""
+    if softmax_scale is not None and type(softmax_scale) not in _IMMUTABLE_SCALARS:
+        return None
+    return (type(q), q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+            type(k_cache), k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device, k_cache.data_ptr() & 15,
+            type(v_cache), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() & 15,
+            softmax_scale, causal,
+            # nested, so that a tensor passed as cache_seqlens never reads like the same tensor passed as out
+            None if cache_seqlens is None else (type(cache_seqlens), cache_seqlens.shape, cache_seqlens.stride(),
+                                                cache_seqlens.dtype, cache_seqlens.device),
+            None if out is None else (type(out), out.shape, out.stride(), out.dtype, out.device, out.data_ptr() & 15))
 
 
 def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
                     out=None) -> Problem:
-    """`validate`, memoised on the arguments' metadata (shapes, strides, dtypes, devices,
-    16-byte alignment): a decode loop calls with the same metadata every step, and the
-    full checks cost ~10 us of Python. Anything unusual takes the full path, which raises."""
-    key = p = None
-    if softmax_scale is None or type(softmax_scale) in (float, int):  # immutable scalars only
-        try:
-            key = (_meta(q), _meta(k_cache), _meta(v_cache),
-                   None if cache_seqlens is None else _meta(cache_seqlens),
-                   None if out is None else _meta(out), softmax_scale, causal)
-            p = _VALIDATED.get(key)
-        except (AttributeError, TypeError):  # not tensors, or unhashable: the full checks say what is wrong
-            key = None
+    """`validate`, memoised on `metadata_key`: a decode loop calls with the same metadata every
+    step. Anything unusual takes the full path, which raises. Equal keys give the same Problem
+    object, so later memos may key on its identity."""
+    try:
+        key = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+        p = None if key is None else _VALIDATED.get(key)
+    except Exception:  # not tensors, unhashable, no storage: the full checks say what is wrong
+        key = p = None
     if p is None:
         p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
         if key is not None and len(_VALIDATED) < _VALIDATED_MAX:
-            _VALIDATED[key] = p
+            p = _VALIDATED.setdefault(key, p)  # a racing thread's entry wins: one object per key
     return p
 
 

@@ -1,7 +1,6 @@
 """The "cuda" backend: the hand-written sm_90a TMA + WGMMA decode kernel."""
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import functools
 import struct
@@ -43,6 +42,7 @@ class CudaSm90Backend(Backend):
         self._ws_bytes = None
         self._last_error = None
         self._plans = {}
+        self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
         self._build_error = None
 
     # -- availability -----------------------------------------------------
@@ -126,34 +126,66 @@ class CudaSm90Backend(Backend):
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         fn = self._fn or self._bind()
-        index = q.device.index
-        if index is None:
-            index = torch.cuda.current_device()
-        num_splits, ws_bytes, shape_args, tail_args = self._plan(p, index)
+        # Keyed on the Problem's identity: fmha.attention passes one memoised object per call
+        # shape, and an identity lookup skips hashing and comparing a Problem's 13 fields.
+        launch = self._launches.get(id(p))
+        if launch is None or launch[0] is not p:  # the entry keeps p alive, so its id is not reused
+            launch = self._launch_constants(p)
+        _, index, device, num_splits, ws_bytes, shape_bytes, scalar_bytes = launch
         ws_ptr = 0
         if num_splits > 1:  # sized from shapes: safe under CUDA-graph capture
-            workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=q.device)
+            workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
             ws_ptr = workspace.data_ptr()
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
         # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 31.
         args = _ARGS.buffer
-        _PACKED.pack_into(args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(),
-                          lse.data_ptr(), cache_seqlens.data_ptr() if cache_seqlens is not None else 0,
-                          *shape_args, qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2],
-                          os_[0], os_[1], os_[2], *tail_args, ws_ptr, ws_bytes, _current_stream(index))
-        switch = self._multi_gpu and index != torch.cuda.current_device()
-        with torch.cuda.device(index) if switch else _NULL_CONTEXT:
+        _PACKED_PER_CALL.pack_into(
+            args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
+            cache_seqlens.data_ptr() if cache_seqlens is not None else 0, shape_bytes,
+            qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
+            scalar_bytes, ws_ptr, ws_bytes, _current_stream(index))
+        if self._multi_gpu and index != _current_device():
+            with torch.cuda.device(index):
+                status = fn(args.address)
+        else:
             status = fn(args.address)
         if status != 0:
             msg = self._last_error().decode(errors="replace")
             raise RuntimeError(f"fmha cuda backend: {msg} ({p.describe()})")
 
+    def _launch_constants(self, p: Problem):
+        """What `run` packs the same way for every call of `p`: (p, device index, device, num_splits,
+        workspace bytes, the shape fields and the scale..variant fields as packed bytes)."""
+        index = _device_index(p.device)
+        num_splits, ws_bytes, shape_args, tail_args = self._plan(p, index)
+        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *tail_args, 0, 0, 0)
+        launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
+                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS])
+        if len(self._launches) >= 1024:  # only a cache (a graph keeps no reference to it): start over
+            self._launches.clear()
+        self._launches[id(p)] = launch
+        return launch
 
-_NULL_CONTEXT = contextlib.nullcontext()
 
 # Layout of FmhaDecodeArgs (fmha_capi.h): 6 pointers, 7 shape ints, 12 strides, the scale,
 # causal, num_splits, variant, workspace pointer and size, stream; all 8-byte fields.
 _PACKED = struct.Struct("<6Q7q12qd3q3Q")
+# The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, variant)
+# as two precomputed byte strings: 23 values to pack per call instead of 38.
+_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q")
+_SHAPE_FIELDS = slice(6 * 8, 13 * 8)
+_SCALAR_FIELDS = slice(25 * 8, 29 * 8)
+
+
+def _check_per_call_layout():
+    shape, strides, scalars, tail = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1), (7, 8, 9)
+    packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *tail)
+    if _PACKED_PER_CALL.pack(*range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS],
+                             *tail) != packed:
+        raise RuntimeError("fmha.cuda.backend: _PACKED_PER_CALL no longer matches the _PACKED layout")
+
+
+_check_per_call_layout()
 
 
 class _ArgsBuffer:
@@ -180,3 +212,6 @@ def _stream_of(index: int) -> int:
 
 # The same value without building a Stream object (~2 us per call), where this torch has it.
 _current_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or _stream_of
+# torch.cuda.current_device() without its Python wrapper (lazy-init check), where this torch has it;
+# run only asks once CUDA tensors exist.
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device

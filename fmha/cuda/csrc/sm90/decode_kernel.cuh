@@ -88,6 +88,9 @@
 #ifndef FMHA_SM90_PDL  // 1: programmatic dependent launch (see the kernel's prologue and capi.cu)
 #define FMHA_SM90_PDL 1
 #endif
+#ifndef FMHA_SM90_OVERLAP  // 1: Q K^T of tile i+1 runs while P V of tile i and the softmax of i+1 proceed (consumer_loop_overlapped)
+#define FMHA_SM90_OVERLAP 1
+#endif
 #ifndef FMHA_SM90_D512_SPLIT_QK  // 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores);
 // measured 2% slower on an H200 (MQA Hq=128: 244.7 vs 239.3 us), so off
 #define FMHA_SM90_D512_SPLIT_QK 0
@@ -131,6 +134,10 @@ struct DecodeTraits {
   // (otherwise each computes the full S: 1.5x the MMA work of the whole tile).
   static constexpr bool kSplitQk = kConsumerWGs == 2 && FMHA_SM90_D512_SPLIT_QK;
   static constexpr int kOutCols = D / kConsumerWGs;        // output columns per consumer warpgroup (PV wgmma N)
+  // consumer_loop_overlapped keeps S of the next tile beside P of this one; at D = 64 (128-token
+  // tiles) with two CTAs per SM (168 registers a thread) that spills, so that instantiation keeps
+  // the serial loop.
+  static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kCtasPerSm > 1);
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -403,6 +410,24 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, const float 
   }
 }
 
+// Per-row visible-key limit (absolute token index, exclusive) of the two rows a thread owns.
+template <class Tr>
+__device__ __forceinline__ void row_key_limits(const DecodeParams& p, const TileRange& tr, int row0, int w, int g,
+                                               int (&limit_abs)[2]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 16 * w + g + 8 * h;
+    const int t = min(row / p.G, p.T - 1);  // padding rows borrow the last token's limit
+    limit_abs[h] = p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
+  }
+}
+
+// One warp's arrival on a stage's "empty" barrier, once its wgmmas reading the stage completed.
+__device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
+  __syncwarp();
+  if (lane == 0) ptx::mbarrier_arrive(empty);
+}
+
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                               int b, int kvh, int row0, int split, int ctid) {
@@ -414,14 +439,8 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
   ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
   ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
 
-  // Per-row visible-key limit (absolute token index, exclusive).
   int limit_abs[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row0 + 16 * w + g + 8 * h;
-    const int t = min(row / p.G, p.T - 1);  // padding rows borrow the last token's limit
-    limit_abs[h] = p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
-  }
+  row_key_limits<Tr>(p, tr, row0, w, g, limit_abs);
 
   RowState st;
   st.init();
@@ -495,6 +514,135 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
   store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
 }
 
+// The consumer loop with the tensor core kept busy across tiles (FMHA_SM90_OVERLAP):
+//   iteration it:  issue S(it+1) = Q K(it+1)^T  and  O += P(it) V(it)   (two wgmma groups)
+//                  wait for S(it+1) only; softmax(it+1) runs while P V(it) is in flight
+//                  wait for P V(it); rescale O by alpha(it+1); P(it+1) becomes P
+// Groups complete in order, so wait_group<1> after committing [QK, PV] means QK is done.
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, const DecodeParams& p,
+                                                         const TileRange& tr, int b, int kvh, int row0, int split,
+                                                         int ctid) {
+  const int wg = ctid / 128;
+  const int tid_wg = ctid % 128;
+  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+
+  load_q_tile<Tr>(ss, p, b, kvh, row0, ctid);
+  ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
+  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+
+  int limit_abs[2];
+  row_key_limits<Tr>(p, tr, row0, w, g, limit_abs);
+
+  RowState st;
+  st.init();
+  float acc[Tr::kOutCols / 2];
+#pragma unroll
+  for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
+  uint32_t pa[Tr::kBlockN / 16][4];  // P of the tile whose P V is next, as the PV wgmma's A fragment
+  float s[Tr::kBlockN / 2];
+
+  // Every wgmma issue below is unconditional between its fence and its wait (the last tile is
+  // peeled off the loop), so ptxas can follow the two groups without serialising them.
+  auto wait_k = [&](int it) {
+    ptx::mbarrier_wait_parity(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u);
+  };
+  // Wait for V of ring position `it`; clear its rows past the sequence (see zero_v_tail).
+  auto wait_v = [&](int it) {
+    const int stage = it % Tr::kStages;
+    ptx::mbarrier_wait_parity(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStages) & 1u);
+    if constexpr (FMHA_SM90_ZERO_V_TAIL) {
+      const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
+      if (valid < Tr::kBlockN) {
+        zero_v_tail<Tr>(ss, stage, valid, ctid);
+        ptx::fence_proxy_async_shared();  // generic stores -> the wgmma's async-proxy reads
+        ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
+      }
+    }
+  };
+  auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
+    const int stage = it % Tr::kStages;
+    if constexpr (Tr::kSplitQk)
+      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
+    else
+      qk_gemm<Tr, kBf16>(s, ss, stage);
+    ptx::wgmma_commit_group();
+  };
+  auto issue_pv = [&](int it) {  // O += P V of ring position `it`, committed as one group
+    pv_gemm<Tr, kBf16>(acc, pa, ss, it % Tr::kStages, wg);
+    ptx::wgmma_commit_group();
+  };
+  // After S of ring position `it` landed: free its K tile, masked online softmax (s becomes P).
+  auto softmax_scores = [&](int it, float (&alpha)[2]) {
+    fence_regs(s);
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane);
+    if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
+    const int key0 = (tr.begin + it) * Tr::kBlockN;
+    const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
+    online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
+  };
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+  };
+  auto release_after_pv = [&](int it) {
+    release_stage(&ss.empty_v[it % Tr::kStages], lane);
+    if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane);
+  };
+
+  const int n = tr.end - tr.begin;
+  if (n == 0) {
+    float inv_l[2], lse[2];
+    finalize_rows(st, inv_l, lse);
+    store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+    return;
+  }
+  {
+    float alpha[2];
+    wait_k(0);
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_qk(0);
+    ptx::wgmma_wait_group<0>();
+    softmax_scores(0, alpha);  // acc is zero: nothing to rescale
+    pack_p();
+  }
+  for (int it = 0; it + 1 < n; ++it) {
+    wait_v(it);
+    wait_k(it + 1);
+    fence_regs(acc);
+    fence_regs(pa);
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_qk(it + 1);
+    issue_pv(it);
+    float alpha[2];
+    ptx::wgmma_wait_group<1>();  // S(it+1) landed; P V(it) may still run (pa is repacked only after it)
+    softmax_scores(it + 1, alpha);
+    ptx::wgmma_wait_group<0>();  // P V(it) done: acc and pa are ours again
+    fence_regs(acc);
+    fence_regs(pa);
+    release_after_pv(it);
+#pragma unroll
+    for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] *= alpha[frag_row_half(i)];
+    pack_p();
+  }
+  wait_v(n - 1);
+  fence_regs(acc);
+  fence_regs(pa);
+  ptx::wgmma_fence();
+  issue_pv(n - 1);
+  ptx::wgmma_wait_group<0>();
+  fence_regs(acc);
+  release_after_pv(n - 1);
+
+  float inv_l[2], lse[2];
+  finalize_rows(st, inv_l, lse);
+  store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+}
+
 // ----------------------------------------------------------------------------
 // The kernel
 // ----------------------------------------------------------------------------
@@ -548,7 +696,10 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   }
   // Consumer
   if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
-  consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
+  if constexpr (Tr::kOverlap)
+    consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
+  else
+    consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
 }
 
 }  // namespace sm90
