@@ -27,13 +27,16 @@ SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j pick
 
 
 def variant_backend(flags: str):
-    """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS)."""
+    """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS). The
+    pseudo-flag +separate-combine makes split-KV use the combine kernel instead of the fused merge."""
     from fmha.cuda import backend as cb
     from fmha.cuda import loader
 
-    path = loader.build(extra_flags=shlex.split(flags))
+    words = shlex.split(flags)
+    path = loader.build(extra_flags=[w for w in words if not w.startswith("+")])
     lib = loader._declare(ctypes.CDLL(str(path)))
     b = cb.CudaSm90Backend()
+    b.fused_combine = "+separate-combine" not in words
     with mock.patch.object(loader, "load", return_value=lib):
         b._bind()
     return b

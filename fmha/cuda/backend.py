@@ -42,7 +42,13 @@ class CudaSm90Backend(Backend):
         self._ws_bytes = None
         self._last_error = None
         self._plans = {}
-        self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
+        self._launches = {}
+        # Fused split-KV combine: int32 counters per (device, stream), zeroed once, grown by
+        # reallocation; every buffer ever handed to a launch is kept (a captured CUDA graph may
+        # still point at it). False: the separate combine kernel merges the partials.
+        self.fused_combine = True
+        self._counters = {}
+        self._all_counters = []  # id(Problem) -> run's per-problem constants (see _launch_constants)
         self._build_error = None
 
     # -- availability -----------------------------------------------------
@@ -91,6 +97,7 @@ class CudaSm90Backend(Backend):
                              for v in (WIDE, DEEP)}
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
+        self._ctr_bytes = lib.fmha_sm90_split_counter_bytes
         self._last_error = lib.fmha_last_error
         self._fn = lib.fmha_sm90_decode_packed
         return self._fn
@@ -131,11 +138,14 @@ class CudaSm90Backend(Backend):
         launch = self._launches.get(id(p))
         if launch is None or launch[0] is not p:  # the entry keeps p alive, so its id is not reused
             launch = self._launch_constants(p)
-        _, index, device, num_splits, ws_bytes, shape_bytes, scalar_bytes = launch
-        ws_ptr = 0
+        _, index, device, num_splits, ws_bytes, shape_bytes, scalar_bytes, ctr_bytes = launch
+        stream = _current_stream(index)
+        ws_ptr = ctr_ptr = 0
         if num_splits > 1:  # sized from shapes: safe under CUDA-graph capture
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
             ws_ptr = workspace.data_ptr()
+            if self.fused_combine:
+                ctr_ptr, ctr_bytes = self._split_counters(index, device, stream, ctr_bytes)
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
         # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 31.
         args = _ARGS.buffer
@@ -143,7 +153,7 @@ class CudaSm90Backend(Backend):
             args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
             cache_seqlens.data_ptr() if cache_seqlens is not None else 0, shape_bytes,
             qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
-            scalar_bytes, ws_ptr, ws_bytes, _current_stream(index))
+            scalar_bytes, ws_ptr, ws_bytes, stream, ctr_ptr, ctr_bytes if ctr_ptr else 0)
         if self._multi_gpu and index != _current_device():
             with torch.cuda.device(index):
                 status = fn(args.address)
@@ -153,14 +163,29 @@ class CudaSm90Backend(Backend):
             msg = self._last_error().decode(errors="replace")
             raise RuntimeError(f"fmha cuda backend: {msg} ({p.describe()})")
 
+    def _split_counters(self, index: int, device, stream: int, need: int):
+        """(pointer, bytes) of zeroed fused-combine counters for launches on `stream`, or (0, 0)
+        when none are big enough and this is a CUDA-graph capture (zeroing new ones would be
+        captured too): the separate combine kernel merges then."""
+        buf = self._counters.get((index, stream))
+        if buf is None or buf.numel() * 4 < need:
+            if torch.cuda.is_current_stream_capturing():
+                return 0, 0
+            old = 0 if buf is None else buf.numel()
+            buf = torch.zeros(max(need // 4, 2 * old, 1024), dtype=torch.int32, device=device)  # on `stream`
+            self._counters[(index, stream)] = buf
+            self._all_counters.append(buf)
+        return buf.data_ptr(), buf.numel() * 4
+
     def _launch_constants(self, p: Problem):
         """What `run` packs the same way for every call of `p`: (p, device index, device, num_splits,
         workspace bytes, the shape fields and the scale..variant fields as packed bytes)."""
         index = _device_index(p.device)
         num_splits, ws_bytes, shape_args, tail_args = self._plan(p, index)
-        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *tail_args, 0, 0, 0)
+        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *tail_args, 0, 0, 0, 0, 0)
+        ctr_bytes = self._ctr_bytes(p.batch, p.seqlen_q, p.heads_q, p.heads_kv) if num_splits > 1 else 0
         launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
-                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS])
+                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], ctr_bytes)
         if len(self._launches) >= 1024:  # only a cache (a graph keeps no reference to it): start over
             self._launches.clear()
         self._launches[id(p)] = launch
@@ -168,17 +193,18 @@ class CudaSm90Backend(Backend):
 
 
 # Layout of FmhaDecodeArgs (fmha_capi.h): 6 pointers, 7 shape ints, 12 strides, the scale,
-# causal, num_splits, variant, workspace pointer and size, stream; all 8-byte fields.
-_PACKED = struct.Struct("<6Q7q12qd3q3Q")
+# causal, num_splits, variant, workspace pointer and size, stream, split counters pointer and size;
+# all 8-byte fields.
+_PACKED = struct.Struct("<6Q7q12qd3q5Q")
 # The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, variant)
 # as two precomputed byte strings: 23 values to pack per call instead of 38.
-_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q")
+_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s5Q")
 _SHAPE_FIELDS = slice(6 * 8, 13 * 8)
 _SCALAR_FIELDS = slice(25 * 8, 29 * 8)
 
 
 def _check_per_call_layout():
-    shape, strides, scalars, tail = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1), (7, 8, 9)
+    shape, strides, scalars, tail = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1), (7, 8, 9, 10, 11)
     packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *tail)
     if _PACKED_PER_CALL.pack(*range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS],
                              *tail) != packed:

@@ -39,6 +39,7 @@
 
 #include <cstdint>
 
+#include "../common/combine.cuh"
 #include "../common/params.h"
 #include "../common/ptx.cuh"
 #include "../common/softmax.cuh"
@@ -55,6 +56,12 @@
 #ifndef FMHA_SM90_D256_TILE_N
 #define FMHA_SM90_D256_TILE_N 64
 #endif
+#ifndef FMHA_SM90_D512_TILE_N
+#define FMHA_SM90_D512_TILE_N 32
+#endif
+#ifndef FMHA_SM90_D512_STAGES  // Q alone takes 64 KB: 32-token tiles leave room for 2 stages, 16-token ones for 4
+#define FMHA_SM90_D512_STAGES 2
+#endif
 // Two instantiations per head dim (DecodeVariant): "wide" packs several CTAs on an SM for
 // grids that fill the GPU; "deep" runs one CTA per SM with a deeper K/V ring for small or
 // split grids, where bytes in flight per SM decide the bandwidth.
@@ -64,8 +71,11 @@
 #ifndef FMHA_SM90_SMALL_D_CTAS_PER_SM  // D <= 128, wide variant: resident CTAs per SM the launch bounds ask for
 #define FMHA_SM90_SMALL_D_CTAS_PER_SM 2
 #endif
-#ifndef FMHA_SM90_DEEP_SMALL_D_STAGES  // D <= 128, deep variant (one CTA per SM)
+#ifndef FMHA_SM90_DEEP_SMALL_D_STAGES  // D <= 128, deep variant
 #define FMHA_SM90_DEEP_SMALL_D_STAGES 6
+#endif
+#ifndef FMHA_SM90_DEEP_CTAS_PER_SM  // D <= 128, deep variant: resident CTAs per SM
+#define FMHA_SM90_DEEP_CTAS_PER_SM 1
 #endif
 #ifndef FMHA_SM90_D256_STAGES
 #define FMHA_SM90_D256_STAGES 2
@@ -120,13 +130,14 @@ struct DecodeTraits {
   static constexpr int kBlockN = D == 64    ? FMHA_SM90_D64_TILE_N                    // KV tokens per tile
                                  : D == 128 ? FMHA_SM90_D128_TILE_N
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
-                                            : 32;
+                                            : FMHA_SM90_D512_TILE_N;
   // Ring depth. D = 512 has room for two stages only (Q alone is 64 KB), so its variants coincide.
   static constexpr int kStages = D <= 128  ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_SMALL_D_STAGES)
                                  : D == 256 ? (kIsDeep ? FMHA_SM90_DEEP_D256_STAGES : FMHA_SM90_D256_STAGES)
-                                            : 2;
+                                            : FMHA_SM90_D512_STAGES;
   // CTAs per SM: more than one overlaps one CTA's prologue/epilogue with another's streaming.
-  static constexpr int kCtasPerSm = kIsDeep ? 1 : D <= 128 ? FMHA_SM90_SMALL_D_CTAS_PER_SM
+  static constexpr int kCtasPerSm = kIsDeep ? (D <= 128 ? FMHA_SM90_DEEP_CTAS_PER_SM : 1)
+                                   : D <= 128 ? FMHA_SM90_SMALL_D_CTAS_PER_SM
                                                : D == 256  ? FMHA_SM90_D256_CTAS_PER_SM
                                                            : 1;
   static constexpr int kConsumerWGs = D == 512 ? 2 : 1;
@@ -137,7 +148,7 @@ struct DecodeTraits {
   // consumer_loop_overlapped keeps S of the next tile beside P of this one; at D = 64 (128-token
   // tiles) with two CTAs per SM (168 registers a thread) that spills, so that instantiation keeps
   // the serial loop.
-  static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kCtasPerSm > 1);
+  static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kBlockN == 128 && kCtasPerSm > 1);
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -171,6 +182,7 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kStages];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
   alignas(8) uint64_t empty_v[Tr::kStages];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
+  int last_split;                            // fused combine: this CTA finished its group's last split
 };
 
 // Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
@@ -188,6 +200,7 @@ constexpr bool fits_ctas_per_sm() {
 constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
 constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence cleared and fenced
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
+constexpr uint32_t kBarCombine = 4; // consumers: partials written and fenced / last-split flag read
 
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
@@ -643,6 +656,32 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
 }
 
+// Fused split-KV combine ("last CTA merges", p.split_counters != nullptr). Every CTA of a
+// (b, kvh, row block) group has written its partials; each thread fences them device-wide, one
+// thread counts the CTA in, and the CTA that completes the count merges the group's rows with the
+// same arithmetic as combine_splits_kernel, then resets the counter for the next launch (which,
+// on the same stream, starts only after this grid completes).
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void combine_if_last_split(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
+                                                      int row_block, int ctid) {
+  const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
+  int* counter = p.split_counters + (static_cast<int64_t>(b) * p.Hkv + kvh) * row_blocks + row_block;
+  __threadfence();  // this thread's partial stores, visible on the GPU before the count
+  ptx::named_barrier_sync(kBarCombine, Tr::kConsumerThreads);
+  if (ctid == 0) ss.last_split = atomicAdd(counter, 1) == p.num_splits - 1;
+  ptx::named_barrier_sync(kBarCombine, Tr::kConsumerThreads);
+  if (!ss.last_split) return;
+  __threadfence();  // the other CTAs' partials (fenced before their counts) are read after ours
+  const int row0 = row_block * Tr::kBlockM;
+  const int n_rows = min(Tr::kBlockM, p.rows - row0);
+  constexpr int kChunks = Tr::kHeadDim / 4;  // 4 columns per chunk
+  for (int e = ctid; e < n_rows * kChunks; e += Tr::kConsumerThreads) {
+    const int row = row0 + e / kChunks;
+    merge_splits_chunk<Tr::kHeadDim, kBf16>(p, b, row / p.G, kvh * p.G + row % p.G, (e % kChunks) * 4);
+  }
+  if (ctid == 0) *counter = 0;
+}
+
 // ----------------------------------------------------------------------------
 // The kernel
 // ----------------------------------------------------------------------------
@@ -700,6 +739,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   else
     consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
+  if (p.num_splits > 1 && p.split_counters != nullptr)
+    combine_if_last_split<Tr, kBf16>(ss, p, b, kvh, row_block, threadIdx.x);
 }
 
 }  // namespace sm90
