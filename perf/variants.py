@@ -28,7 +28,7 @@ SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j pick
 
 def variant_backend(flags: str):
     """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS). The
-    pseudo-flag +separate-combine makes split-KV use the combine kernel instead of the fused merge."""
+    pseudo-flag +fused-combine makes split-KV merge in the decode grid instead of the combine kernel."""
     from fmha.cuda import backend as cb
     from fmha.cuda import loader
 
@@ -36,7 +36,7 @@ def variant_backend(flags: str):
     path = loader.build(extra_flags=[w for w in words if not w.startswith("+")])
     lib = loader._declare(ctypes.CDLL(str(path)))
     b = cb.CudaSm90Backend()
-    b.fused_combine = "+separate-combine" not in words
+    b.fused_combine = "+fused-combine" in words
     with mock.patch.object(loader, "load", return_value=lib):
         b._bind()
     return b
@@ -62,12 +62,18 @@ def main():
     backends = {name: variant_backend(flags) for name, flags in variants}
     print("variants: " + "; ".join(f"{n} = {f or 'defaults'}" for n, f in variants), flush=True)
 
+    capture_stream = torch.cuda.Stream()
+
     def graph_time_us(calls, replays=30):
-        for c in calls:
-            c()
+        # Warm up on the capture stream: per-stream state (the fused combine's counters) then
+        # exists when the graph is captured, as in a serving loop that captures where it runs.
+        capture_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(capture_stream):
+            for c in calls:
+                c()
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
+        with torch.cuda.graph(g, stream=capture_stream):
             for c in calls:
                 c()
         g.replay()

@@ -150,6 +150,7 @@ def test_fused_combine_is_deterministic_and_matches_combine_kernel(D, monkeypatc
     from fmha.backends import registry
 
     b = registry()["cuda"]
+    monkeypatch.setattr(b, "fused_combine", True)
     Hq, Hkv = (16, 1) if D == 512 else (32, 8)
     q, k, v, sl = make_inputs(2, 2, Hq, Hkv, 20000, D, device=DEV, seqlens=[20000, 777], seed=5)
     runs = [fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=poisoned_out(q))
@@ -161,8 +162,11 @@ def test_fused_combine_is_deterministic_and_matches_combine_kernel(D, monkeypatc
     check_backend("cuda", q, k, v, sl, causal=True, what=f"fused combine D={D}")
 
 
-def test_cuda_graph_capture_with_fused_combine():
+def test_cuda_graph_capture_with_fused_combine(monkeypatch):
     """Counters that exist on the capture stream are used inside the graph; replays reuse them."""
+    from fmha.backends import registry
+
+    monkeypatch.setattr(registry()["cuda"], "fused_combine", True)
     q, k, v, sl = make_inputs(1, 1, 32, 8, 16384, 128, device=DEV, seqlens=[16000], seed=9)
     out = torch.empty_like(q)
     s = torch.cuda.Stream()

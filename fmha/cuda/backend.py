@@ -43,10 +43,12 @@ class CudaSm90Backend(Backend):
         self._last_error = None
         self._plans = {}
         self._launches = {}
-        # Fused split-KV combine: int32 counters per (device, stream), zeroed once, grown by
-        # reallocation; every buffer ever handed to a launch is kept (a captured CUDA graph may
-        # still point at it). False: the separate combine kernel merges the partials.
-        self.fused_combine = True
+        # Fused split-KV combine (the decode grid merges its own partials): int32 counters per
+        # (device, stream), zeroed once, grown by reallocation; every buffer ever handed to a launch
+        # is kept (a captured CUDA graph may still point at it). Off by default: on an H200 it saved
+        # 0.2-0.7 us on split shapes but cost 22% at T=16 (one CTA merging 64 rows is latency-bound;
+        # perf/RESULTS.md). False: the separate combine kernel merges the partials.
+        self.fused_combine = False
         self._counters = {}
         self._all_counters = []  # id(Problem) -> run's per-problem constants (see _launch_constants)
         self._build_error = None

@@ -71,6 +71,9 @@
 #ifndef FMHA_SM90_SMALL_D_CTAS_PER_SM  // D <= 128, wide variant: resident CTAs per SM the launch bounds ask for
 #define FMHA_SM90_SMALL_D_CTAS_PER_SM 2
 #endif
+#ifndef FMHA_SM90_D64_STAGES  // D = 64, wide variant
+#define FMHA_SM90_D64_STAGES FMHA_SM90_SMALL_D_STAGES
+#endif
 #ifndef FMHA_SM90_DEEP_SMALL_D_STAGES  // D <= 128, deep variant
 #define FMHA_SM90_DEEP_SMALL_D_STAGES 6
 #endif
@@ -132,7 +135,8 @@ struct DecodeTraits {
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
                                             : FMHA_SM90_D512_TILE_N;
   // Ring depth. D = 512 has room for two stages only (Q alone is 64 KB), so its variants coincide.
-  static constexpr int kStages = D <= 128  ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_SMALL_D_STAGES)
+  static constexpr int kStages = D == 64    ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_D64_STAGES)
+                                 : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_SMALL_D_STAGES)
                                  : D == 256 ? (kIsDeep ? FMHA_SM90_DEEP_D256_STAGES : FMHA_SM90_D256_STAGES)
                                             : FMHA_SM90_D512_STAGES;
   // CTAs per SM: more than one overlaps one CTA's prologue/epilogue with another's streaming.
