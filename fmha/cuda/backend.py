@@ -94,7 +94,7 @@ class CudaSm90Backend(Backend):
             from ..dispatch import forget_decisions
             forget_decisions()
             raise
-        self._tile_n = {d: lib.fmha_sm90_tile_n(d) for d in SUPPORTED_HEAD_DIMS}
+        self._tile_n = {(d, v): lib.fmha_sm90_tile_n(d, v) for d in SUPPORTED_HEAD_DIMS for v in (WIDE, DEEP)}
         self._ctas_per_sm = {(d, v): lib.fmha_sm90_ctas_per_sm(d, v) for d in SUPPORTED_HEAD_DIMS
                              for v in (WIDE, DEEP)}
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
@@ -131,7 +131,7 @@ class CudaSm90Backend(Backend):
         if ctas > sms:
             return WIDE, 1
         slots = sms * self._ctas_per_sm[(p.head_dim, DEEP)]
-        return DEEP, choose_num_splits(ctas, p.seqlen_k, self._tile_n[p.head_dim], slots)
+        return DEEP, choose_num_splits(ctas, p.seqlen_k, self._tile_n[(p.head_dim, DEEP)], slots)
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         fn = self._fn or self._bind()

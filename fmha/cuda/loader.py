@@ -162,7 +162,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.fmha_sm90_workspace_bytes.restype = ctypes.c_size_t
     lib.fmha_sm90_split_counter_bytes.argtypes = [i32, i32, i32, i32]
     lib.fmha_sm90_split_counter_bytes.restype = ctypes.c_size_t
-    lib.fmha_sm90_tile_n.argtypes = [i32]
+    lib.fmha_sm90_tile_n.argtypes = [i32, i32]
     lib.fmha_sm90_tile_n.restype = i32
     lib.fmha_sm90_ctas_per_sm.argtypes = [i32, i32]
     lib.fmha_sm90_ctas_per_sm.restype = i32

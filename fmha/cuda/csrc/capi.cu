@@ -116,19 +116,18 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
 }
 
 template <int D>
-constexpr int tile_n() {
-  static_assert(fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>::kBlockN ==
-                    fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>::kBlockN,
-                "both variants of a head dim use one tile size (the host's split heuristic assumes it)");
-  return fmha::sm90::DecodeTraits<D>::kBlockN;
+int tile_n(int variant) {
+  return variant == fmha::sm90::kDeep ? fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>::kBlockN
+                                      : fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>::kBlockN;
 }
 
-int tile_n_of(int D) {
+int tile_n_of(int D, int variant = fmha::sm90::kWide) {
+  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep) return 0;
   switch (D) {
-    case 64: return tile_n<64>();
-    case 128: return tile_n<128>();
-    case 256: return tile_n<256>();
-    case 512: return tile_n<512>();
+    case 64: return tile_n<64>(variant);
+    case 128: return tile_n<128>(variant);
+    case 256: return tile_n<256>(variant);
+    case 512: return tile_n<512>(variant);
     default: return 0;
   }
 }
@@ -240,7 +239,7 @@ extern "C" {
 
 const char* fmha_last_error(void) { return g_last_error; }
 
-int fmha_sm90_tile_n(int D) { return tile_n_of(D); }
+int fmha_sm90_tile_n(int D, int variant) { return tile_n_of(D, variant); }
 
 int fmha_sm90_ctas_per_sm(int D, int variant) { return ctas_per_sm_of(D, variant); }
 

@@ -16,11 +16,11 @@ extern "C" {
 
 const char* fmha_last_error(void);
 
-// KV tokens per tile (the same for both variants) and resident CTAs per SM of the sm_90a kernel for
-// head dim D and a variant (0: unsupported), for the host's choice of variant and split count.
+// KV tokens per tile and resident CTAs per SM of the sm_90a kernel for head dim D and a variant
+// (0: unsupported), for the host's choice of variant and split count.
 // Variants: 0 = wide (several CTAs per SM where D <= 128, shallow K/V ring: grids that fill the GPU),
 //           1 = deep (one CTA per SM, deeper ring: small grids and split-KV). D = 512 has one configuration.
-int fmha_sm90_tile_n(int D);
+int fmha_sm90_tile_n(int D, int variant);
 int fmha_sm90_ctas_per_sm(int D, int variant);
 
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.

@@ -56,6 +56,9 @@
 #ifndef FMHA_SM90_D256_TILE_N
 #define FMHA_SM90_D256_TILE_N 64
 #endif
+#ifndef FMHA_SM90_DEEP_D128_TILE_N  // D = 128, deep variant (the ring keeps its bytes: stages scale down)
+#define FMHA_SM90_DEEP_D128_TILE_N 128
+#endif
 #ifndef FMHA_SM90_D512_TILE_N
 #define FMHA_SM90_D512_TILE_N 32
 #endif
@@ -131,12 +134,13 @@ struct DecodeTraits {
   static constexpr bool kIsDeep = kVariant == kDeep;
   static constexpr int kBlockM = 64;                       // packed query rows per CTA (one wgmma M)
   static constexpr int kBlockN = D == 64    ? FMHA_SM90_D64_TILE_N                    // KV tokens per tile
-                                 : D == 128 ? FMHA_SM90_D128_TILE_N
+                                 : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_D128_TILE_N : FMHA_SM90_D128_TILE_N)
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
                                             : FMHA_SM90_D512_TILE_N;
   // Ring depth. D = 512 has room for two stages only (Q alone is 64 KB), so its variants coincide.
   static constexpr int kStages = D == 64    ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_D64_STAGES)
-                                 : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_SMALL_D_STAGES)
+                                 : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES * 64 / FMHA_SM90_DEEP_D128_TILE_N
+                                                       : FMHA_SM90_SMALL_D_STAGES)
                                  : D == 256 ? (kIsDeep ? FMHA_SM90_DEEP_D256_STAGES : FMHA_SM90_D256_STAGES)
                                             : FMHA_SM90_D512_STAGES;
   // CTAs per SM: more than one overlaps one CTA's prologue/epilogue with another's streaming.
