@@ -10,21 +10,32 @@
 //   zeros, never stored). split: a contiguous range of the KV tiles this row
 //   block needs (all of them when num_splits == 1).
 //
+// Instantiations: head dim D x dtype x DecodeVariant. The host (fmha/cuda/backend.py,
+// launch_plan) runs grids of more CTAs than SMs with kWide (two CTAs per SM at D <= 128, shallow
+// ring) and smaller or split-KV grids with kDeep (one CTA per SM, deeper ring).
+//
 // Roles (kConsumerWGs consumer warpgroups, then the producer: one warp, or a
 // warpgroup of which one warp works when setmaxnreg is used)
 //   Producer warp (one elected lane): streams K and V tiles of kBlockN tokens
 //     by TMA into a kStages ring; full_k/full_v[stage] complete on the TMA
-//     bytes, empty[stage] is armed by every consumer warp once its PV wgmma
-//     that read the stage has been waited on.
+//     bytes; empty_k[stage] is armed by every consumer warp once its Q K^T
+//     that read the K tile completed, empty_v[stage] once its P V did.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
 //     128B-swizzled K-major layout), then per tile
 //       S = Q K^T            wgmma, A = Q (smem desc), B = K (smem desc), both K-major
 //       online softmax        in registers (FA2 rescale), masks keys j >= limit
 //       O += P V              wgmma, A = P (registers), B = V (smem desc, MN-major)
 //     and finally O / l and the LSE (or per-split partials for the combine).
+//     consumer_loop_overlapped keeps the tensor core busy across tiles: Q K^T
+//     of tile i+1 is issued with P V of tile i, and the softmax of i+1 runs
+//     while P V of i is in flight.
 //   With two consumer warpgroups (D = 512) both compute the full S (identical
 //   softmax statistics, no exchange through shared memory) and each owns half
-//   of the output columns.
+//   of the output columns (FMHA_SM90_D512_SPLIT_QK=1: each computes half of
+//   S and they exchange partial scores; measured slower, off).
+//   Split-KV partials are merged by combine_splits_kernel (launched as a
+//   programmatic dependent), or by the CTA finishing a group's last split
+//   when the host passes split counters (combine_if_last_split).
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
