@@ -460,19 +460,42 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
   if (lane == 0) ptx::mbarrier_arrive(empty);
 }
 
+// Consumer start: Q into shared memory (fenced for the wgmma, all consumer threads synced) and
+// the per-row key limits.
+template <class Tr>
+__device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
+                                                  int b, int kvh, int row0, int ctid, int (&limit_abs)[2]) {
+  const int tid_wg = ctid % 128;
+  load_q_tile<Tr>(ss, p, b, kvh, row0, ctid);
+  ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
+  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+  row_key_limits<Tr>(p, tr, row0, tid_wg / 32, (tid_wg % 32) / 4, limit_abs);
+}
+
+// Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail).
+template <class Tr>
+__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid) {
+  const int stage = it % Tr::kStages;
+  ptx::mbarrier_wait_parity(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStages) & 1u);
+  if constexpr (FMHA_SM90_ZERO_V_TAIL) {
+    const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
+    if (valid < Tr::kBlockN) {
+      zero_v_tail<Tr>(ss, stage, valid, ctid);
+      ptx::fence_proxy_async_shared();  // generic stores -> the wgmma's async-proxy reads
+      ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
+    }
+  }
+}
+
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                               int b, int kvh, int row0, int split, int ctid) {
   const int wg = ctid / 128;
   const int tid_wg = ctid % 128;
-  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
-
-  load_q_tile<Tr>(ss, p, b, kvh, row0, ctid);
-  ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
-  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+  const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
   int limit_abs[2];
-  row_key_limits<Tr>(p, tr, row0, w, g, limit_abs);
+  consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
 
   RowState st;
   st.init();
@@ -517,15 +540,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     // O += P V
     fence_regs(acc);
     fence_regs(pa);
-    ptx::mbarrier_wait_parity(&ss.full_v[stage], phase);
-    if constexpr (FMHA_SM90_ZERO_V_TAIL) {
-      const int valid = max(tr.L - key0, 0);  // the same for every consumer thread: the barrier is uniform
-      if (valid < Tr::kBlockN) {
-        zero_v_tail<Tr>(ss, stage, valid, ctid);
-        ptx::fence_proxy_async_shared();  // generic stores -> the wgmma's async-proxy reads
-        ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
-      }
-    }
+    wait_v_tile<Tr>(ss, tr, it, ctid);
     ptx::wgmma_fence();
     pv_gemm<Tr, kBf16>(acc, pa, ss, stage, wg);
     ptx::wgmma_commit_group();
@@ -557,14 +572,10 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
                                                          int ctid) {
   const int wg = ctid / 128;
   const int tid_wg = ctid % 128;
-  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
-
-  load_q_tile<Tr>(ss, p, b, kvh, row0, ctid);
-  ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
-  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+  const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
   int limit_abs[2];
-  row_key_limits<Tr>(p, tr, row0, w, g, limit_abs);
+  consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
 
   RowState st;
   st.init();
@@ -578,19 +589,6 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   // peeled off the loop), so ptxas can follow the two groups without serialising them.
   auto wait_k = [&](int it) {
     ptx::mbarrier_wait_parity(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u);
-  };
-  // Wait for V of ring position `it`; clear its rows past the sequence (see zero_v_tail).
-  auto wait_v = [&](int it) {
-    const int stage = it % Tr::kStages;
-    ptx::mbarrier_wait_parity(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStages) & 1u);
-    if constexpr (FMHA_SM90_ZERO_V_TAIL) {
-      const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
-      if (valid < Tr::kBlockN) {
-        zero_v_tail<Tr>(ss, stage, valid, ctid);
-        ptx::fence_proxy_async_shared();  // generic stores -> the wgmma's async-proxy reads
-        ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
-      }
-    }
   };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
     const int stage = it % Tr::kStages;
@@ -642,7 +640,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     pack_p();
   }
   for (int it = 0; it + 1 < n; ++it) {
-    wait_v(it);
+    wait_v_tile<Tr>(ss, tr, it, ctid);
     wait_k(it + 1);
     fence_regs(acc);
     fence_regs(pa);
@@ -661,7 +659,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] *= alpha[frag_row_half(i)];
     pack_p();
   }
-  wait_v(n - 1);
+  wait_v_tile<Tr>(ss, tr, n - 1, ctid);
   fence_regs(acc);
   fence_regs(pa);
   ptx::wgmma_fence();
