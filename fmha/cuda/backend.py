@@ -42,7 +42,7 @@ class CudaSm90Backend(Backend):
         self._ws_bytes = None
         self._last_error = None
         self._plans = {}
-        self._launches = {}
+        self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
         # Fused split-KV combine (the decode grid merges its own partials): int32 counters per
         # (device, stream), zeroed once, grown by reallocation; every buffer ever handed to a launch
         # is kept (a captured CUDA graph may still point at it). Off by default: on an H200 it saved
@@ -50,7 +50,7 @@ class CudaSm90Backend(Backend):
         # perf/RESULTS.md). False: the separate combine kernel merges the partials.
         self.fused_combine = False
         self._counters = {}
-        self._all_counters = []  # id(Problem) -> run's per-problem constants (see _launch_constants)
+        self._all_counters = []
         self._build_error = None
 
     # -- availability -----------------------------------------------------
@@ -171,7 +171,12 @@ class CudaSm90Backend(Backend):
         captured too): the separate combine kernel merges then."""
         buf = self._counters.get((index, stream))
         if buf is None or buf.numel() * 4 < need:
-            if torch.cuda.is_current_stream_capturing():
+            if self._multi_gpu and index != _current_device():
+                with torch.cuda.device(index):  # the capture state of *that* device's current stream
+                    capturing = torch.cuda.is_current_stream_capturing()
+            else:
+                capturing = torch.cuda.is_current_stream_capturing()
+            if capturing:
                 return 0, 0
             old = 0 if buf is None else buf.numel()
             buf = torch.zeros(max(need // 4, 2 * old, 1024), dtype=torch.int32, device=device)  # on `stream`

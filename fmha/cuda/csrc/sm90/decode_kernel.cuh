@@ -187,6 +187,7 @@ struct DecodeTraits {
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread.
   static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : 1;
   static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
+  static_assert(kStages >= 1, "ring depth: check the FMHA_SM90_*_STAGES / *_TILE_N knobs");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
   static_assert(!kSplitQk || (kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
 };
@@ -605,7 +606,10 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   // After S of ring position `it` landed: free its K tile, masked online softmax (s becomes P).
   auto softmax_scores = [&](int it, float (&alpha)[2]) {
     fence_regs(s);
-    if constexpr (FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane);
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) {
+      release_stage(&ss.empty_k[it % Tr::kStages], lane);
+      fence_regs(s);  // the softmax reads s after the arrive: ptxas would otherwise sink the arrive below it
+    }
     if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
     const int key0 = (tr.begin + it) * Tr::kBlockN;
     const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
