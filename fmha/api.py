@@ -1,6 +1,7 @@
 """The public entry points: attention, sdpa, explain."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import torch
@@ -105,7 +106,9 @@ def explain(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, caus
             return_lse=False, backend="auto", out=None) -> Decision:
     """Which backend `attention` would use for these arguments, and why (print it)."""
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
-    return decide(p, backend)
+    d = decide(p, backend)
+    launch = registry()[d.backend].launch_details(p)
+    return dataclasses.replace(d, launch=launch) if launch else d
 
 
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,

@@ -28,6 +28,10 @@ class Backend:
         """None when this backend can serve `p`, else why not."""
         return None
 
+    def launch_details(self, p: Problem) -> Optional[str]:
+        """How this backend would launch `p` (kernel configuration, split count), for explain()."""
+        return None
+
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         raise NotImplementedError
 
@@ -62,6 +66,18 @@ class TritonBackend(Backend):
             return None
         return (f"tensors on {p.device}: the Triton kernel needs CUDA tensors, or CPU tensors "
                 "with TRITON_INTERPRET=1")
+
+    def launch_details(self, p):
+        from .splits import num_sms
+        from .triton.decode import plan
+        if p.device.type == "cuda":
+            sms = num_sms(p.device.index if p.device.index is not None else torch.cuda.current_device())
+        else:
+            sms = 8  # what decode_attention assumes under the interpreter
+        (block_m, block_n, warps, stages), m_blocks, splits = plan(p, sms)
+        return (f"BLOCK_M={block_m} BLOCK_N={block_n} num_warps={warps} num_stages={stages}; "
+                f"{m_blocks * p.batch * p.heads_kv} programs x {splits} KV split(s)"
+                + (" + combine kernel" if splits > 1 else ""))
 
     def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse):
         from .triton.decode import decode_attention

@@ -28,9 +28,12 @@ class Decision:
     source: str  # "explicit", "env", "table" or "rule"
     reason: str
     considered: tuple = ()  # (name, None if usable else why not)
+    launch: str = ""  # how the chosen backend launches the problem (filled in by fmha.explain)
 
     def __str__(self) -> str:
         lines = [f"backend: {self.backend} (chosen by {self.source}: {self.reason})"]
+        if self.launch:
+            lines.append(f"  launch: {self.launch}")
         for name, why in self.considered:
             lines.append(f"  {name:10s} {'can serve this problem' if why is None else 'no: ' + why}")
         return "\n".join(lines)

@@ -40,6 +40,16 @@ def test_explain_names_choice_and_reasons():
     assert fmha.explain(q, k, v, backend="reference").source == "explicit"
 
 
+def test_explain_shows_the_launch_configuration():
+    """Triton (interpreter on CPU, compiled on GPU) and, on Hopper, CUDA say how they would launch."""
+    q, k, v, _ = make_inputs(1, 1, 8, 2, 4096, 64, device=DEVICE)
+    text = str(fmha.explain(q, k, v, backend="triton"))
+    assert "launch: BLOCK_M=" in text and "KV split(s)" in text
+    if "cuda" in fmha.available_backends() and fmha.explain(q, k, v, backend="cuda").launch:
+        text = str(fmha.explain(q, k, v, backend="cuda"))
+        assert "launch: variant deep" in text and "token tiles" in text and "combine kernel" in text
+
+
 def test_env_override(monkeypatch):
     q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
     monkeypatch.setenv("FMHA_BACKEND", "triton")

@@ -133,6 +133,18 @@ class CudaSm90Backend(Backend):
         slots = sms * self._ctas_per_sm[(p.head_dim, DEEP)]
         return DEEP, choose_num_splits(ctas, p.seqlen_k, self._tile_n[(p.head_dim, DEEP)], slots)
 
+    def launch_details(self, p: Problem) -> Optional[str]:
+        index = _device_index(p.device)
+        variant, num_splits = self.launch_plan(p, index)
+        ctas = p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
+        kind = ("wide (several CTAs per SM)" if self._ctas_per_sm[(p.head_dim, variant)] > 1 else
+                "one CTA per SM") if variant == WIDE else "deep (one CTA per SM, deeper K/V ring)"
+        merge = ""
+        if num_splits > 1:
+            merge = " + fused merge" if self.fused_combine else " + combine kernel"
+        return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles; {ctas} CTAs x "
+                f"{num_splits} KV split(s){merge}")
+
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         fn = self._fn or self._bind()
         # Keyed on the Problem's identity: fmha.attention passes one memoised object per call
