@@ -46,6 +46,9 @@ def parse_args(argv=None):
     ap.add_argument("--dry-run", action="store_true",
                     help="CPU smoke run: tiny shapes, wall-clock timings, every output file written")
     ap.add_argument("--replays", type=int, default=30, help="CUDA-graph replays per contender (>= 20)")
+    ap.add_argument("--settle-ms", type=float, default=200.0,
+                    help="replay each contender's graph this long before timing it, so the GPU's clocks "
+                         "and power settle on the shape (0: off, as in runs before 2026-11-29 run h)")
     ap.add_argument("--rotate-factor", type=float, default=3.0,
                     help="rotating input sets total at least this many L2 caches (default 3)")
     ap.add_argument("--ceiling-gib", type=float, default=4.0, help="size of the ceiling tensors in GiB")
@@ -253,7 +256,8 @@ def run_contender(c, inputs, rows, ref, args, device) -> dict:
             if not cos >= MIN_COSINE:
                 r["status"] = "WRONG"
                 r["reason"] = f"cosine {cos:.6f} < {MIN_COSINE} against the fp32 reference"
-            t = measure(fn, inputs.n_sets, device, replays=args.replays, capture=not args.no_graph)
+            t = measure(fn, inputs.n_sets, device, replays=args.replays, capture=not args.no_graph,
+                        settle_s=args.settle_ms / 1e3)
             note = t.pop("note")
             if note:
                 r["note"] = f"{c.note}; {note}"
@@ -323,7 +327,8 @@ def environment(args, argv, device):
             "command": command_line(argv), "argv": list(argv), "cwd": os.getcwd(),
             "preset": args.preset, "shape_filter": args.shapes, "dry_run": args.dry_run,
             "fmha_backends_available": available_backends(), "fmha_backends_unavailable": unavailable,
-            "min_cosine": MIN_COSINE, "replays": args.replays, "rotate_factor": args.rotate_factor,
+            "min_cosine": MIN_COSINE, "replays": args.replays, "settle_ms": args.settle_ms,
+            "rotate_factor": args.rotate_factor,
             "bandwidth_units": "GB/s = 1e9 bytes/s (decimal)",
             "bytes_moved": "q + k_cache + v_cache + out, as fmha.Problem.bytes_moved()"}
 

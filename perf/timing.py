@@ -58,14 +58,24 @@ def warm_up(fn, n_sets: int, device) -> None:
     torch.cuda.synchronize(device)
 
 
-def time_graph(fn, n_sets: int, replays: int) -> list:
-    """Per-call microseconds of each replay of a graph holding one call per input set."""
+def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0) -> list:
+    """Per-call microseconds of each replay of a graph holding one call per input set.
+
+    Before timing, the graph is replayed for `settle_s` seconds: 30 replays of a 100 us shape
+    last a few milliseconds, shorter than the GPU's clock and power adjustments, so without it
+    the first contender timed after a heavier shape is measured in that shape's state (on an
+    H200 at its 700 W cap: 142 vs 126 us for the same kernel, perf/RESULTS.md).
+    """
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for i in range(n_sets):
             fn(i)
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < settle_s:
+        graph.replay()
+        torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     for s, e in zip(starts, ends):
@@ -106,7 +116,7 @@ def time_cpu(fn, n_sets: int, loops: int = 3) -> list:
     return per_call
 
 
-def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True) -> dict:
+def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True, settle_s: float = 0.0) -> dict:
     """Time one contender on one shape. The caller has already made the first (checked) call.
 
     Returns graph_us / eager_us medians (per call), raw samples, calls_per_graph,
@@ -124,7 +134,7 @@ def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True) ->
     est_us = None
     if capture:
         try:
-            res["graph_raw_us"] = time_graph(fn, n_sets, replays)
+            res["graph_raw_us"] = time_graph(fn, n_sets, replays, settle_s)
             res["graph_us"] = statistics.median(res["graph_raw_us"])
             est_us = res["graph_us"]
         except Exception as e:  # not capturable: time it eagerly and say so
