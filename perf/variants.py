@@ -28,16 +28,13 @@ SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j pick
 
 
 def variant_backend(flags: str):
-    """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS). The
-    pseudo-flag +fused-combine makes split-KV merge in the decode grid instead of the combine kernel."""
+    """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS)."""
     from fmha.cuda import backend as cb
     from fmha.cuda import loader
 
-    words = shlex.split(flags)
-    path = loader.build(extra_flags=[w for w in words if not w.startswith("+")])
+    path = loader.build(extra_flags=shlex.split(flags))
     lib = loader._declare(ctypes.CDLL(str(path)))
     b = cb.CudaSm90Backend()
-    b.fused_combine = "+fused-combine" in words
     with mock.patch.object(loader, "load", return_value=lib):
         b._bind()
     return b
@@ -66,8 +63,7 @@ def main():
     capture_stream = torch.cuda.Stream()
 
     def graph_time_us(calls, replays=30):
-        # Warm up on the capture stream: per-stream state (the fused combine's counters) then
-        # exists when the graph is captured, as in a serving loop that captures where it runs.
+        # Warm up on the capture stream, as a serving loop that captures where it runs.
         capture_stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(capture_stream):
             for c in calls:

@@ -31,6 +31,11 @@ def _device_index(dev: torch.device) -> int:
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
+def _grid_ctas(p: Problem) -> int:
+    """CTAs of the unsplit grid: one per (block of 64 packed query rows, KV head, sequence)."""
+    return p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
+
+
 class CudaSm90Backend(Backend):
     name = "cuda"
     summary = ("hand-written sm_90a decode kernel: TMA K/V ring, WGMMA QK^T and PV, GQA rows packed into M, "
@@ -41,16 +46,7 @@ class CudaSm90Backend(Backend):
         self._tile_n = None
         self._ws_bytes = None
         self._last_error = None
-        self._plans = {}
         self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
-        # Fused split-KV combine (the decode grid merges its own partials): int32 counters per
-        # (device, stream), zeroed once, grown by reallocation; every buffer ever handed to a launch
-        # is kept (a captured CUDA graph may still point at it). Off by default: on an H200 it saved
-        # 0.2-0.7 us on split shapes but cost 22% at T=16 (one CTA merging 64 rows is latency-bound;
-        # perf/RESULTS.md). False: the separate combine kernel merges the partials.
-        self.fused_combine = False
-        self._counters = {}
-        self._all_counters = []
         self._build_error = None
 
     # -- availability -----------------------------------------------------
@@ -99,23 +95,9 @@ class CudaSm90Backend(Backend):
                              for v in (WIDE, DEEP)}
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
-        self._ctr_bytes = lib.fmha_sm90_split_counter_bytes
         self._last_error = lib.fmha_last_error
         self._fn = lib.fmha_sm90_decode_packed
         return self._fn
-
-    def _plan(self, p: Problem, index: int):
-        """(num_splits, workspace bytes, the shape arguments of the C call, the tail arguments), from shapes only."""
-        key = (p, index)
-        plan = self._plans.get(key)
-        if plan is None:
-            variant, num_splits = self.launch_plan(p, index)
-            ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits) if num_splits > 1 else 0
-            shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
-            plan = (num_splits, ws_bytes, shape_args, (p.softmax_scale, 1 if p.causal else 0, num_splits, variant))
-            if len(self._plans) < 4096:  # a serving loop sees few shapes; never grow without bound
-                self._plans[key] = plan
-        return plan
 
     def launch_plan(self, p: Problem, index: int):
         """(variant, num_splits) for a problem on device `index`.
@@ -126,7 +108,7 @@ class CudaSm90Backend(Backend):
         """
         if self._fn is None:
             self._bind()
-        ctas = p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
+        ctas = _grid_ctas(p)
         sms = num_sms(index)
         if ctas > sms:
             return WIDE, 1
@@ -136,14 +118,10 @@ class CudaSm90Backend(Backend):
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
         variant, num_splits = self.launch_plan(p, index)
-        ctas = p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
         kind = ("wide (several CTAs per SM)" if self._ctas_per_sm[(p.head_dim, variant)] > 1 else
                 "one CTA per SM") if variant == WIDE else "deep (one CTA per SM, deeper K/V ring)"
-        merge = ""
-        if num_splits > 1:
-            merge = " + fused merge" if self.fused_combine else " + combine kernel"
-        return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles; {ctas} CTAs x "
-                f"{num_splits} KV split(s){merge}")
+        return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles; {_grid_ctas(p)} CTAs x "
+                f"{num_splits} KV split(s){' + combine kernel' if num_splits > 1 else ''}")
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         fn = self._fn or self._bind()
@@ -152,14 +130,11 @@ class CudaSm90Backend(Backend):
         launch = self._launches.get(id(p))
         if launch is None or launch[0] is not p:  # the entry keeps p alive, so its id is not reused
             launch = self._launch_constants(p)
-        _, index, device, num_splits, ws_bytes, shape_bytes, scalar_bytes, ctr_bytes = launch
-        stream = _current_stream(index)
-        ws_ptr = ctr_ptr = 0
+        _, index, device, num_splits, ws_bytes, shape_bytes, scalar_bytes = launch
+        ws_ptr = 0
         if num_splits > 1:  # sized from shapes: safe under CUDA-graph capture
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
             ws_ptr = workspace.data_ptr()
-            if self.fused_combine:
-                ctr_ptr, ctr_bytes = self._split_counters(index, device, stream, ctr_bytes)
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
         # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 31.
         args = _ARGS.buffer
@@ -167,7 +142,7 @@ class CudaSm90Backend(Backend):
             args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
             cache_seqlens.data_ptr() if cache_seqlens is not None else 0, shape_bytes,
             qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
-            scalar_bytes, ws_ptr, ws_bytes, stream, ctr_ptr, ctr_bytes if ctr_ptr else 0)
+            scalar_bytes, ws_ptr, ws_bytes, _current_stream(index))
         if self._multi_gpu and index != _current_device():
             with torch.cuda.device(index):
                 status = fn(args.address)
@@ -177,34 +152,18 @@ class CudaSm90Backend(Backend):
             msg = self._last_error().decode(errors="replace")
             raise RuntimeError(f"fmha cuda backend: {msg} ({p.describe()})")
 
-    def _split_counters(self, index: int, device, stream: int, need: int):
-        """(pointer, bytes) of zeroed fused-combine counters for launches on `stream`, or (0, 0)
-        when none are big enough and this is a CUDA-graph capture (zeroing new ones would be
-        captured too): the separate combine kernel merges then."""
-        buf = self._counters.get((index, stream))
-        if buf is None or buf.numel() * 4 < need:
-            if self._multi_gpu and index != _current_device():
-                with torch.cuda.device(index):  # the capture state of *that* device's current stream
-                    capturing = torch.cuda.is_current_stream_capturing()
-            else:
-                capturing = torch.cuda.is_current_stream_capturing()
-            if capturing:
-                return 0, 0
-            old = 0 if buf is None else buf.numel()
-            buf = torch.zeros(max(need // 4, 2 * old, 1024), dtype=torch.int32, device=device)  # on `stream`
-            self._counters[(index, stream)] = buf
-            self._all_counters.append(buf)
-        return buf.data_ptr(), buf.numel() * 4
-
     def _launch_constants(self, p: Problem):
-        """What `run` packs the same way for every call of `p`: (p, device index, device, num_splits,
-        workspace bytes, the shape fields and the scale..variant fields as packed bytes)."""
+        """What `run` packs the same way for every call of `p`, from shapes only: (p, device index,
+        device, num_splits, workspace bytes, the shape fields and the scale..variant fields as
+        packed bytes)."""
         index = _device_index(p.device)
-        num_splits, ws_bytes, shape_args, tail_args = self._plan(p, index)
-        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *tail_args, 0, 0, 0, 0, 0)
-        ctr_bytes = self._ctr_bytes(p.batch, p.seqlen_q, p.heads_q, p.heads_kv) if num_splits > 1 else 0
+        variant, num_splits = self.launch_plan(p, index)
+        ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits) if num_splits > 1 else 0
+        shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
+        scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, variant)
+        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0)
         launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
-                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], ctr_bytes)
+                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS])
         if len(self._launches) >= 1024:  # only a cache (a graph keeps no reference to it): start over
             self._launches.clear()
         self._launches[id(p)] = launch
@@ -212,18 +171,17 @@ class CudaSm90Backend(Backend):
 
 
 # Layout of FmhaDecodeArgs (fmha_capi.h): 6 pointers, 7 shape ints, 12 strides, the scale,
-# causal, num_splits, variant, workspace pointer and size, stream, split counters pointer and size;
-# all 8-byte fields.
-_PACKED = struct.Struct("<6Q7q12qd3q5Q")
+# causal, num_splits, variant, workspace pointer and size, stream; all 8-byte fields.
+_PACKED = struct.Struct("<6Q7q12qd3q3Q")
 # The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, variant)
 # as two precomputed byte strings: 23 values to pack per call instead of 38.
-_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s5Q")
+_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q")
 _SHAPE_FIELDS = slice(6 * 8, 13 * 8)
 _SCALAR_FIELDS = slice(25 * 8, 29 * 8)
 
 
 def _check_per_call_layout():
-    shape, strides, scalars, tail = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1), (7, 8, 9, 10, 11)
+    shape, strides, scalars, tail = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1), (7, 8, 9)
     packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *tail)
     if _PACKED_PER_CALL.pack(*range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS],
                              *tail) != packed:

@@ -115,37 +115,29 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
   return 0;
 }
 
-template <int D>
-int tile_n(int variant) {
-  return variant == fmha::sm90::kDeep ? fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>::kBlockN
-                                      : fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>::kBlockN;
-}
-
-int tile_n_of(int D, int variant = fmha::sm90::kWide) {
-  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep) return 0;
-  switch (D) {
-    case 64: return tile_n<64>(variant);
-    case 128: return tile_n<128>(variant);
-    case 256: return tile_n<256>(variant);
-    case 512: return tile_n<512>(variant);
-    default: return 0;
-  }
-}
+// KV tokens per tile and resident CTAs per SM of one instantiation (the host's choice of variant
+// and split count depends on them); {0, 0}: no such head dim or variant.
+struct InstanceShape {
+  int tile_n;
+  int ctas_per_sm;
+};
 
 template <int D>
-int ctas_per_sm(int variant) {
-  return variant == fmha::sm90::kDeep ? fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>::kCtasPerSm
-                                      : fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>::kCtasPerSm;
+InstanceShape instance_shape(int variant) {
+  using Deep = fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>;
+  using Wide = fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>;
+  return variant == fmha::sm90::kDeep ? InstanceShape{Deep::kBlockN, Deep::kCtasPerSm}
+                                      : InstanceShape{Wide::kBlockN, Wide::kCtasPerSm};
 }
 
-int ctas_per_sm_of(int D, int variant) {
-  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep) return 0;
+InstanceShape instance_shape_of(int D, int variant) {
+  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep) return {0, 0};
   switch (D) {
-    case 64: return ctas_per_sm<64>(variant);
-    case 128: return ctas_per_sm<128>(variant);
-    case 256: return ctas_per_sm<256>(variant);
-    case 512: return ctas_per_sm<512>(variant);
-    default: return 0;
+    case 64: return instance_shape<64>(variant);
+    case 128: return instance_shape<128>(variant);
+    case 256: return instance_shape<256>(variant);
+    case 512: return instance_shape<512>(variant);
+    default: return {0, 0};
   }
 }
 
@@ -198,7 +190,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   cfg.numAttrs = FMHA_SM90_PDL ? 1 : 0;
   if (check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, p), "decode kernel launch")) return 1;
 
-  if (p.num_splits > 1 && p.split_counters == nullptr) {  // else the decode grid merges (fused combine)
+  if (p.num_splits > 1) {
     using Ct = fmha::CombineTraits<D>;
     const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
     const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
@@ -223,13 +215,6 @@ size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
          sizeof(float);
 }
 
-// Fused-combine counters: one int32 per (b, kvh, block of 64 packed rows).
-size_t split_counter_bytes(int B, int T, int Hq, int Hkv) {
-  const int64_t rows = static_cast<int64_t>(T) * (Hq / Hkv);
-  const int64_t row_blocks = (rows + fmha::sm90::DecodeTraits<64>::kBlockM - 1) / fmha::sm90::DecodeTraits<64>::kBlockM;
-  return static_cast<size_t>(static_cast<int64_t>(B) * Hkv * row_blocks) * sizeof(int);
-}
-
 bool misaligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) != 0; }
 bool bad_stride(int64_t s) { return s < 0 || (s * 2) % 16 != 0; }
 
@@ -239,31 +224,26 @@ extern "C" {
 
 const char* fmha_last_error(void) { return g_last_error; }
 
-int fmha_sm90_tile_n(int D, int variant) { return tile_n_of(D, variant); }
+int fmha_sm90_tile_n(int D, int variant) { return instance_shape_of(D, variant).tile_n; }
 
-int fmha_sm90_ctas_per_sm(int D, int variant) { return ctas_per_sm_of(D, variant); }
+int fmha_sm90_ctas_per_sm(int D, int variant) { return instance_shape_of(D, variant).ctas_per_sm; }
 
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return workspace_bytes(B, T, Hq, D, num_splits);
-}
-
-size_t fmha_sm90_split_counter_bytes(int B, int T, int Hq, int Hkv) {
-  if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv != 0) return 0;
-  return split_counter_bytes(B, T, Hq, Hkv);
 }
 
 int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, float* lse, const int* cache_seqlens,
                      int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
                      int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
                      int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, int variant,
-                     void* workspace, size_t workspace_size, void* stream, int* split_counters,
-                     size_t split_counters_bytes) {
+                     void* workspace, size_t workspace_size, void* stream) {
   g_last_error[0] = '\0';
   if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || S < 1)
     return fail("invalid shape B=%d T=%d Hq=%d Hkv=%d S=%d (all must be >= 1)", B, T, Hq, Hkv, S);
   if (Hq % Hkv != 0) return fail("Hq=%d is not a multiple of Hkv=%d", Hq, Hkv);
   if (S > INT32_MAX - 1024) return fail("S=%d too large: token indices must stay below 2^31 - 1024", S);
-  if (tile_n_of(D) == 0) return fail("head dim D=%d not supported (64, 128, 256, 512)", D);
+  if (instance_shape_of(D, fmha::sm90::kWide).tile_n == 0)
+    return fail("head dim D=%d not supported (64, 128, 256, 512)", D);
   if (dtype != 0 && dtype != 1) return fail("dtype code %d invalid (0 = float16, 1 = bfloat16)", dtype);
   if (!q || !k || !v || !out || !lse) return fail("null tensor pointer (q, k, v, out, lse are required)");
   if (misaligned(q) || misaligned(k) || misaligned(v) || misaligned(out))
@@ -303,14 +283,6 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
     if (misaligned(workspace)) return fail("workspace must be 16-byte aligned");
     p.o_partial = static_cast<float*>(workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, D, num_splits);
-    if (split_counters != nullptr) {
-      const size_t need_counters = split_counter_bytes(B, T, Hq, Hkv);
-      if (split_counters_bytes < need_counters)
-        return fail("split_counters of %zu bytes is too small: needs %zu (B * Hkv * row blocks int32)",
-                    split_counters_bytes, need_counters);
-      if ((reinterpret_cast<uintptr_t>(split_counters) & 3u) != 0) return fail("split_counters must be 4-byte aligned");
-      p.split_counters = split_counters;
-    }
   }
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const bool bf16 = dtype == 1;
@@ -347,8 +319,7 @@ int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
                           a->v_h, a->o_b, a->o_t, a->o_h, static_cast<float>(a->softmax_scale),
                           static_cast<int>(a->causal), static_cast<int>(a->num_splits), static_cast<int>(a->variant),
                           reinterpret_cast<void*>(a->workspace), static_cast<size_t>(a->workspace_bytes),
-                          reinterpret_cast<void*>(a->stream), reinterpret_cast<int*>(a->split_counters),
-                          static_cast<size_t>(a->split_counters_bytes));
+                          reinterpret_cast<void*>(a->stream));
 }
 
 }  // extern "C"

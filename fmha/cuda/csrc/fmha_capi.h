@@ -26,12 +26,6 @@ int fmha_sm90_ctas_per_sm(int D, int variant);
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
 
-// Bytes of the optional split counters (int32, one per (b, KV head, block of 64 packed rows)) that
-// let the decode grid merge its own split-KV partials (the CTA finishing a group's last split
-// merges it), instead of a second kernel. The caller zeroes them once; every launch leaves them
-// zero. Launches sharing one counter buffer must not run concurrently (e.g. on two streams).
-size_t fmha_sm90_split_counter_bytes(int B, int T, int Hq, int Hkv);
-
 // Decode attention. q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16,
 // 1 = bf16; strides in elements, last stride 1), lse [B, Hq, T] float32 contiguous,
 // cache_seqlens int32 [B] or NULL (= S for every sequence), stream a cudaStream_t.
@@ -39,11 +33,10 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
                      int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
                      int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
                      int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, int variant,
-                     void* workspace, size_t workspace_size, void* stream, int* split_counters,
-                     size_t split_counters_bytes);
+                     void* workspace, size_t workspace_size, void* stream);
 
 // The same call with its arguments in one struct of 8-byte fields: a binding packs it into
-// one buffer (one FFI argument instead of 34, a few microseconds less per call from Python).
+// one buffer (one FFI argument instead of 32, a few microseconds less per call from Python).
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;        // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;
@@ -51,7 +44,6 @@ typedef struct FmhaDecodeArgs {
   double softmax_scale;
   int64_t causal, num_splits, variant;
   uint64_t workspace, workspace_bytes, stream;
-  uint64_t split_counters, split_counters_bytes;     // optional (0): see fmha_sm90_split_counter_bytes
 } FmhaDecodeArgs;
 
 int fmha_sm90_decode_packed(const FmhaDecodeArgs* args);

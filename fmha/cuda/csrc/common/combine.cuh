@@ -29,13 +29,21 @@ struct CombineTraits {
   static constexpr int kRowsPerCta = kCombineThreads / kThreadsPerRow;
 };
 
-// Merge the num_splits partials of output row (b, t, hq), columns [col, col + 4). Partials are
-// read through L2 only (ld.global.cg): in the fused path they were written by other CTAs of the
-// running grid, and this SM's L1 may hold stale lines of a reused workspace.
 template <int D, bool kBf16>
-__device__ __forceinline__ void merge_splits_chunk(const DecodeParams& p, int b, int t, int hq, int col) {
+__global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const DecodeParams p) {
+  using Tr = CombineTraits<D>;
+  // Launched as a programmatic dependent of the attention grid: wait for its partials.
+  // (A no-op when launched without that dependency.)
+  ptx::griddep_wait();
+  ptx::griddep_launch_dependents();  // the next call's decode grid may be scheduled (it waits too)
   const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
-  const int64_t row = (static_cast<int64_t>(b) * p.T + t) * p.Hq + hq;  // [B][T][Hq]
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
+  if (row >= total_rows) return;
+  const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4;
+  const int hq = static_cast<int>(row % p.Hq);
+  const int t = static_cast<int>((row / p.Hq) % p.T);
+  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
+
   const int64_t lse_row = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;   // [B][Hq][T]
   const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
   const int64_t o_split_stride = total_rows * D;
@@ -44,16 +52,16 @@ __device__ __forceinline__ void merge_splits_chunk(const DecodeParams& p, int b,
   // L2 round trip per split).
   float m = -INFINITY;
 #pragma unroll 8
-  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, __ldcg(p.lse_partial + s * lse_split_stride + lse_row));
+  for (int s = 0; s < p.num_splits; ++s) m = fmaxf(m, p.lse_partial[s * lse_split_stride + lse_row]);
 
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
   float wsum = 0.f;
   if (m != -INFINITY) {
 #pragma unroll 8
     for (int s = 0; s < p.num_splits; ++s) {
-      const float ls = __ldcg(p.lse_partial + s * lse_split_stride + lse_row);
+      const float ls = p.lse_partial[s * lse_split_stride + lse_row];
       const float w = exp2_approx((ls - m) * kLog2e);  // ls = -inf -> 0
-      const float4 o = __ldcg(reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D + col));
+      const float4 o = *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D + col);
       // Empty splits (w = 0) contribute nothing, whatever their o holds.
       acc.x += w > 0.f ? w * o.x : 0.f;
       acc.y += w > 0.f ? w * o.y : 0.f;
@@ -69,23 +77,6 @@ __device__ __forceinline__ void merge_splits_chunk(const DecodeParams& p, int b,
   uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
   *reinterpret_cast<uint2*>(out) = packed;  // 8 B: out's strides are multiples of 16 B, col of 4 elements
   if (col == 0) p.lse[lse_row] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
-}
-
-template <int D, bool kBf16>
-__global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const DecodeParams p) {
-  using Tr = CombineTraits<D>;
-  // Launched as a programmatic dependent of the attention grid: wait for its partials.
-  // (A no-op when launched without that dependency.)
-  ptx::griddep_wait();
-  ptx::griddep_launch_dependents();  // the next call's decode grid may be scheduled (it waits too)
-  const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
-  if (row >= total_rows) return;
-  const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4;
-  const int hq = static_cast<int>(row % p.Hq);
-  const int t = static_cast<int>((row / p.Hq) % p.T);
-  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
-  merge_splits_chunk<D, kBf16>(p, b, t, hq, col);
 }
 
 }  // namespace fmha

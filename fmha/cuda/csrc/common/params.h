@@ -16,10 +16,6 @@ struct DecodeParams {
   const int* seqlens;      // [B] valid keys per sequence, nullptr = S; clamped to [0, S]
   float* o_partial;        // split-KV workspace (see workspace layout below), nullptr when num_splits == 1
   float* lse_partial;
-  // Fused combine (optional): one counter per (b, kvh, row block), zero before the launch and
-  // left zero after it. The CTA that finishes a group's last split merges the group's rows, so
-  // no combine kernel runs. nullptr: the separate combine kernel merges.
-  int* split_counters;
   int64_t q_b, q_t, q_h;
   int64_t o_b, o_t, o_h;
   int B, T, Hq, Hkv, S, G;
@@ -37,7 +33,6 @@ struct DecodeParams {
 // the combine kernel:
 //   o_partial   [num_splits][B][T][Hq][D]  o of one split, already divided by its own l
 //   lse_partial [num_splits][B][Hq][T]     natural-log LSE of one split (-inf: no visible key)
-// and, for the fused combine, split_counters [B][Hkv][row blocks] int32 (caller-owned, zeroed once).
 inline int64_t workspace_o_elems(int B, int T, int Hq, int D, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * T * Hq * D;
 }

@@ -297,9 +297,6 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t smem_byte_addr
 //               descriptor, MN-major (imm-trans-b = 1): O += P V.
 // scale_d != 0 accumulates (D += A B), 0 overwrites (D = A B). One function per shape, the input
 // type a template parameter; the accumulator operand lists are spelled out once per size below.
-#define FMHA_ACC_REGS_8 "%0, %1, %2, %3, %4, %5, %6, %7"
-#define FMHA_ACC_OPERANDS_8(d) \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
 #define FMHA_ACC_REGS_16 \
   "%0, %1, %2, %3, %4, %5, %6, %7, " \
   "%8, %9, %10, %11, %12, %13, %14, %15"
@@ -372,25 +369,6 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t smem_byte_addr
 #define FMHA_WGMMA_ASM(shape, type, acc, tail, scale) \
   "{\n.reg .pred p;\n" "setp.ne.b32 p, " scale ", 0;\n" "wgmma.mma_async.sync.aligned." shape ".f32." type "." type "\n" \
   "{" acc "}, " tail ";\n}\n"
-
-template <bool kBf16>
-__device__ __forceinline__ void wgmma_ss_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-#if FMHA_SM90_ENABLED
-  if constexpr (kBf16)
-    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "bf16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 0, 0", "%10")
-                 : FMHA_ACC_OPERANDS_8(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
-                 : "memory");
-  else
-    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "f16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 0, 0", "%10")
-                 : FMHA_ACC_OPERANDS_8(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
-                 : "memory");
-#else
-  (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
-  FMHA_TRAP_UNSUPPORTED();
-#endif
-}
 
 template <bool kBf16>
 __device__ __forceinline__ void wgmma_ss_m64n32k16(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
@@ -509,9 +487,8 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint3
 // Compile-time dispatch over N (kBf16: bf16 inputs, else f16).
 template <int N, bool kBf16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 16 || N == 32 || N == 64 || N == 128, "wgmma_ss: N not instantiated");
-  if constexpr (N == 16) wgmma_ss_m64n16k16<kBf16>(d, desc_a, desc_b, scale_d);
-  else if constexpr (N == 32) wgmma_ss_m64n32k16<kBf16>(d, desc_a, desc_b, scale_d);
+  static_assert(N == 32 || N == 64 || N == 128, "wgmma_ss: N not instantiated");
+  if constexpr (N == 32) wgmma_ss_m64n32k16<kBf16>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 64) wgmma_ss_m64n64k16<kBf16>(d, desc_a, desc_b, scale_d);
   else wgmma_ss_m64n128k16<kBf16>(d, desc_a, desc_b, scale_d);
 }

@@ -34,8 +34,7 @@
 //   of the output columns (FMHA_SM90_D512_SPLIT_QK=1: each computes half of
 //   S and they exchange partial scores; measured slower, off).
 //   Split-KV partials are merged by combine_splits_kernel (launched as a
-//   programmatic dependent), or by the CTA finishing a group's last split
-//   when the host passes split counters (combine_if_last_split).
+//   programmatic dependent).
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
@@ -50,7 +49,6 @@
 
 #include <cstdint>
 
-#include "../common/combine.cuh"
 #include "../common/params.h"
 #include "../common/ptx.cuh"
 #include "../common/softmax.cuh"
@@ -69,12 +67,6 @@
 #endif
 #ifndef FMHA_SM90_DEEP_D128_TILE_N  // D = 128, deep variant (the ring keeps its bytes: stages scale down)
 #define FMHA_SM90_DEEP_D128_TILE_N 128
-#endif
-#ifndef FMHA_SM90_D512_TILE_N
-#define FMHA_SM90_D512_TILE_N 32
-#endif
-#ifndef FMHA_SM90_D512_STAGES  // Q alone takes 64 KB: 32-token tiles leave room for 2 stages, 16-token ones for 4
-#define FMHA_SM90_D512_STAGES 2
 #endif
 // Two instantiations per head dim (DecodeVariant): "wide" packs several CTAs on an SM for
 // grids that fill the GPU; "deep" runs one CTA per SM with a deeper K/V ring for small or
@@ -147,13 +139,13 @@ struct DecodeTraits {
   static constexpr int kBlockN = D == 64    ? FMHA_SM90_D64_TILE_N                    // KV tokens per tile
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_D128_TILE_N : FMHA_SM90_D128_TILE_N)
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
-                                            : FMHA_SM90_D512_TILE_N;
+                                            : 32;  // 16-token tiles x 4 stages measured 44% slower
   // Ring depth. D = 512 has room for two stages only (Q alone is 64 KB), so its variants coincide.
   static constexpr int kStages = D == 64    ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_D64_STAGES)
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES * 64 / FMHA_SM90_DEEP_D128_TILE_N
                                                        : FMHA_SM90_SMALL_D_STAGES)
                                  : D == 256 ? (kIsDeep ? FMHA_SM90_DEEP_D256_STAGES : FMHA_SM90_D256_STAGES)
-                                            : FMHA_SM90_D512_STAGES;
+                                            : 2;
   // CTAs per SM: more than one overlaps one CTA's prologue/epilogue with another's streaming.
   static constexpr int kCtasPerSm = kIsDeep ? (D <= 128 ? FMHA_SM90_DEEP_CTAS_PER_SM : 1)
                                    : D <= 128 ? FMHA_SM90_SMALL_D_CTAS_PER_SM
@@ -202,7 +194,6 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kStages];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
   alignas(8) uint64_t empty_v[Tr::kStages];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
-  int last_split;                            // fused combine: this CTA finished its group's last split
 };
 
 // Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
@@ -220,7 +211,6 @@ constexpr bool fits_ctas_per_sm() {
 constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
 constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence cleared and fenced
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
-constexpr uint32_t kBarCombine = 4; // consumers: partials written and fenced / last-split flag read
 
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
@@ -677,32 +667,6 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
 }
 
-// Fused split-KV combine ("last CTA merges", p.split_counters != nullptr). Every CTA of a
-// (b, kvh, row block) group has written its partials; each thread fences them device-wide, one
-// thread counts the CTA in, and the CTA that completes the count merges the group's rows with the
-// same arithmetic as combine_splits_kernel, then resets the counter for the next launch (which,
-// on the same stream, starts only after this grid completes).
-template <class Tr, bool kBf16>
-__device__ __forceinline__ void combine_if_last_split(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
-                                                      int row_block, int ctid) {
-  const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
-  int* counter = p.split_counters + (static_cast<int64_t>(b) * p.Hkv + kvh) * row_blocks + row_block;
-  __threadfence();  // this thread's partial stores, visible on the GPU before the count
-  ptx::named_barrier_sync(kBarCombine, Tr::kConsumerThreads);
-  if (ctid == 0) ss.last_split = atomicAdd(counter, 1) == p.num_splits - 1;
-  ptx::named_barrier_sync(kBarCombine, Tr::kConsumerThreads);
-  if (!ss.last_split) return;
-  __threadfence();  // the other CTAs' partials (fenced before their counts) are read after ours
-  const int row0 = row_block * Tr::kBlockM;
-  const int n_rows = min(Tr::kBlockM, p.rows - row0);
-  constexpr int kChunks = Tr::kHeadDim / 4;  // 4 columns per chunk
-  for (int e = ctid; e < n_rows * kChunks; e += Tr::kConsumerThreads) {
-    const int row = row0 + e / kChunks;
-    merge_splits_chunk<Tr::kHeadDim, kBf16>(p, b, row / p.G, kvh * p.G + row % p.G, (e % kChunks) * 4);
-  }
-  if (ctid == 0) *counter = 0;
-}
-
 // ----------------------------------------------------------------------------
 // The kernel
 // ----------------------------------------------------------------------------
@@ -760,8 +724,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   else
     consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
-  if (p.num_splits > 1 && p.split_counters != nullptr)
-    combine_if_last_split<Tr, kBf16>(ss, p, b, kvh, row_block, threadIdx.x);
 }
 
 }  // namespace sm90
