@@ -53,22 +53,9 @@ def why_not(name: str, p: Problem):
     return b.unavailable_reason() or b.unsupported_reason(p)
 
 
-_ENVIRON = os.environ
-try:  # CPython's os.environ keeps its items in ._data under encoded keys
-    _ENV_DATA, _ENV_KEY = _ENVIRON._data, _ENVIRON.encodekey(BACKEND_ENV)
-except AttributeError:  # pragma: no cover - another Python
-    _ENVIRON = None
-
-
 def backend_env() -> str:
-    """FMHA_BACKEND as the process environment says now ("" when unset), read on every call.
-
-    os.environ.get costs ~0.7 us when the variable is unset (a KeyError raised and caught inside
-    os._Environ); the mapping behind it answers in ~30 ns and sees every os.environ update."""
-    if os.environ is _ENVIRON:
-        value = _ENV_DATA.get(_ENV_KEY)
-        return "" if value is None else _ENVIRON.decodevalue(value)
-    return os.environ.get(BACKEND_ENV, "")  # os.environ was replaced: ask it
+    """FMHA_BACKEND as the process environment says now ("" when unset), read on every call."""
+    return os.environ.get(BACKEND_ENV, "")
 
 
 _DECISION_MEMOS: list = []
