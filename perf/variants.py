@@ -28,15 +28,25 @@ SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j pick
 
 
 def variant_backend(flags: str):
-    """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS)."""
+    """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS).
+
+    The token @deep among the flags makes the variant run every problem with the deep
+    instantiation (one CTA per SM; unsplit grids stay unsplit) instead of launch_plan's choice.
+    """
     from fmha.cuda import backend as cb
     from fmha.cuda import loader
 
-    path = loader.build(extra_flags=shlex.split(flags))
+    words = shlex.split(flags)
+    force_deep = "@deep" in words
+    words = [w for w in words if w != "@deep"]
+    path = loader.build(extra_flags=words)
     lib = loader._declare(ctypes.CDLL(str(path)))
     b = cb.CudaSm90Backend()
     with mock.patch.object(loader, "load", return_value=lib):
         b._bind()
+    if force_deep:
+        planned = b.launch_plan
+        b.launch_plan = lambda p, index: (cb.DEEP, planned(p, index)[1])  # type: ignore[method-assign]
     return b
 
 

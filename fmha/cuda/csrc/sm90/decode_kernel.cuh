@@ -29,10 +29,11 @@
 //     consumer_loop_overlapped keeps the tensor core busy across tiles: Q K^T
 //     of tile i+1 is issued with P V of tile i, and the softmax of i+1 runs
 //     while P V of i is in flight.
-//   With two consumer warpgroups (D = 512) both compute the full S (identical
-//   softmax statistics, no exchange through shared memory) and each owns half
-//   of the output columns (FMHA_SM90_D512_SPLIT_QK=1: each computes half of
-//   S and they exchange partial scores; measured slower, off).
+//   With two consumer warpgroups (D = 512) each computes S over half of the
+//   head dim and they add each other's partial scores through shared memory
+//   (exchange_scores; both then hold the same S and identical softmax
+//   statistics), and each owns half of the output columns
+//   (FMHA_SM90_D512_SPLIT_QK=0: both compute the full S, no exchange).
 //   Split-KV partials are merged by combine_splits_kernel (launched as a
 //   programmatic dependent).
 //
@@ -110,9 +111,17 @@
 #ifndef FMHA_SM90_OVERLAP  // 1: Q K^T of tile i+1 runs while P V of tile i and the softmax of i+1 proceed (consumer_loop_overlapped)
 #define FMHA_SM90_OVERLAP 1
 #endif
-#ifndef FMHA_SM90_D512_SPLIT_QK  // 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores);
-// measured 2% slower on an H200 (MQA Hq=128: 244.7 vs 239.3 us), so off
-#define FMHA_SM90_D512_SPLIT_QK 0
+#ifndef FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D  // head dims from which a warp skips O *= alpha when none of its rows
+// changed its max (alpha == 1): D = 512 -2% (MQA Hq=128 232.3 -> 227.7 us), D = 64 +11% (126.9 -> 141.0)
+#define FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D 256
+#endif
+#ifndef FMHA_SM90_PROBE_HALF_QK  // timing probe only, WRONG RESULTS: Q K^T over half of the head dim (perf/variants.py)
+#define FMHA_SM90_PROBE_HALF_QK 0
+#endif
+#ifndef FMHA_SM90_D512_SPLIT_QK  // 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores).
+// H200, with the overlapped loop and the unit-alpha skip: MQA Hq=128 225.7 -> 218.7 us and 227.7 -> 221.3 (two
+// runs), Hq=16 within 0.5% (it is bandwidth-bound). Before those two changes it measured 2% slower.
+#define FMHA_SM90_D512_SPLIT_QK 1
 #endif
 
 namespace fmha {
@@ -155,6 +164,7 @@ struct DecodeTraits {
   // Two consumer warpgroups split the head dim of Q K^T and exchange their partial scores
   // (otherwise each computes the full S: 1.5x the MMA work of the whole tile).
   static constexpr bool kSplitQk = kConsumerWGs == 2 && FMHA_SM90_D512_SPLIT_QK;
+  static constexpr bool kSkipUnitRescale = D >= FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D;  // see rescale_acc
   static constexpr int kOutCols = D / kConsumerWGs;        // output columns per consumer warpgroup (PV wgmma N)
   // consumer_loop_overlapped keeps S of the next tile beside P of this one; at D = 64 (128-token
   // tiles) with two CTAs per SM (168 registers a thread) that spills, so that instantiation keeps
@@ -337,6 +347,18 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
     for (int j = 0; j < 4; ++j) ptx::reg_fence(r[i][j]);
 }
 
+// O *= alpha, row-wise. Once the running maxima settle (after the first tiles of a sequence) alpha
+// is exactly 1 for most tiles: a warp in which every row kept its max skips the kOutCols / 2
+// multiplies a thread (128 at D = 512). Multiplying by 1 is exact, so skipping changes no bit.
+// The vote and branch cost more than they save at small D (kSkipUnitRescale).
+template <bool kSkipUnit, int N>
+__device__ __forceinline__ void rescale_acc(float (&acc)[N], const float (&alpha)[2]) {
+  if constexpr (kSkipUnit)
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#pragma unroll
+  for (int i = 0; i < N; ++i) acc[i] *= alpha[frag_row_half(i)];
+}
+
 // S = Q K^T over head-dim columns [kCol0, kCol0 + kCols): kCols/16 k16 steps,
 // each a 32 B advance inside a 128 B swizzle row, moving to the next box every 4 steps.
 template <class Tr, bool kBf16, int kCols = Tr::kHeadDim>
@@ -505,7 +527,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
     else
-      qk_gemm<Tr, kBf16>(s, ss, stage);
+      qk_gemm<Tr, kBf16, (FMHA_SM90_PROBE_HALF_QK ? Tr::kHeadDim / 2 : Tr::kHeadDim)>(s, ss, stage);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
     fence_regs(s);
@@ -520,8 +542,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
     float alpha[2];
     online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
-#pragma unroll
-    for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] *= alpha[frag_row_half(i)];
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
     uint32_t pa[Tr::kBlockN / 16][4];
 #pragma unroll
     for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
@@ -586,7 +607,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
     else
-      qk_gemm<Tr, kBf16>(s, ss, stage);
+      qk_gemm<Tr, kBf16, (FMHA_SM90_PROBE_HALF_QK ? Tr::kHeadDim / 2 : Tr::kHeadDim)>(s, ss, stage);
     ptx::wgmma_commit_group();
   };
   auto issue_pv = [&](int it) {  // O += P V of ring position `it`, committed as one group
@@ -649,8 +670,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     fence_regs(acc);
     fence_regs(pa);
     release_after_pv(it);
-#pragma unroll
-    for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] *= alpha[frag_row_half(i)];
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
     pack_p();
   }
   wait_v_tile<Tr>(ss, tr, n - 1, ctid);
