@@ -30,23 +30,29 @@ SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j pick
 def variant_backend(flags: str):
     """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS).
 
-    The token @deep among the flags makes the variant run every problem with the deep
-    instantiation (one CTA per SM; unsplit grids stay unsplit) instead of launch_plan's choice.
+    Tokens among the flags override launch_plan's choice: @deep / @wide run every problem with
+    that instantiation, @splits=N with N KV splits (else the plan's count).
     """
     from fmha.cuda import backend as cb
     from fmha.cuda import loader
 
     words = shlex.split(flags)
-    force_deep = "@deep" in words
-    words = [w for w in words if w != "@deep"]
+    plan = dict(w[1:].partition("=")[::2] for w in words if w.startswith("@"))
+    words = [w for w in words if not w.startswith("@")]
     path = loader.build(extra_flags=words)
     lib = loader._declare(ctypes.CDLL(str(path)))
     b = cb.CudaSm90Backend()
     with mock.patch.object(loader, "load", return_value=lib):
         b._bind()
-    if force_deep:
+    if plan:
         planned = b.launch_plan
-        b.launch_plan = lambda p, index: (cb.DEEP, planned(p, index)[1])  # type: ignore[method-assign]
+
+        def forced(p, index):
+            variant, splits = planned(p, index)
+            variant = cb.DEEP if "deep" in plan else cb.WIDE if "wide" in plan else variant
+            return variant, int(plan.get("splits") or splits)
+
+        b.launch_plan = forced  # type: ignore[method-assign]
     return b
 
 
