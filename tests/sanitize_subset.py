@@ -3,7 +3,8 @@
     compute-sanitizer --tool memcheck  python tests/sanitize_subset.py
     compute-sanitizer --tool racecheck python tests/sanitize_subset.py
 
-Each head dim; split and unsplit; causal T=3; varlen with a zero-length row."""
+Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the narrow loop
+(at most 16 packed query rows) unsplit, split and causal."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -16,6 +17,8 @@ for D in (64, 128, 256, 512):
     cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine (deep variant)
     if D != 512:
         cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide variant
+        cases.append((2, 3, 16, 4, 129, D, [129, 0]))           # narrow loop (12 rows), causal, empty row
+        cases.append((48, 1, Hq, Hkv, 300, D, [300, 0] * 24))   # narrow loop on the wide variant (7 rows)
 for (B, T, Hq, Hkv, S, D, sl) in cases:
     q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
     out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)

@@ -484,6 +484,42 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint3
 #endif
 }
 
+// m64n16k16, A and B from descriptors, for the narrow (swapped) decode path where the 64 M rows
+// are keys (S^T = K Q^T) or head-dim columns (O^T = V^T P^T) and N = 16 query rows.
+// kTransA = 1: A is MN-major in shared memory (V^T read from the token-major V tile);
+// imm-trans-a is allowed for 16-bit inputs from descriptors (9.7.15.5.2). B is K-major.
+#define FMHA_ACC_REGS_8 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define FMHA_ACC_OPERANDS_8(d) \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+template <bool kBf16, bool kTransA>
+__device__ __forceinline__ void wgmma_ss_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if FMHA_SM90_ENABLED
+  if constexpr (kBf16 && kTransA)
+    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "bf16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 1, 0", "%10")
+                 : FMHA_ACC_OPERANDS_8(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+  else if constexpr (kBf16)
+    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "bf16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 0, 0", "%10")
+                 : FMHA_ACC_OPERANDS_8(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+  else if constexpr (kTransA)
+    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "f16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 1, 0", "%10")
+                 : FMHA_ACC_OPERANDS_8(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+  else
+    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "f16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 0, 0", "%10")
+                 : FMHA_ACC_OPERANDS_8(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+#else
+  (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
 // Compile-time dispatch over N (kBf16: bf16 inputs, else f16).
 template <int N, bool kBf16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {

@@ -115,6 +115,15 @@
 // changed its max (alpha == 1): D = 512 -2% (MQA Hq=128 232.3 -> 227.7 us), D = 64 +11% (126.9 -> 141.0)
 #define FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D 256
 #endif
+#ifndef FMHA_SM90_NARROW  // 1: problems of at most 16 packed query rows take consumer_loop_narrow (keys in M)
+// H200 (run s, interleaved, us): D=64 131.9 -> 127.3 (SM clock at the power cap 1545 -> 1965 MHz),
+// B4 S512 8.6 -> 8.3, B1 S65536 70.6 -> 70.2, D=256 478.4 -> 479.5, T=4 127.0 -> 126.9
+#define FMHA_SM90_NARROW 1
+#endif
+#ifndef FMHA_SM90_NARROW_D128_WIDE  // D = 128 wide instantiation (64-token tiles, 2 CTAs/SM): B128 S8192
+// 957.5 -> 969.4 us, B32 S4096 126.4 -> 125.8 with the narrow loop; off
+#define FMHA_SM90_NARROW_D128_WIDE 0
+#endif
 #ifndef FMHA_SM90_PROBE_HALF_QK  // timing probe only, WRONG RESULTS: Q K^T over half of the head dim (perf/variants.py)
 #define FMHA_SM90_PROBE_HALF_QK 0
 #endif
@@ -170,6 +179,10 @@ struct DecodeTraits {
   // tiles) with two CTAs per SM (168 registers a thread) that spills, so that instantiation keeps
   // the serial loop.
   static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kBlockN == 128 && kCtasPerSm > 1);
+  // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
+  static constexpr int kNarrowRows = 16;
+  static constexpr bool kNarrow = FMHA_SM90_NARROW && kConsumerWGs == 1 && kBlockN % 64 == 0 &&
+                                  (D != 128 || kIsDeep || FMHA_SM90_NARROW_D128_WIDE);
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -221,6 +234,8 @@ constexpr bool fits_ctas_per_sm() {
 constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
 constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence cleared and fenced
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
+constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
+constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
 
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
@@ -688,6 +703,247 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 }
 
 // ----------------------------------------------------------------------------
+// Narrow problems (at most 16 packed query rows: T = 1 with G <= 16, or T x G <= 16)
+// ----------------------------------------------------------------------------
+// The loops above put the packed rows in wgmma's M = 64, so at T = 1 with 4 query heads per KV
+// head 60 of 64 rows are padding the tensor core multiplies anyway: 64 multiply-adds per cache
+// byte, which keeps the GPU at its power cap (perf/RESULTS.md). Here the operands swap: keys and
+// head-dim columns fill M, the 16 query rows are N.
+//   S^T = K Q^T     per 64-key M block: wgmma m64n16k16, A = K tile (K-major), B = Q rows 0-15
+//   softmax over the keys of each column (query row): within a thread (2 per M block), across the 8
+//                   lanes of a column (shuffles), across the 4 warps (shared memory, kBarNarrowMax)
+//   P^T -> shared  bf16/fp16, K-major rows of 64 keys (kBarNarrowP once every warp wrote its part)
+//   O^T += V^T P^T  per 64 head-dim columns: wgmma m64n16k16, A = V tile read transposed (MN-major)
+// Accumulator fragments (see softmax.cuh): element i of a thread holds M row 16 w + g + 8 h and
+// column n = 8 c + 2 q + e, h = (i >> 1) & 1, c = i >> 2, e = i & 1; column slot j = 2 c + e.
+// Shared memory: rows 0-15 of Q's first box hold the 16 query rows' first 64 head-dim columns; rows
+// 16-47 hold P^T (one 16-row, 1024 B aligned block per 64-key M block) and rows 48-49 the per-warp
+// column reductions (64 floats), so no buffer is added. Both are single-buffered. The reductions
+// are read before kBarNarrowP and written again after it. P^T is read by the P V wgmma, which each
+// warp waits for before the next tile; a warp writes P^T again only after the next tile's
+// kBarNarrowMax, which no warp passes before all have finished that wait. (A pipelined version
+// that leaves P V in flight across that barrier would need two P^T buffers.)
+template <class Tr>
+struct NarrowSmem {
+  static constexpr int kMBlocks = Tr::kBlockN / 64;
+  static constexpr int kPRow0 = 16;   // first Q-box row used for P^T
+  static constexpr int kRedRow = 48;  // Q-box rows 48-49: the cross-warp reductions (64 floats)
+  static_assert(kPRow0 + 16 * kMBlocks <= kRedRow, "narrow: P^T blocks must fit below the reduction row");
+  static_assert(Tr::kBlockM == 64, "narrow: spare rows of the 64-row Q box");
+  __device__ static uint16_t* p_block(SharedStorage<Tr>& ss, int mb) { return &ss.q[0][(kPRow0 + 16 * mb) * Tr::kBoxCols]; }
+  __device__ static float* red(SharedStorage<Tr>& ss) { return reinterpret_cast<float*>(&ss.q[0][kRedRow * Tr::kBoxCols]); }
+};
+
+// Column reduction across the 4 warps: lanes 0-3 (g = 0) of each warp hold the warp's values for
+// columns 8 c + 2 q + e; every thread gets the combined value of its 4 columns.
+template <class Tr, bool kMax>
+__device__ __forceinline__ void narrow_cross_warp(SharedStorage<Tr>& ss, float (&v)[4], int w, int lane) {
+  float* red = NarrowSmem<Tr>::red(ss);
+  const int q = lane % 4;
+  if (lane < 4)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) red[w * 16 + 8 * (j >> 1) + 2 * q + (j & 1)] = v[j];
+  ptx::named_barrier_sync(kBarNarrowMax, Tr::kConsumerThreads);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int col = 8 * (j >> 1) + 2 * q + (j & 1);
+    float r = red[col];
+#pragma unroll
+    for (int ww = 1; ww < 4; ++ww) r = kMax ? fmaxf(r, red[ww * 16 + col]) : r + red[ww * 16 + col];
+    v[j] = r;
+  }
+}
+
+// Reduce over the 8 lanes g = 0..7 that share a column (lane bits 2-4).
+template <bool kMax>
+__device__ __forceinline__ float narrow_lanes_reduce(float v) {
+#pragma unroll
+  for (int m = 4; m <= 16; m <<= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, m);
+    v = kMax ? fmaxf(v, o) : v + o;
+  }
+  return v;
+}
+
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, const DecodeParams& p,
+                                                     const TileRange& tr, int b, int kvh, int split, int ctid) {
+  using Ns = NarrowSmem<Tr>;
+  static_assert(Tr::kConsumerThreads == 128, "narrow: one consumer warpgroup");
+  constexpr int kMB = Ns::kMBlocks;
+  constexpr int kDB = Tr::kHeadDim / 64;  // 64-column blocks of O^T
+  constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
+  const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
+
+  load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+  ptx::fence_proxy_async_shared();
+  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+
+  // Per column slot j (query row n = 8 (j >> 1) + 2 q + (j & 1)): visible-key limit and state.
+  int limit_abs[4];
+  float m_i[4], l_i[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int n = 8 * (j >> 1) + 2 * q + (j & 1);
+    const int t = min(n / p.G, p.T - 1);  // padding columns borrow the last token's limit
+    limit_abs[j] = p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
+    m_i[j] = -INFINITY;
+    l_i[j] = 0.f;
+  }
+  float acc[kDB][8];
+#pragma unroll
+  for (int db = 0; db < kDB; ++db)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[db][i] = 0.f;
+
+  const uint32_t q_addr = ptx::smem_addr(&ss.q[0][0]);
+  for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
+    const int stage = it % Tr::kStages;
+    const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+
+    // S^T = K Q^T
+    float s[kMB][8];
+    ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+      for (int kk = 0; kk < Tr::kHeadDim / 16; ++kk) {
+        const uint32_t in_row = (kk % 4) * 32;
+        const uint64_t da = ptx::make_smem_desc_sw128(
+            ptx::smem_addr(&ss.k[stage][kk / 4][mb * 64 * Tr::kBoxCols]) + in_row, 16, kSbo);
+        const uint64_t db = ptx::make_smem_desc_sw128(q_addr + (kk / 4) * Tr::kQBoxBytes + in_row, 16, kSbo);
+        ptx::wgmma_ss_m64n16k16<kBf16, false>(s[mb], da, db, kk > 0 ? 1 : 0);
+      }
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) {
+      release_stage(&ss.empty_k[stage], lane);
+#pragma unroll
+      for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);  // keep the arrive ahead of the softmax (as in the overlapped loop)
+    }
+
+    // Online softmax down the columns.
+    const int key0 = tile * Tr::kBlockN;
+    float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int j = 2 * (i >> 2) + (i & 1);
+        const int key = key0 + mb * 64 + 16 * w + g + 8 * frag_row_half(i);
+        const float v = key < limit_abs[j] ? s[mb][i] * p.qk_scale : -INFINITY;
+        s[mb][i] = v;
+        mx[j] = fmaxf(mx[j], v);
+      }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) mx[j] = narrow_lanes_reduce<true>(mx[j]);
+    narrow_cross_warp<Tr, true>(ss, mx, w, lane);
+    float alpha[4], ref[4], sum[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float m_new = fmaxf(m_i[j], mx[j]);
+      ref[j] = m_new == -INFINITY ? 0.f : m_new;
+      alpha[j] = exp2_approx(m_i[j] - ref[j]);  // m_i = -inf -> 0
+      m_i[j] = m_new;
+      sum[j] = 0.f;
+    }
+    // P^T into shared memory: row n (query row), 64 keys per M block, 128B-swizzled.
+#pragma unroll
+    for (int mb = 0; mb < kMB; ++mb) {
+      uint16_t* pb = Ns::p_block(ss, mb);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int j = 2 * (i >> 2) + (i & 1);
+        const float pv = exp2_approx(s[mb][i] - ref[j]);
+        sum[j] += pv;
+        const int n = 8 * (i >> 2) + 2 * q + (i & 1);
+        const int k = 16 * w + g + 8 * frag_row_half(i);
+        const uint32_t bits = pack2<kBf16>(pv, 0.f);
+        pb[n * Tr::kBoxCols + (((k / 8) ^ (n % 8)) * 8) + k % 8] = static_cast<uint16_t>(bits & 0xffffu);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) l_i[j] = l_i[j] * alpha[j] + sum[j];
+    ptx::fence_proxy_async_shared();  // generic P^T stores -> the PV wgmma's async-proxy reads
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[db][i] *= alpha[2 * (i >> 2) + (i & 1)];
+    ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
+
+    // O^T += V^T P^T
+    wait_v_tile<Tr>(ss, tr, it, ctid);
+#pragma unroll
+    for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+#pragma unroll
+      for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) {
+        const uint64_t da = ptx::make_smem_desc_sw128(ptx::smem_addr(&ss.v[stage][db][0]) + kk * 16 * Tr::kRowBytes,
+                                                      Tr::kKvBoxBytes, kSbo);
+        const uint64_t dp = ptx::make_smem_desc_sw128(ptx::smem_addr(Ns::p_block(ss, kk / 4)) + (kk % 4) * 32, 16, kSbo);
+        ptx::wgmma_ss_m64n16k16<kBf16, true>(acc[db], da, dp, 1);
+      }
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+#pragma unroll
+    for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
+    release_stage(&ss.empty_v[stage], lane);
+    if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[stage], lane);
+  }
+
+  // Row sums over all keys: this thread's, its column's 8 lanes, the 4 warps. The reduction row
+  // is free: every warp passed the last kBarNarrowP (or none ran) after its last read of it.
+  float l_tot[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) l_tot[j] = narrow_lanes_reduce<false>(l_i[j]);
+  narrow_cross_warp<Tr, false>(ss, l_tot, w, lane);
+  float inv_l[4], lse[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const bool empty = !(l_tot[j] > 0.f);
+    inv_l[j] = empty ? 0.f : 1.f / l_tot[j];
+    lse[j] = empty ? -INFINITY : (m_i[j] + __log2f(l_tot[j])) * kLn2;
+  }
+
+  // Epilogue: O^T element (d, n) -> out[b, t, hq, d] (or the split partials); the LSE once per column.
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int n = 8 * (j >> 1) + 2 * q + (j & 1);
+    if (n >= p.rows) continue;  // padding column
+    const int t = n / p.G;
+    const int hq = kvh * p.G + n % p.G;
+    const int64_t lse_idx = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;
+    if (p.num_splits == 1) {
+      uint16_t* dst = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
+#pragma unroll
+      for (int db = 0; db < kDB; ++db)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = 4 * (j >> 1) + 2 * h + (j & 1);
+          dst[db * 64 + 16 * w + g + 8 * h] = static_cast<uint16_t>(pack2<kBf16>(acc[db][i] * inv_l[j], 0.f) & 0xffffu);
+        }
+      if (w == 0 && g == 0) p.lse[lse_idx] = lse[j];
+    } else {
+      const int64_t orow = ((static_cast<int64_t>(split) * p.B + b) * p.T + t) * p.Hq + hq;
+      float* dst = p.o_partial + orow * Tr::kHeadDim;
+#pragma unroll
+      for (int db = 0; db < kDB; ++db)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = 4 * (j >> 1) + 2 * h + (j & 1);
+          dst[db * 64 + 16 * w + g + 8 * h] = acc[db][i] * inv_l[j];
+        }
+      if (w == 0 && g == 0) p.lse_partial[static_cast<int64_t>(split) * p.B * p.Hq * p.T + lse_idx] = lse[j];
+    }
+  }
+}
+
+// ----------------------------------------------------------------------------
 // The kernel
 // ----------------------------------------------------------------------------
 template <int D, bool kBf16, int kVariant>
@@ -740,6 +996,12 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   }
   // Consumer
   if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
+  if constexpr (Tr::kNarrow) {
+    if (p.rows <= Tr::kNarrowRows) {  // uniform over the grid (row_block is 0)
+      consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+      return;
+    }
+  }
   if constexpr (Tr::kOverlap)
     consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   else
