@@ -48,6 +48,7 @@ def test_explain_shows_the_launch_configuration():
     if "cuda" in fmha.available_backends() and fmha.explain(q, k, v, backend="cuda").launch:
         text = str(fmha.explain(q, k, v, backend="cuda"))
         assert "launch: variant deep" in text and "token tiles" in text and "combine kernel" in text
+        assert "narrow loop" in text  # 4 packed rows at D=64
 
 
 def test_env_override(monkeypatch):

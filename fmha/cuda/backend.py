@@ -93,6 +93,8 @@ class CudaSm90Backend(Backend):
         self._tile_n = {(d, v): lib.fmha_sm90_tile_n(d, v) for d in SUPPORTED_HEAD_DIMS for v in (WIDE, DEEP)}
         self._ctas_per_sm = {(d, v): lib.fmha_sm90_ctas_per_sm(d, v) for d in SUPPORTED_HEAD_DIMS
                              for v in (WIDE, DEEP)}
+        self._narrow_rows = {(d, v): lib.fmha_sm90_narrow_rows(d, v) for d in SUPPORTED_HEAD_DIMS
+                             for v in (WIDE, DEEP)}
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
         self._last_error = lib.fmha_last_error
@@ -120,7 +122,10 @@ class CudaSm90Backend(Backend):
         variant, num_splits = self.launch_plan(p, index)
         kind = ("wide (several CTAs per SM)" if self._ctas_per_sm[(p.head_dim, variant)] > 1 else
                 "one CTA per SM") if variant == WIDE else "deep (one CTA per SM, deeper K/V ring)"
-        return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles; {_grid_ctas(p)} CTAs x "
+        rows = p.seqlen_q * p.group_size
+        loop = ("narrow loop (keys in the MMA's M, query rows in N)" if rows <= self._narrow_rows[(p.head_dim, variant)]
+                else "64-row loop (packed query rows in the MMA's M)")
+        return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
                 f"{num_splits} KV split(s){' + combine kernel' if num_splits > 1 else ''}")
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:

@@ -164,6 +164,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.fmha_sm90_tile_n.restype = i32
     lib.fmha_sm90_ctas_per_sm.argtypes = [i32, i32]
     lib.fmha_sm90_ctas_per_sm.restype = i32
+    lib.fmha_sm90_narrow_rows.argtypes = [i32, i32]
+    lib.fmha_sm90_narrow_rows.restype = i32
     lib.fmha_last_error.argtypes = []
     lib.fmha_last_error.restype = ctypes.c_char_p
     return lib

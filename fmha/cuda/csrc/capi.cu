@@ -120,24 +120,26 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
 struct InstanceShape {
   int tile_n;
   int ctas_per_sm;
+  int narrow_rows;  // packed rows served by the narrow loop (0: none)
 };
 
 template <int D>
 InstanceShape instance_shape(int variant) {
   using Deep = fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>;
   using Wide = fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>;
-  return variant == fmha::sm90::kDeep ? InstanceShape{Deep::kBlockN, Deep::kCtasPerSm}
-                                      : InstanceShape{Wide::kBlockN, Wide::kCtasPerSm};
+  return variant == fmha::sm90::kDeep
+             ? InstanceShape{Deep::kBlockN, Deep::kCtasPerSm, Deep::kNarrow ? Deep::kNarrowRows : 0}
+             : InstanceShape{Wide::kBlockN, Wide::kCtasPerSm, Wide::kNarrow ? Wide::kNarrowRows : 0};
 }
 
 InstanceShape instance_shape_of(int D, int variant) {
-  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep) return {0, 0};
+  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep) return {0, 0, 0};
   switch (D) {
     case 64: return instance_shape<64>(variant);
     case 128: return instance_shape<128>(variant);
     case 256: return instance_shape<256>(variant);
     case 512: return instance_shape<512>(variant);
-    default: return {0, 0};
+    default: return {0, 0, 0};
   }
 }
 
@@ -227,6 +229,8 @@ const char* fmha_last_error(void) { return g_last_error; }
 int fmha_sm90_tile_n(int D, int variant) { return instance_shape_of(D, variant).tile_n; }
 
 int fmha_sm90_ctas_per_sm(int D, int variant) { return instance_shape_of(D, variant).ctas_per_sm; }
+
+int fmha_sm90_narrow_rows(int D, int variant) { return instance_shape_of(D, variant).narrow_rows; }
 
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return workspace_bytes(B, T, Hq, D, num_splits);

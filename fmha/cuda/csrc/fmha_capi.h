@@ -22,6 +22,9 @@ const char* fmha_last_error(void);
 //           1 = deep (one CTA per SM, deeper ring: small grids and split-KV). D = 512 has one configuration.
 int fmha_sm90_tile_n(int D, int variant);
 int fmha_sm90_ctas_per_sm(int D, int variant);
+// Problems of at most this many packed query rows (T x Hq/Hkv) run that instantiation's narrow loop
+// (keys in the MMA's M dimension); 0: it has none.
+int fmha_sm90_narrow_rows(int D, int variant);
 
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);

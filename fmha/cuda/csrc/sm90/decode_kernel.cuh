@@ -34,6 +34,10 @@
 //   (exchange_scores; both then hold the same S and identical softmax
 //   statistics), and each owns half of the output columns
 //   (FMHA_SM90_D512_SPLIT_QK=0: both compute the full S, no exchange).
+//   Problems of at most 16 packed rows (T = 1 with up to 16 query heads per KV
+//   head, or T x G <= 16) take consumer_loop_narrow instead, where keys and
+//   head-dim columns fill the MMA's M and the 16 rows its N (see its comment);
+//   the D = 128 wide instantiation keeps the 64-row loop (measured faster).
 //   Split-KV partials are merged by combine_splits_kernel (launched as a
 //   programmatic dependent).
 //
