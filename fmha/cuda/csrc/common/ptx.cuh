@@ -494,25 +494,16 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint3
 template <bool kBf16, bool kTransA>
 __device__ __forceinline__ void wgmma_ss_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int scale_d) {
 #if FMHA_SM90_ENABLED
-  if constexpr (kBf16 && kTransA)
-    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "bf16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 1, 0", "%10")
+  // imm-trans-a is an immediate operand ("n"), so one asm string per input type serves both layouts.
+  if constexpr (kBf16)
+    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "bf16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, %11, 0", "%10")
                  : FMHA_ACC_OPERANDS_8(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
-                 : "memory");
-  else if constexpr (kBf16)
-    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "bf16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 0, 0", "%10")
-                 : FMHA_ACC_OPERANDS_8(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
-                 : "memory");
-  else if constexpr (kTransA)
-    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "f16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 1, 0", "%10")
-                 : FMHA_ACC_OPERANDS_8(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA ? 1 : 0)
                  : "memory");
   else
-    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "f16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, 0, 0", "%10")
+    asm volatile(FMHA_WGMMA_ASM("m64n16k16", "f16", FMHA_ACC_REGS_8, "%8, %9, p, 1, 1, %11, 0", "%10")
                  : FMHA_ACC_OPERANDS_8(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA ? 1 : 0)
                  : "memory");
 #else
   (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
