@@ -54,6 +54,12 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// One float -> the 16-bit pattern of its bf16 / fp16 rounding (round to nearest even).
+template <bool kBf16>
+__device__ __forceinline__ uint16_t half_bits(float x) {
+  return static_cast<uint16_t>(pack2<kBf16>(x, 0.f) & 0xffffu);
+}
+
 // Per-row running state of the online softmax for the two rows a thread owns.
 // m_i: running max of the scaled scores (log2 domain), -inf while no key was
 // visible; l_i: this thread's partial running sum of 2^(s - m_i) (summed over

@@ -128,9 +128,6 @@
 // 957.5 -> 969.4 us, B32 S4096 126.4 -> 125.8 with the narrow loop; off
 #define FMHA_SM90_NARROW_D128_WIDE 0
 #endif
-#ifndef FMHA_SM90_PROBE_HALF_QK  // timing probe only, WRONG RESULTS: Q K^T over half of the head dim (perf/variants.py)
-#define FMHA_SM90_PROBE_HALF_QK 0
-#endif
 #ifndef FMHA_SM90_D512_SPLIT_QK  // 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores).
 // H200, with the overlapped loop and the unit-alpha skip: MQA Hq=128 225.7 -> 218.7 us and 227.7 -> 221.3 (two
 // runs), Hq=16 within 0.5% (it is bandwidth-bound). Before those two changes it measured 2% slower.
@@ -439,6 +436,31 @@ __device__ __forceinline__ void pv_gemm(float (&acc)[Tr::kOutCols / 2], const ui
   }
 }
 
+// Where packed query row `row` of KV head kvh lives: token t, query head hq, and its output row,
+// split partial row and LSE slot (the LSE is [B, Hq, T]; partials are [split][B][T][Hq][D]).
+struct OutRow {
+  int t, hq;
+  int64_t lse_idx;
+  __device__ __forceinline__ OutRow(const DecodeParams& p, int b, int kvh, int row)
+      : t(row / p.G), hq(kvh * p.G + row % p.G), lse_idx((static_cast<int64_t>(b) * p.Hq + hq) * p.T + t) {}
+  __device__ __forceinline__ uint16_t* out(const DecodeParams& p, int b) const {
+    return static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
+  }
+  __device__ __forceinline__ float* partial(const DecodeParams& p, int b, int split, int head_dim) const {
+    return p.o_partial + (((static_cast<int64_t>(split) * p.B + b) * p.T + t) * p.Hq + hq) * head_dim;
+  }
+  __device__ __forceinline__ float* partial_lse(const DecodeParams& p, int split) const {
+    return p.lse_partial + static_cast<int64_t>(split) * p.B * p.Hq * p.T + lse_idx;
+  }
+};
+
+// Visible-key limit (absolute token index, exclusive) of packed row `row`: causal rows stop at
+// L - T + t + 1; padding rows (row >= p.rows) borrow the last token's limit.
+__device__ __forceinline__ int row_key_limit(const DecodeParams& p, const TileRange& tr, int row) {
+  const int t = min(row / p.G, p.T - 1);
+  return p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
+}
+
 // Write this warpgroup's output columns (or the split partials) and the LSE.
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void store_output(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
@@ -450,26 +472,23 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, const float 
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 16 * w + g + 8 * h;
     if (row >= p.rows) continue;  // padding row
-    const int t = row / p.G;
-    const int hq = kvh * p.G + row % p.G;
-    const int64_t lse_idx = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;
+    const OutRow r(p, b, kvh, row);
     if (p.num_splits == 1) {
-      uint16_t* dst = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col0;
+      uint16_t* dst = r.out(p, b) + col0;
 #pragma unroll
       for (int c = 0; c < Tr::kOutCols / 8; ++c) {
         const int i = 4 * c + 2 * h;
         *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
       }
-      if (ql == 0 && wg == 0) p.lse[lse_idx] = lse[h];
+      if (ql == 0 && wg == 0) p.lse[r.lse_idx] = lse[h];
     } else {
-      const int64_t orow = ((static_cast<int64_t>(split) * p.B + b) * p.T + t) * p.Hq + hq;
-      float* dst = p.o_partial + orow * Tr::kHeadDim + col0;
+      float* dst = r.partial(p, b, split, Tr::kHeadDim) + col0;
 #pragma unroll
       for (int c = 0; c < Tr::kOutCols / 8; ++c) {
         const int i = 4 * c + 2 * h;
         *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
       }
-      if (ql == 0 && wg == 0) p.lse_partial[static_cast<int64_t>(split) * p.B * p.Hq * p.T + lse_idx] = lse[h];
+      if (ql == 0 && wg == 0) *r.partial_lse(p, split) = lse[h];
     }
   }
 }
@@ -479,11 +498,7 @@ template <class Tr>
 __device__ __forceinline__ void row_key_limits(const DecodeParams& p, const TileRange& tr, int row0, int w, int g,
                                                int (&limit_abs)[2]) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row0 + 16 * w + g + 8 * h;
-    const int t = min(row / p.G, p.T - 1);  // padding rows borrow the last token's limit
-    limit_abs[h] = p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
-  }
+  for (int h = 0; h < 2; ++h) limit_abs[h] = row_key_limit(p, tr, row0 + 16 * w + g + 8 * h);
 }
 
 // One warp's arrival on a stage's "empty" barrier, once its wgmmas reading the stage completed.
@@ -546,7 +561,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
     else
-      qk_gemm<Tr, kBf16, (FMHA_SM90_PROBE_HALF_QK ? Tr::kHeadDim / 2 : Tr::kHeadDim)>(s, ss, stage);
+      qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
     fence_regs(s);
@@ -626,7 +641,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
     else
-      qk_gemm<Tr, kBf16, (FMHA_SM90_PROBE_HALF_QK ? Tr::kHeadDim / 2 : Tr::kHeadDim)>(s, ss, stage);
+      qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
   };
   auto issue_pv = [&](int it) {  // O += P V of ring position `it`, committed as one group
@@ -788,9 +803,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   float m_i[4], l_i[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const int n = 8 * (j >> 1) + 2 * q + (j & 1);
-    const int t = min(n / p.G, p.T - 1);  // padding columns borrow the last token's limit
-    limit_abs[j] = p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
+    limit_abs[j] = row_key_limit(p, tr, 8 * (j >> 1) + 2 * q + (j & 1));
     m_i[j] = -INFINITY;
     l_i[j] = 0.f;
   }
@@ -865,8 +878,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
         sum[j] += pv;
         const int n = 8 * (i >> 2) + 2 * q + (i & 1);
         const int k = 16 * w + g + 8 * frag_row_half(i);
-        const uint32_t bits = pack2<kBf16>(pv, 0.f);
-        pb[n * Tr::kBoxCols + (((k / 8) ^ (n % 8)) * 8) + k % 8] = static_cast<uint16_t>(bits & 0xffffu);
+        pb[n * Tr::kBoxCols + (((k / 8) ^ (n % 8)) * 8) + k % 8] = half_bits<kBf16>(pv);
       }
     }
 #pragma unroll
@@ -919,30 +931,22 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   for (int j = 0; j < 4; ++j) {
     const int n = 8 * (j >> 1) + 2 * q + (j & 1);
     if (n >= p.rows) continue;  // padding column
-    const int t = n / p.G;
-    const int hq = kvh * p.G + n % p.G;
-    const int64_t lse_idx = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;
+    const OutRow r(p, b, kvh, n);
     if (p.num_splits == 1) {
-      uint16_t* dst = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
+      uint16_t* dst = r.out(p, b);
 #pragma unroll
       for (int db = 0; db < kDB; ++db)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = 4 * (j >> 1) + 2 * h + (j & 1);
-          dst[db * 64 + 16 * w + g + 8 * h] = static_cast<uint16_t>(pack2<kBf16>(acc[db][i] * inv_l[j], 0.f) & 0xffffu);
-        }
-      if (w == 0 && g == 0) p.lse[lse_idx] = lse[j];
+        for (int h = 0; h < 2; ++h)
+          dst[db * 64 + 16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
+      if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
     } else {
-      const int64_t orow = ((static_cast<int64_t>(split) * p.B + b) * p.T + t) * p.Hq + hq;
-      float* dst = p.o_partial + orow * Tr::kHeadDim;
+      float* dst = r.partial(p, b, split, Tr::kHeadDim);
 #pragma unroll
       for (int db = 0; db < kDB; ++db)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int i = 4 * (j >> 1) + 2 * h + (j & 1);
-          dst[db * 64 + 16 * w + g + 8 * h] = acc[db][i] * inv_l[j];
-        }
-      if (w == 0 && g == 0) p.lse_partial[static_cast<int64_t>(split) * p.B * p.Hq * p.T + lse_idx] = lse[j];
+        for (int h = 0; h < 2; ++h) dst[db * 64 + 16 * w + g + 8 * h] = acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j];
+      if (w == 0 && g == 0) *r.partial_lse(p, split) = lse[j];
     }
   }
 }
