@@ -95,10 +95,12 @@ def test_forced_split_kv(D):
 
 @pytest.mark.parametrize("D", (64, 128, 256, 512))
 @pytest.mark.parametrize("variant", ("wide", "deep"))
-@pytest.mark.parametrize("num_splits", (1, 3))
+@pytest.mark.parametrize("num_splits", (1, 3, 20))
 def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
     """Both instantiations (wide: several CTAs per SM; deep: one CTA per SM, deeper ring), split
-    and unsplit, whatever the shape-based plan would pick: GQA 28/4, causal T=3, varlen."""
+    and unsplit, whatever the shape-based plan would pick: GQA 28/4, causal T=3, varlen. Three
+    splits merge inside clusters; twenty (above the 16-CTA cluster limit, most of them empty at
+    S=1000) go through the workspace and the combine kernel."""
     from fmha.backends import registry
     from fmha.cuda import backend as cb
 
@@ -140,8 +142,9 @@ def test_garbage_past_seqlen_is_ignored(D):
 
 @pytest.mark.parametrize("D", (128, 512))
 def test_split_kv_is_deterministic(D):
-    """Split-KV (partials merged by the combine kernel, launched behind the decode grid) gives
-    bit-identical results on every run: a race in the programmatic dependent launch would move them."""
+    """Split-KV (partials merged inside clusters, or by the combine kernel launched behind the decode
+    grid) gives bit-identical results on every run: a race in the merge or in the programmatic
+    dependent launch would move them."""
     Hq, Hkv = (16, 1) if D == 512 else (32, 8)
     q, k, v, sl = make_inputs(2, 2, Hq, Hkv, 20000, D, device=DEV, seqlens=[20000, 777], seed=5)
     runs = [fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=poisoned_out(q))

@@ -95,6 +95,7 @@ class CudaSm90Backend(Backend):
                              for v in (WIDE, DEEP)}
         self._narrow_rows = {(d, v): lib.fmha_sm90_narrow_rows(d, v) for d in SUPPORTED_HEAD_DIMS
                              for v in (WIDE, DEEP)}
+        self._cluster_merge = lib.fmha_sm90_cluster_merge
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
         self._last_error = lib.fmha_last_error
@@ -125,8 +126,14 @@ class CudaSm90Backend(Backend):
         rows = p.seqlen_q * p.group_size
         loop = ("narrow loop (keys in the MMA's M, query rows in N)" if rows <= self._narrow_rows[(p.head_dim, variant)]
                 else "64-row loop (packed query rows in the MMA's M)")
+        merge = ""
+        if num_splits > 1:
+            with torch.cuda.device(index):
+                in_cluster = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p)) == 1
+            merge = (f", merged inside clusters of {num_splits} CTAs (distributed shared memory)" if in_cluster
+                     else " + combine kernel")
         return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
-                f"{num_splits} KV split(s){' + combine kernel' if num_splits > 1 else ''}")
+                f"{num_splits} KV split(s){merge}")
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         fn = self._fn or self._bind()

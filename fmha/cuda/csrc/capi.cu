@@ -49,6 +49,14 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
     : FMHA_SM90_L2_PROMOTION == 128 ? CU_TENSOR_MAP_L2_PROMOTION_L2_128B
                                     : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
 
+#ifndef FMHA_SM90_CLUSTER_MERGE  // 1: split-KV launches merge their partials inside thread-block clusters when they can
+// (decode_kernel.cuh, merge_cluster_splits); 0: always through the workspace and combine_splits_kernel
+#define FMHA_SM90_CLUSTER_MERGE 1
+#endif
+#ifndef FMHA_SM90_PROBE_NO_COMBINE  // timing probe only (wrong results by design): split-KV partials are not merged
+#define FMHA_SM90_PROBE_NO_COMBINE 0
+#endif
+
 // cuTensorMapEncodeTiled from the driver, found at run time (no -lcuda).
 PFN_cuTensorMapEncodeTiled_v12000 get_encode_fn() {
   static std::once_flag once;
@@ -67,8 +75,8 @@ PFN_cuTensorMapEncodeTiled_v12000 get_encode_fn() {
 }
 
 // A 4-D tiled map over one whole cache [B, S, Hkv, D], innermost first:
-//   head_major = 0: dims (D, S, Hkv, B), box (64, block_n, 1, 1)
-//   head_major = 1: dims (D, Hkv, S, B), box (64, 1, block_n, 1)
+//   head_major = 0: dims (D, S, Hkv, B), box (64, box_rows, 1, 1)
+//   head_major = 1: dims (D, Hkv, S, B), box (64, 1, box_rows, 1)
 // 128B swizzle, OOB -> zeros. The order is chosen so that byte strides
 // increase with the dimension (the usual [B, S, Hkv, D] cache is head_major = 1,
 // a [B, Hkv, S, D] cache viewed as [B, S, Hkv, D] is head_major = 0).
@@ -83,7 +91,7 @@ void sanitize_kv_strides(int S, int Hkv, int D, int B, int64_t& s_b, int64_t& s_
 }
 
 int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, int Hkv, int D, int64_t s_b,
-                  int64_t s_s, int64_t s_h, int block_n, int head_major, const char* name) {
+                  int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name) {
   auto encode = get_encode_fn();
   if (encode == nullptr) return fail("cuTensorMapEncodeTiled is not available from the CUDA driver");
   const int64_t eb = 2;  // bytes per element (fp16 / bf16)
@@ -100,8 +108,8 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
       return fail("%s: the %s stride is %lld bytes; TMA needs a positive multiple of 16 below 2^40", name,
                   stride_names[i], static_cast<long long>(st));
   }
-  cuuint32_t box[4] = {64u, head_major ? 1u : static_cast<cuuint32_t>(block_n),
-                       head_major ? static_cast<cuuint32_t>(block_n) : 1u, 1u};
+  cuuint32_t box[4] = {64u, head_major ? 1u : static_cast<cuuint32_t>(box_rows),
+                       head_major ? static_cast<cuuint32_t>(box_rows) : 1u, 1u};
   cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
   const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   CUresult r = encode(map, dt, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
@@ -143,33 +151,100 @@ InstanceShape instance_shape_of(int D, int variant) {
   }
 }
 
+constexpr int kMaxDevices = 64;
+
+// Sets the decode kernel's function attributes once per device: the dynamic shared memory it needs,
+// and cluster sizes above the portable 8 (the cluster merge uses up to kMaxClusterSplits CTAs).
+template <int D, bool kBf16, int kVariant>
+int configure_kernel() {
+  using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
+  auto kernel = fmha::sm90::decode_kernel<D, kBf16, kVariant>;
+  constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
+  // The attributes are per function and per device (one static per instantiation). Remember which
+  // devices are done so the hot path skips the driver calls; setting them twice (a race between
+  // threads) is harmless.
+  static std::atomic<uint64_t> configured_devices{0};
+  int device = 0;
+  if (check_cuda(cudaGetDevice(&device), "cudaGetDevice")) return 1;
+  const uint64_t device_bit = device < kMaxDevices ? (uint64_t{1} << device) : 0;
+  if (device_bit == 0 || !(configured_devices.load(std::memory_order_relaxed) & device_bit)) {
+    if (check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+                   "cudaFuncSetAttribute(decode, max dynamic smem)"))
+      return 1;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
+      (void)cudaGetLastError();  // then only portable cluster sizes (<= 8) can merge in clusters
+    configured_devices.fetch_or(device_bit, std::memory_order_relaxed);
+  }
+  return 0;
+}
+
+// How many clusters of `cluster` CTAs of the decode kernel the current device holds at once (0 when
+// it cannot launch them). A driver query: cached per instantiation, device and cluster size.
+template <int D, int kVariant>
+int max_active_clusters(int cluster) {
+  using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
+  auto kernel = fmha::sm90::decode_kernel<D, true, kVariant>;  // fp16's twin has the same resources
+  constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
+  static std::atomic<int> cached[kMaxDevices][fmha::sm90::kMaxClusterSplits + 1];  // answer + 1; 0: not asked
+  int device = 0;
+  if (cluster < 1 || cluster > fmha::sm90::kMaxClusterSplits || cudaGetDevice(&device) != cudaSuccess ||
+      device >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  const int known = cached[device][cluster].load(std::memory_order_relaxed);
+  if (known > 0) return known - 1;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  if (configure_kernel<D, true, kVariant>()) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(cluster));
+  cfg.blockDim = dim3(static_cast<unsigned>(Tr::kThreads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg) != cudaSuccess) {
+    (void)cudaGetLastError();
+    n = 0;
+  }
+  cached[device][cluster].store(n + 1, std::memory_order_relaxed);
+  return n;
+}
+
+// Whether a split-KV grid of `clusters` groups of num_splits CTAs merges in clusters: only when the
+// GPU holds every cluster at once (a second wave would cost more than the combine kernel saves).
+template <int D, int kVariant>
+bool use_cluster_merge(int num_splits, long long clusters) {
+  if (!FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 ||
+      num_splits > fmha::sm90::kMaxClusterSplits)
+    return false;
+  return max_active_clusters<D, kVariant>(num_splits) >= clusters;
+}
+
 template <int D, bool kBf16, int kVariant>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
            int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   CUtensorMap tmap_k, tmap_v;
   const int dtype = kBf16 ? 1 : 0;
-  if (encode_kv_map(&tmap_k, k, dtype, p.B, p.S, p.Hkv, D, k_b, k_s, k_h, Tr::kBlockN, p.k_head_major, "k_cache"))
+  if (encode_kv_map(&tmap_k, k, dtype, p.B, p.S, p.Hkv, D, k_b, k_s, k_h, Tr::kTmaRows, p.k_head_major, "k_cache"))
     return 1;
-  if (encode_kv_map(&tmap_v, v, dtype, p.B, p.S, p.Hkv, D, v_b, v_s, v_h, Tr::kBlockN, p.v_head_major, "v_cache"))
+  if (encode_kv_map(&tmap_v, v, dtype, p.B, p.S, p.Hkv, D, v_b, v_s, v_h, Tr::kTmaRows, p.v_head_major, "v_cache"))
     return 1;
 
   auto kernel = fmha::sm90::decode_kernel<D, kBf16, kVariant>;
   constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
   static_assert(fmha::sm90::fits_ctas_per_sm<Tr>(), "shared memory of kCtasPerSm CTAs exceeds one SM");
-  // The attribute is per function and per device. Remember which devices are done so the hot
-  // path skips the driver call; setting it twice (a race between threads) is harmless.
-  static std::atomic<uint64_t> configured_devices{0};
-  int device = 0;
-  if (check_cuda(cudaGetDevice(&device), "cudaGetDevice")) return 1;
-  const uint64_t device_bit = device < 64 ? (uint64_t{1} << device) : 0;
-  if (device_bit == 0 || !(configured_devices.load(std::memory_order_relaxed) & device_bit)) {
-    if (check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-                   "cudaFuncSetAttribute(decode, max dynamic smem)"))
-      return 1;
-    configured_devices.fetch_or(device_bit, std::memory_order_relaxed);
-  }
+  static_assert(fmha::sm90::merge_o_fits<Tr>(), "cluster merge: the o partial must fit in the K and V rings");
+  if (configure_kernel<D, kBf16, kVariant>()) return 1;
 
   const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
   const long long grid_x = static_cast<long long>(row_blocks) * p.num_splits;
@@ -177,22 +252,34 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     return fail("grid too large: row_blocks*num_splits=%lld Hkv=%d B=%d (limits 2^31-1, 65535, 65535)", grid_x,
                 p.Hkv, p.B);
   dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
+  fmha::DecodeParams lp = p;
+  lp.cluster_merge = use_cluster_merge<D, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B);
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n_attr = 0;
+  if (FMHA_SM90_PDL) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  const int n_attr_combine = n_attr;
+  if (lp.cluster_merge) {  // the splits of one (row block, KV head, sequence): blockIdx.x = row_block * num_splits + split
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.num_splits);
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr++].val.clusterDim.z = 1;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(Tr::kThreads);
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = FMHA_SM90_PDL ? 1 : 0;
-  if (check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, p), "decode kernel launch")) return 1;
+  cfg.numAttrs = n_attr;
+  if (check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp), "decode kernel launch")) return 1;
 
-  if (p.num_splits > 1) {
+  if (p.num_splits > 1 && !lp.cluster_merge && !FMHA_SM90_PROBE_NO_COMBINE) {
     using Ct = fmha::CombineTraits<D>;
     const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
     const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
@@ -203,8 +290,8 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     ccfg.dynamicSmemBytes = 0;
     ccfg.stream = stream;
     ccfg.attrs = attr;
-    ccfg.numAttrs = FMHA_SM90_PDL ? 1 : 0;  // FMHA_SM90_PDL: sm90/decode_kernel.cuh
-    if (check_cuda(cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16>, p), "combine kernel launch"))
+    ccfg.numAttrs = n_attr_combine;  // PDL only (FMHA_SM90_PDL: sm90/decode_kernel.cuh)
+    if (check_cuda(cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16>, lp), "combine kernel launch"))
       return 1;
   }
   return 0;
@@ -231,6 +318,32 @@ int fmha_sm90_tile_n(int D, int variant) { return instance_shape_of(D, variant).
 int fmha_sm90_ctas_per_sm(int D, int variant) { return instance_shape_of(D, variant).ctas_per_sm; }
 
 int fmha_sm90_narrow_rows(int D, int variant) { return instance_shape_of(D, variant).narrow_rows; }
+
+int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
+  using fmha::sm90::kDeep;
+  using fmha::sm90::kWide;
+  const bool deep = variant == kDeep;
+  switch (D) {
+    case 64: return deep ? max_active_clusters<64, kDeep>(cluster_size) : max_active_clusters<64, kWide>(cluster_size);
+    case 128: return deep ? max_active_clusters<128, kDeep>(cluster_size) : max_active_clusters<128, kWide>(cluster_size);
+    case 256: return deep ? max_active_clusters<256, kDeep>(cluster_size) : max_active_clusters<256, kWide>(cluster_size);
+    case 512: return max_active_clusters<512, kWide>(cluster_size);
+    default: return 0;
+  }
+}
+
+int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters) {
+  using fmha::sm90::kDeep;
+  using fmha::sm90::kWide;
+  const bool deep = variant == kDeep;
+  switch (D) {
+    case 64: return deep ? use_cluster_merge<64, kDeep>(num_splits, clusters) : use_cluster_merge<64, kWide>(num_splits, clusters);
+    case 128: return deep ? use_cluster_merge<128, kDeep>(num_splits, clusters) : use_cluster_merge<128, kWide>(num_splits, clusters);
+    case 256: return deep ? use_cluster_merge<256, kDeep>(num_splits, clusters) : use_cluster_merge<256, kWide>(num_splits, clusters);
+    case 512: return use_cluster_merge<512, kWide>(num_splits, clusters);
+    default: return 0;
+  }
+}
 
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return workspace_bytes(B, T, Hq, D, num_splits);

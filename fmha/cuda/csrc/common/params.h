@@ -27,6 +27,10 @@ struct DecodeParams {
   // The host picks the order whose byte strides increase (see capi.cu).
   int k_head_major;
   int v_head_major;
+  // Split-KV only. 1: the num_splits CTAs of one (row block, KV head, sequence) run as one thread-block
+  // cluster and merge their partials through distributed shared memory (no workspace, no combine
+  // kernel); 0: partials go to the workspace and combine_splits_kernel merges them.
+  int cluster_merge;
 };
 
 // Split-KV workspace, all fp32, written by the attention kernel and read by

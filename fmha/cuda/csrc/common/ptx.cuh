@@ -131,6 +131,72 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_thr
 }
 
 // ---------------------------------------------------------------------------
+// Thread-block clusters (sm_90+): the CTA's rank, the cluster barrier, and loads from another
+// CTA's shared memory (distributed shared memory).
+// ---------------------------------------------------------------------------
+
+// %cluster_ctarank (PTX "Special Registers: %cluster_ctarank"): this CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r = 0;
+#if FMHA_SM90_BASE
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+#else
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+  return r;
+}
+
+// barrier.cluster.arrive.release + barrier.cluster.wait.acquire (9.7.13.3 "barrier.cluster"):
+// every thread of every CTA in the cluster arrives; shared-memory writes before the arrive are
+// visible to the cluster's readers after the wait.
+__device__ __forceinline__ void cluster_sync() {
+#if FMHA_SM90_BASE
+  asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
+#else
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// mapa.shared::cluster (PTX "Data Movement and Conversion Instructions: mapa"): the address of the
+// same shared-memory offset in the CTA of cluster rank `rank`.
+__device__ __forceinline__ uint32_t map_shared_rank(uint32_t smem_address, uint32_t rank) {
+  uint32_t r = 0;
+#if FMHA_SM90_BASE
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_address), "r"(rank));
+#else
+  (void)smem_address; (void)rank;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+  return r;
+}
+
+// ld.shared::cluster (9.7.9.8 "ld"): loads through a mapa address.
+__device__ __forceinline__ float ld_shared_cluster_f32(uint32_t address) {
+  float v = 0.f;
+#if FMHA_SM90_BASE
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(address) : "memory");
+#else
+  (void)address;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+  return v;
+}
+__device__ __forceinline__ float4 ld_shared_cluster_v4f32(uint32_t address) {
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#if FMHA_SM90_BASE
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(address)
+               : "memory");
+#else
+  (void)address;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+  return v;
+}
+
+// ---------------------------------------------------------------------------
 // Programmatic dependent launch (PTX 9.7.13.13 "griddepcontrol", sm_90+)
 // ---------------------------------------------------------------------------
 

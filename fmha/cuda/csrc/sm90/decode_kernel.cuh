@@ -52,6 +52,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>  // offsetof
 #include <cstdint>
 
 #include "../common/params.h"
@@ -134,6 +135,15 @@
 #define FMHA_SM90_D512_SPLIT_QK 1
 #endif
 
+#ifndef FMHA_SM90_TMA_BOX_ROWS  // tokens per K/V TMA box (0: the whole tile); smaller boxes fetch both halves of a
+// 256 B (D = 128) cache row close together in time
+#define FMHA_SM90_TMA_BOX_ROWS 32
+#endif
+#ifndef FMHA_SM90_PROBE_STREAM_ONLY  // timing probe only (wrong results by design): consumers release each
+// stage as soon as it lands, with no MMA or softmax, to time the K/V stream alone
+#define FMHA_SM90_PROBE_STREAM_ONLY 0
+#endif
+
 namespace fmha {
 namespace sm90 {
 
@@ -199,6 +209,9 @@ struct DecodeTraits {
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kKvTileBytes = kBlockN * D * 2;     // one K (or V) tile, all boxes
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
+  // Tokens per TMA box: a tile's 64-column box is fetched in kBlockN / kTmaRows pieces.
+  static constexpr int kTmaRows = FMHA_SM90_TMA_BOX_ROWS > 0 && FMHA_SM90_TMA_BOX_ROWS < kBlockN ? FMHA_SM90_TMA_BOX_ROWS
+                                                                                                : kBlockN;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread.
   static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : 1;
@@ -206,6 +219,7 @@ struct DecodeTraits {
   static_assert(kStages >= 1, "ring depth: check the FMHA_SM90_*_STAGES / *_TILE_N knobs");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
   static_assert(!kSplitQk || (kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
+  static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
 };
 
 template <class Tr>
@@ -218,7 +232,21 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kStages];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
   alignas(8) uint64_t empty_v[Tr::kStages];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
+  alignas(16) float merge_lse[Tr::kBlockM];  // p.cluster_merge: this split's LSE per packed row
+  // p.cluster_merge: this split's normalised o, [kBlockM][kMergeStride] fp32, in the K/V ring (idle
+  // by then). Rows padded by 4 floats (where the ring has room) so that the fragment stores of
+  // several rows do not fall on one bank.
+  static constexpr int kMergeStride = Tr::kHeadDim + (Tr::kHeadDim <= 256 ? 4 : 0);
+  __device__ float* merge_o() { return reinterpret_cast<float*>(&k[0][0][0]); }
 };
+
+// The cluster merge's o partial spans the K ring and the V ring right after it.
+template <class Tr>
+constexpr bool merge_o_fits() {
+  return offsetof(SharedStorage<Tr>, v) == offsetof(SharedStorage<Tr>, k) + sizeof(SharedStorage<Tr>::k) &&
+         sizeof(SharedStorage<Tr>::k) + sizeof(SharedStorage<Tr>::v) >=
+             sizeof(float) * Tr::kBlockM * SharedStorage<Tr>::kMergeStride;
+}
 
 // Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
 template <class Tr>
@@ -237,6 +265,10 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
+constexpr uint32_t kBarMergeStore = 6;  // consumers (p.cluster_merge): every MMA done, the ring may take o
+
+// Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
+constexpr int kMaxClusterSplits = 16;
 
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
@@ -270,6 +302,28 @@ __device__ __forceinline__ TileRange tile_range(const DecodeParams& p, int b, in
 // ----------------------------------------------------------------------------
 // Producer: one thread streams K and V tiles into the ring.
 // ----------------------------------------------------------------------------
+// One K or V tile (kBlockN tokens from token0, all boxes) into one ring stage, completing on `full`.
+// Pieces of kTmaRows tokens, box after box within a piece, so the halves of a D = 128 cache row
+// are requested close together when kTmaRows < kBlockN.
+template <class Tr>
+__device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
+                                             const CUtensorMap* tmap, uint64_t* full, int token0, int kvh, int b,
+                                             int head_major, uint64_t policy) {
+#pragma unroll
+  for (int r = 0; r < Tr::kBlockN; r += Tr::kTmaRows) {
+    // Coordinates of dims 1 and 2: (token, head) or (head, token), see DecodeParams.
+    const int c1 = head_major ? kvh : token0 + r, c2 = head_major ? token0 + r : kvh;
+#pragma unroll
+    for (int bx = 0; bx < Tr::kBoxes; ++bx) {
+      uint16_t* d = &dst[bx][r * Tr::kBoxCols];
+      if constexpr (FMHA_SM90_KV_EVICT_FIRST)
+        ptx::tma_load_4d_hint(d, tmap, full, bx * Tr::kBoxCols, c1, c2, b, policy);
+      else
+        ptx::tma_load_4d(d, tmap, full, bx * Tr::kBoxCols, c1, c2, b);
+    }
+  }
+}
+
 template <class Tr>
 __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUtensorMap* tmap_k,
                                               const CUtensorMap* tmap_v, const TileRange& tr, int kvh, int b,
@@ -281,25 +335,11 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
-    const int token0 = tile * Tr::kBlockN;
-    // Coordinates of dims 1 and 2: (token, head) or (head, token), see DecodeParams.
-    const int k1 = k_head_major ? kvh : token0, k2 = k_head_major ? token0 : kvh;
-    const int v1 = v_head_major ? kvh : token0, v2 = v_head_major ? token0 : kvh;
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
-#pragma unroll
-    for (int bx = 0; bx < Tr::kBoxes; ++bx)
-      if constexpr (FMHA_SM90_KV_EVICT_FIRST)
-        ptx::tma_load_4d_hint(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, k1, k2, b, policy);
-      else
-        ptx::tma_load_4d(ss.k[stage][bx], tmap_k, &ss.full_k[stage], bx * Tr::kBoxCols, k1, k2, b);
+    load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
     if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes);
-#pragma unroll
-    for (int bx = 0; bx < Tr::kBoxes; ++bx)
-      if constexpr (FMHA_SM90_KV_EVICT_FIRST)
-        ptx::tma_load_4d_hint(ss.v[stage][bx], tmap_v, &ss.full_v[stage], bx * Tr::kBoxCols, v1, v2, b, policy);
-      else
-        ptx::tma_load_4d(ss.v[stage][bx], tmap_v, &ss.full_v[stage], bx * Tr::kBoxCols, v1, v2, b);
+    load_kv_tile<Tr>(ss.v[stage], tmap_v, &ss.full_v[stage], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
   }
 }
 
@@ -461,13 +501,34 @@ __device__ __forceinline__ int row_key_limit(const DecodeParams& p, const TileRa
   return p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
 }
 
+// Where a split's partial row goes: the workspace (combine kernel) or, with p.cluster_merge, this
+// CTA's shared memory (merge_cluster_splits). row_local: the row's index in the 64-row block.
+struct SplitDst {
+  float* o;    // the row's first column
+  float* lse;
+};
+template <class Tr>
+__device__ __forceinline__ SplitDst split_dst(SharedStorage<Tr>& ss, const DecodeParams& p, const OutRow& r, int b,
+                                              int split, int row_local) {
+  if (p.cluster_merge) return {ss.merge_o() + row_local * SharedStorage<Tr>::kMergeStride, &ss.merge_lse[row_local]};
+  return {r.partial(p, b, split, Tr::kHeadDim), r.partial_lse(p, split)};
+}
+
+// Before the first partial goes into the ring (p.cluster_merge): every consumer's MMAs that read it done.
+template <class Tr>
+__device__ __forceinline__ void wait_ring_idle(const DecodeParams& p) {
+  if (p.num_splits > 1 && p.cluster_merge) ptx::named_barrier_sync(kBarMergeStore, Tr::kConsumerThreads);
+}
+
 // Write this warpgroup's output columns (or the split partials) and the LSE.
 template <class Tr, bool kBf16>
-__device__ __forceinline__ void store_output(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
-                                             const float (&inv_l)[2], const float (&lse)[2], int b, int kvh,
-                                             int row0, int split, int wg, int tid_wg) {
+__device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const DecodeParams& p,
+                                             const float (&acc)[Tr::kOutCols / 2], const float (&inv_l)[2],
+                                             const float (&lse)[2], int b, int kvh, int row0, int split, int wg,
+                                             int tid_wg) {
   const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
   const int col0 = wg * Tr::kOutCols;
+  wait_ring_idle<Tr>(p);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 16 * w + g + 8 * h;
@@ -482,13 +543,14 @@ __device__ __forceinline__ void store_output(const DecodeParams& p, const float 
       }
       if (ql == 0 && wg == 0) p.lse[r.lse_idx] = lse[h];
     } else {
-      float* dst = r.partial(p, b, split, Tr::kHeadDim) + col0;
+      const SplitDst sd = split_dst<Tr>(ss, p, r, b, split, row - row0);
+      float* dst = sd.o + col0;
 #pragma unroll
       for (int c = 0; c < Tr::kOutCols / 8; ++c) {
         const int i = 4 * c + 2 * h;
         *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
       }
-      if (ql == 0 && wg == 0) *r.partial_lse(p, split) = lse[h];
+      if (ql == 0 && wg == 0) *sd.lse = lse[h];
     }
   }
 }
@@ -604,7 +666,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
 
   float inv_l[2], lse[2];
   finalize_rows(st, inv_l, lse);
-  store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
 }
 
 // The consumer loop with the tensor core kept busy across tiles (FMHA_SM90_OVERLAP):
@@ -675,7 +737,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   if (n == 0) {
     float inv_l[2], lse[2];
     finalize_rows(st, inv_l, lse);
-    store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+    store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
     return;
   }
   {
@@ -718,7 +780,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 
   float inv_l[2], lse[2];
   finalize_rows(st, inv_l, lse);
-  store_output<Tr, kBf16>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
 }
 
 // ----------------------------------------------------------------------------
@@ -927,6 +989,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   }
 
   // Epilogue: O^T element (d, n) -> out[b, t, hq, d] (or the split partials); the LSE once per column.
+  wait_ring_idle<Tr>(p);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int n = 8 * (j >> 1) + 2 * q + (j & 1);
@@ -941,13 +1004,70 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
           dst[db * 64 + 16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
       if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
     } else {
-      float* dst = r.partial(p, b, split, Tr::kHeadDim);
+      const SplitDst sd = split_dst<Tr>(ss, p, r, b, split, n);
 #pragma unroll
       for (int db = 0; db < kDB; ++db)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) dst[db * 64 + 16 * w + g + 8 * h] = acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j];
-      if (w == 0 && g == 0) *r.partial_lse(p, split) = lse[j];
+        for (int h = 0; h < 2; ++h) sd.o[db * 64 + 16 * w + g + 8 * h] = acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j];
+      if (w == 0 && g == 0) *sd.lse = lse[j];
     }
+  }
+}
+
+// ----------------------------------------------------------------------------
+// Split-KV merge inside a cluster (p.cluster_merge)
+// ----------------------------------------------------------------------------
+// The num_splits CTAs of one (row block, KV head, sequence) run as one cluster (cluster rank =
+// split); each has left its split's normalised o rows (merge_o) and LSEs (merge_lse) in its shared
+// memory. The block's rows x D/4 float4 chunks are divided among the ranks; for each chunk, over
+// the splits s (read through distributed shared memory):
+//   M = max_s lse_s,  w_s = e^(lse_s - M) (0 for an empty split),  out = sum w_s o_s / sum w_s,
+//   lse = M + ln(sum w_s)   (as combine_splits_kernel does with the workspace).
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
+                                                     int row0, int ctid) {
+  constexpr int kChunksPerRow = Tr::kHeadDim / 4;
+  const int ns = p.num_splits;
+  const int rank = static_cast<int>(ptx::cluster_ctarank());
+  const int chunks = min(Tr::kBlockM, p.rows - row0) * kChunksPerRow;
+  const int per_rank = (chunks + ns - 1) / ns;
+  const int end = min(chunks, (rank + 1) * per_rank);
+  const uint32_t o_base = ptx::smem_addr(ss.merge_o());
+  const uint32_t lse_base = ptx::smem_addr(ss.merge_lse);
+  for (int c = rank * per_rank + ctid; c < end; c += Tr::kConsumerThreads) {
+    const int r = c / kChunksPerRow;
+    const int col = (c % kChunksPerRow) * 4;
+    float lse_s[kMaxClusterSplits];
+    float m = -INFINITY;
+#pragma unroll
+    for (int s = 0; s < kMaxClusterSplits; ++s) {
+      lse_s[s] = s < ns ? ptx::ld_shared_cluster_f32(ptx::map_shared_rank(lse_base + 4 * r, s)) : -INFINITY;
+      m = fmaxf(m, lse_s[s]);
+    }
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    float wsum = 0.f;
+    if (m != -INFINITY) {
+#pragma unroll
+      for (int s = 0; s < kMaxClusterSplits; ++s) {
+        if (s >= ns) break;
+        const float w = exp2_approx((lse_s[s] - m) * kLog2e);  // lse_s = -inf -> 0
+        const float4 o =
+            ptx::ld_shared_cluster_v4f32(ptx::map_shared_rank(o_base + 4 * (r * SharedStorage<Tr>::kMergeStride + col), s));
+        // An empty split (w = 0) contributes nothing, whatever its o holds.
+        acc.x += w > 0.f ? w * o.x : 0.f;
+        acc.y += w > 0.f ? w * o.y : 0.f;
+        acc.z += w > 0.f ? w * o.z : 0.f;
+        acc.w += w > 0.f ? w * o.w : 0.f;
+        wsum += w;
+      }
+    }
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    const OutRow orow(p, b, kvh, row0 + r);
+    uint2 packed;
+    packed.x = pack2<kBf16>(acc.x * inv, acc.y * inv);
+    packed.y = pack2<kBf16>(acc.z * inv, acc.w * inv);
+    *reinterpret_cast<uint2*>(orow.out(p, b) + col) = packed;  // 8 B: out's strides are multiples of 16 B
+    if (col == 0) p.lse[orow.lse_idx] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
   }
 }
 
@@ -996,24 +1116,49 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 
   const int warp = threadIdx.x / 32;
+  const bool cluster_merge = p.num_splits > 1 && p.cluster_merge;
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
     if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
+    if (cluster_merge) {  // every thread of the cluster takes part in both cluster barriers
+      ptx::cluster_sync();
+      ptx::cluster_sync();
+    }
     return;
   }
   // Consumer
   if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
-  if constexpr (Tr::kNarrow) {
-    if (p.rows <= Tr::kNarrowRows) {  // uniform over the grid (row_block is 0)
-      consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
-      return;
+  if constexpr (FMHA_SM90_PROBE_STREAM_ONLY) {
+    const int lane = threadIdx.x % 32;
+    for (int it = 0; it < tr.end - tr.begin; ++it) {
+      const int stage = it % Tr::kStages;
+      const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+      ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
+      release_stage(&ss.empty_k[stage], lane);
+      ptx::mbarrier_wait_parity(&ss.full_v[stage], phase);
+      release_stage(&ss.empty_v[stage], lane);
     }
+    if (cluster_merge) {
+      ptx::cluster_sync();
+      ptx::cluster_sync();
+    }
+    return;
   }
-  if constexpr (Tr::kOverlap)
+  bool narrow = false;
+  if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
+  if (narrow) {
+    if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+  } else if constexpr (Tr::kOverlap) {
     consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
-  else
+  } else {
     consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
+  }
+  if (cluster_merge) {
+    ptx::cluster_sync();  // every split's partial is in its CTA's shared memory
+    merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
+    ptx::cluster_sync();  // no CTA leaves (freeing its shared memory) while another still reads it
+  }
 }
 
 }  // namespace sm90
