@@ -23,8 +23,36 @@ SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j pick
     (128, 1, 32, 8, 8192, 128), (32, 1, 32, 8, 4096, 128), (1, 1, 32, 8, 65536, 128), (1, 1, 32, 8, 8192, 128),
     (4, 1, 32, 8, 512, 128), (32, 4, 32, 8, 4096, 128), (8, 16, 32, 8, 8192, 128), (32, 1, 32, 8, 8192, 64),
     (32, 1, 16, 8, 8192, 256), (128, 1, 16, 1, 4096, 512), (64, 1, 128, 1, 4096, 512), (1, 1, 32, 8, 262144, 128),
-    (16, 1, 32, 8, 32768, 128),
+    (16, 1, 32, 8, 32768, 128), (8, 1, 32, 8, 8192, 128),
 ]
+
+
+class _OlderLibrary:
+    """A library built from an older commit: C API entry points it lacks read as 0 ("no")."""
+
+    def __init__(self, lib):
+        self._lib = lib
+
+    def __getattr__(self, name):
+        try:
+            return getattr(self._lib, name)
+        except AttributeError:
+            def missing(*args):
+                return 0
+            return missing
+
+
+def library_backend(path: str):
+    """A cuda backend bound to a prebuilt library file (e.g. one built from an older commit)."""
+    from fmha.cuda import backend as cb
+    from fmha.cuda import loader
+
+    lib = _OlderLibrary(ctypes.CDLL(path))
+    loader._declare(lib)
+    b = cb.CudaSm90Backend()
+    with mock.patch.object(loader, "load", return_value=lib):
+        b._bind()
+    return b
 
 
 def variant_backend(flags: str):
@@ -59,6 +87,8 @@ def variant_backend(flags: str):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--variant", action="append", default=[], help="NAME=FLAGS (repeatable)")
+    ap.add_argument("--lib", action="append", default=[], help="NAME=PATH of a prebuilt library, e.g. an older "
+                    "commit's (repeatable; its FmhaDecodeArgs layout must match this checkout's)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shapes", type=int, default=len(SHAPES))
     ap.add_argument("--only", default=None, help="comma-separated indices into SHAPES")
@@ -72,9 +102,11 @@ def main():
     import fmha
     from fmha.problem import validate
 
-    variants = [v.split("=", 1) for v in args.variant] or [["base", ""]]
+    variants = [v.split("=", 1) for v in args.variant] or ([] if args.lib else [["base", ""]])
     backends = {name: variant_backend(flags) for name, flags in variants}
-    print("variants: " + "; ".join(f"{n} = {f or 'defaults'}" for n, f in variants), flush=True)
+    backends.update({name: library_backend(path) for name, path in (x.split("=", 1) for x in args.lib)})
+    print("variants: " + "; ".join([f"{n} = {f or 'defaults'}" for n, f in variants] +
+                                   [f"{x.split('=', 1)[0]} = library {x.split('=', 1)[1]}" for x in args.lib]), flush=True)
 
     capture_stream = torch.cuda.Stream()
 

@@ -129,7 +129,8 @@ class CudaSm90Backend(Backend):
         merge = ""
         if num_splits > 1:
             with torch.cuda.device(index):
-                in_cluster = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p)) == 1
+                in_cluster = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p),
+                                                 p.seqlen_q * p.group_size) == 1
             merge = (f", merged inside clusters of {num_splits} CTAs (distributed shared memory)" if in_cluster
                      else " + combine kernel")
         return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "

@@ -53,6 +53,9 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 // (decode_kernel.cuh, merge_cluster_splits); 0: always through the workspace and combine_splits_kernel
 #define FMHA_SM90_CLUSTER_MERGE 1
 #endif
+#ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
+#define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
+#endif
 #ifndef FMHA_SM90_PROBE_NO_COMBINE  // timing probe only (wrong results by design): split-KV partials are not merged
 #define FMHA_SM90_PROBE_NO_COMBINE 0
 #endif
@@ -219,11 +222,15 @@ int max_active_clusters(int cluster) {
 }
 
 // Whether a split-KV grid of `clusters` groups of num_splits CTAs merges in clusters: only when the
-// GPU holds every cluster at once (a second wave would cost more than the combine kernel saves).
+// GPU holds every cluster at once (a second wave would cost more than the combine kernel saves), and
+// for at most FMHA_SM90_CLUSTER_MERGE_MAX_ROWS packed rows. H200 (run ac, us): B8 S8192 T1 (4 rows)
+// 68.8 -> 65.4, B4 S512 8.5 -> 7.4; but T=16 (64 rows) 73.4 -> 73.9 (and 74.2 -> 75.4 with the
+// first, pull-based merge), so 64-row problems keep the combine kernel.
 template <int D, int kVariant>
-bool use_cluster_merge(int num_splits, long long clusters) {
-  if (!FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 ||
-      num_splits > fmha::sm90::kMaxClusterSplits)
+bool use_cluster_merge(int num_splits, long long clusters, int rows) {
+  using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
+  if (!FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 || rows > FMHA_SM90_CLUSTER_MERGE_MAX_ROWS ||
+      num_splits > fmha::sm90::kMaxClusterSplits || !fmha::sm90::merge_fits<Tr>(num_splits, rows))
     return false;
   return max_active_clusters<D, kVariant>(num_splits) >= clusters;
 }
@@ -243,7 +250,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
   static_assert(fmha::sm90::fits_ctas_per_sm<Tr>(), "shared memory of kCtasPerSm CTAs exceeds one SM");
-  static_assert(fmha::sm90::merge_o_fits<Tr>(), "cluster merge: the o partial must fit in the K and V rings");
+  static_assert(fmha::sm90::merge_capacity_floats<Tr>() > 0, "cluster merge: the K and V rings must be adjacent");
   if (configure_kernel<D, kBf16, kVariant>()) return 1;
 
   const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
@@ -253,7 +260,8 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
                 p.Hkv, p.B);
   dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   fmha::DecodeParams lp = p;
-  lp.cluster_merge = use_cluster_merge<D, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B);
+  lp.cluster_merge =
+      use_cluster_merge<D, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
@@ -291,8 +299,10 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     ccfg.stream = stream;
     ccfg.attrs = attr;
     ccfg.numAttrs = n_attr_combine;  // PDL only (FMHA_SM90_PDL: sm90/decode_kernel.cuh)
-    if (check_cuda(cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16>, lp), "combine kernel launch"))
-      return 1;
+    const cudaError_t e = p.num_splits <= 4
+                              ? cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 4>, lp)
+                              : cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 16>, lp);
+    if (check_cuda(e, "combine kernel launch")) return 1;
   }
   return 0;
 }
@@ -332,15 +342,21 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
   }
 }
 
-int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters) {
+int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows) {
   using fmha::sm90::kDeep;
   using fmha::sm90::kWide;
   const bool deep = variant == kDeep;
   switch (D) {
-    case 64: return deep ? use_cluster_merge<64, kDeep>(num_splits, clusters) : use_cluster_merge<64, kWide>(num_splits, clusters);
-    case 128: return deep ? use_cluster_merge<128, kDeep>(num_splits, clusters) : use_cluster_merge<128, kWide>(num_splits, clusters);
-    case 256: return deep ? use_cluster_merge<256, kDeep>(num_splits, clusters) : use_cluster_merge<256, kWide>(num_splits, clusters);
-    case 512: return use_cluster_merge<512, kWide>(num_splits, clusters);
+    case 64:
+      return deep ? use_cluster_merge<64, kDeep>(num_splits, clusters, rows)
+                  : use_cluster_merge<64, kWide>(num_splits, clusters, rows);
+    case 128:
+      return deep ? use_cluster_merge<128, kDeep>(num_splits, clusters, rows)
+                  : use_cluster_merge<128, kWide>(num_splits, clusters, rows);
+    case 256:
+      return deep ? use_cluster_merge<256, kDeep>(num_splits, clusters, rows)
+                  : use_cluster_merge<256, kWide>(num_splits, clusters, rows);
+    case 512: return use_cluster_merge<512, kWide>(num_splits, clusters, rows);
     default: return 0;
   }
 }

@@ -27,9 +27,10 @@ int fmha_sm90_ctas_per_sm(int D, int variant);
 int fmha_sm90_narrow_rows(int D, int variant);
 
 // 1 if a split-KV launch of this head dim / variant with num_splits splits over `clusters` groups
-// (row blocks x KV heads x sequences) merges inside thread-block clusters on the current device
-// (no combine kernel; the workspace goes unused), 0 if it goes through the combine kernel.
-int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters);
+// (row blocks x KV heads x sequences) of `rows` packed query rows (T x Hq/Hkv) merges inside
+// thread-block clusters on the current device (no combine kernel; the workspace goes unused), 0 if
+// it goes through the combine kernel.
+int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once.
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);
 

@@ -171,29 +171,23 @@ __device__ __forceinline__ uint32_t map_shared_rank(uint32_t smem_address, uint3
   return r;
 }
 
-// ld.shared::cluster (9.7.9.8 "ld"): loads through a mapa address.
-__device__ __forceinline__ float ld_shared_cluster_f32(uint32_t address) {
-  float v = 0.f;
+// st.shared::cluster (9.7.9.9 "st"): stores through a mapa address (another CTA's shared memory);
+// visible to that CTA after a cluster barrier (arrive.release / wait.acquire).
+__device__ __forceinline__ void st_shared_cluster_f32(uint32_t address, float x) {
 #if FMHA_SM90_BASE
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(address) : "memory");
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(address), "f"(x) : "memory");
 #else
-  (void)address;
+  (void)address; (void)x;
   FMHA_TRAP_UNSUPPORTED();
 #endif
-  return v;
 }
-__device__ __forceinline__ float4 ld_shared_cluster_v4f32(uint32_t address) {
-  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+__device__ __forceinline__ void st_shared_cluster_v2f32(uint32_t address, float x, float y) {
 #if FMHA_SM90_BASE
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(address)
-               : "memory");
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(address), "f"(x), "f"(y) : "memory");
 #else
-  (void)address;
+  (void)address; (void)x; (void)y;
   FMHA_TRAP_UNSUPPORTED();
 #endif
-  return v;
 }
 
 // ---------------------------------------------------------------------------

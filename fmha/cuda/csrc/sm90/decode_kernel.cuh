@@ -135,8 +135,10 @@
 #define FMHA_SM90_D512_SPLIT_QK 1
 #endif
 
-#ifndef FMHA_SM90_TMA_BOX_ROWS  // tokens per K/V TMA box (0: the whole tile); smaller boxes fetch both halves of a
-// 256 B (D = 128) cache row close together in time
+#ifndef FMHA_SM90_TMA_BOX_ROWS  // deep variant: tokens per K/V TMA box (0: the whole tile); smaller boxes fetch both
+// halves of a 256 B (D = 128) cache row close together in time. H200, 32 vs whole 128-token tiles (runs w, y):
+// B1 S65536 71.2 -> 70.9 / 71.4 -> 70.8 us, T=16 75.7 -> 74.9, B4 S512 8.4 -> 7.9 (gains near the noise);
+// the wide variant keeps whole tiles (B128 S8192 inconclusive: 957.0 -> 960.4 +-19%)
 #define FMHA_SM90_TMA_BOX_ROWS 32
 #endif
 #ifndef FMHA_SM90_PROBE_STREAM_ONLY  // timing probe only (wrong results by design): consumers release each
@@ -210,8 +212,8 @@ struct DecodeTraits {
   static constexpr int kKvTileBytes = kBlockN * D * 2;     // one K (or V) tile, all boxes
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
   // Tokens per TMA box: a tile's 64-column box is fetched in kBlockN / kTmaRows pieces.
-  static constexpr int kTmaRows = FMHA_SM90_TMA_BOX_ROWS > 0 && FMHA_SM90_TMA_BOX_ROWS < kBlockN ? FMHA_SM90_TMA_BOX_ROWS
-                                                                                                : kBlockN;
+  static constexpr int kTmaRows =
+      kIsDeep && FMHA_SM90_TMA_BOX_ROWS > 0 && FMHA_SM90_TMA_BOX_ROWS < kBlockN ? FMHA_SM90_TMA_BOX_ROWS : kBlockN;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread.
   static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : 1;
@@ -232,20 +234,30 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kStages];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
   alignas(8) uint64_t empty_v[Tr::kStages];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
-  alignas(16) float merge_lse[Tr::kBlockM];  // p.cluster_merge: this split's LSE per packed row
-  // p.cluster_merge: this split's normalised o, [kBlockM][kMergeStride] fp32, in the K/V ring (idle
-  // by then). Rows padded by 4 floats (where the ring has room) so that the fragment stores of
-  // several rows do not fall on one bank.
+  // p.cluster_merge: the K and V rings (idle by then) receive the rows this CTA merges, from every
+  // split of its cluster: o [num_splits][rows_per_rank][kMergeStride] fp32, then the LSEs
+  // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats where the ring has room,
+  // so that the fragment stores of several rows do not fall on one bank.
   static constexpr int kMergeStride = Tr::kHeadDim + (Tr::kHeadDim <= 256 ? 4 : 0);
-  __device__ float* merge_o() { return reinterpret_cast<float*>(&k[0][0][0]); }
+  __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
 };
 
-// The cluster merge's o partial spans the K ring and the V ring right after it.
+// Floats of the K and V rings together (the cluster merge's receive buffer), or 0 when they are not
+// adjacent.
 template <class Tr>
-constexpr bool merge_o_fits() {
-  return offsetof(SharedStorage<Tr>, v) == offsetof(SharedStorage<Tr>, k) + sizeof(SharedStorage<Tr>::k) &&
-         sizeof(SharedStorage<Tr>::k) + sizeof(SharedStorage<Tr>::v) >=
-             sizeof(float) * Tr::kBlockM * SharedStorage<Tr>::kMergeStride;
+constexpr size_t merge_capacity_floats() {
+  return offsetof(SharedStorage<Tr>, v) == offsetof(SharedStorage<Tr>, k) + sizeof(SharedStorage<Tr>::k)
+             ? (sizeof(SharedStorage<Tr>::k) + sizeof(SharedStorage<Tr>::v)) / sizeof(float)
+             : 0;
+}
+
+// Whether the cluster merge's receive buffer holds num_splits x ceil(rows / num_splits) rows of o and
+// their LSEs, rows = the packed rows of the fullest row block (the host checks before launching).
+template <class Tr>
+constexpr bool merge_fits(int num_splits, int rows) {
+  const int block_rows = rows < Tr::kBlockM ? rows : Tr::kBlockM;
+  const size_t slots = static_cast<size_t>(num_splits) * ((block_rows + num_splits - 1) / num_splits);
+  return slots * (SharedStorage<Tr>::kMergeStride + 1) <= merge_capacity_floats<Tr>();
 }
 
 // Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
@@ -265,7 +277,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarMergeStore = 6;  // consumers (p.cluster_merge): every MMA done, the ring may take o
 
 // Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
 constexpr int kMaxClusterSplits = 16;
@@ -501,23 +512,72 @@ __device__ __forceinline__ int row_key_limit(const DecodeParams& p, const TileRa
   return p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
 }
 
-// Where a split's partial row goes: the workspace (combine kernel) or, with p.cluster_merge, this
-// CTA's shared memory (merge_cluster_splits). row_local: the row's index in the 64-row block.
-struct SplitDst {
-  float* o;    // the row's first column
-  float* lse;
+// Split-KV merge inside a cluster (p.cluster_merge): the num_splits CTAs of one (row block, KV head,
+// sequence) run as one cluster, rank = split. The block's rows are dealt out to the ranks,
+// rows_per_rank each (rank r merges rows [r rows_per_rank, (r + 1) rows_per_rank)). Every CTA pushes
+// each partial row (its split's normalised o and LSE) into the receive buffer of the rank that merges
+// it (st.shared::cluster, no round trip), then every rank merges its rows from its own shared memory
+// (merge_cluster_splits). Two cluster barriers: before the pushes (every ring in the cluster is idle)
+// and after them.
+template <class Tr>
+struct ClusterMerge {
+  int ns, rows_per_rank;
+  uint32_t base;  // this CTA's receive buffer (shared::cta address; mapa gives the others')
+  __device__ __forceinline__ ClusterMerge(SharedStorage<Tr>& ss, const DecodeParams& p, int row0)
+      : ns(p.num_splits), rows_per_rank((min(Tr::kBlockM, p.rows - row0) + p.num_splits - 1) / p.num_splits),
+        base(ptx::smem_addr(ss.merge_base())) {}
+  __device__ __forceinline__ int owner(int row_local) const { return row_local / rows_per_rank; }
+  // Receive slot of (split, local row of its owner): o at column 0, and the LSE.
+  __device__ __forceinline__ uint32_t o_slot(int split, int row_local) const {
+    return base + 4u * static_cast<uint32_t>((split * rows_per_rank + row_local % rows_per_rank) *
+                                             SharedStorage<Tr>::kMergeStride);
+  }
+  __device__ __forceinline__ uint32_t lse_slot(int split, int row_local) const {
+    return base + 4u * static_cast<uint32_t>(ns * rows_per_rank * SharedStorage<Tr>::kMergeStride +
+                                             split * rows_per_rank + row_local % rows_per_rank);
+  }
 };
-template <class Tr>
-__device__ __forceinline__ SplitDst split_dst(SharedStorage<Tr>& ss, const DecodeParams& p, const OutRow& r, int b,
-                                              int split, int row_local) {
-  if (p.cluster_merge) return {ss.merge_o() + row_local * SharedStorage<Tr>::kMergeStride, &ss.merge_lse[row_local]};
-  return {r.partial(p, b, split, Tr::kHeadDim), r.partial_lse(p, split)};
-}
 
-// Before the first partial goes into the ring (p.cluster_merge): every consumer's MMAs that read it done.
+// Where one partial row of a split goes: the workspace (combine kernel), or the receive buffer of the
+// cluster rank that merges it.
 template <class Tr>
-__device__ __forceinline__ void wait_ring_idle(const DecodeParams& p) {
-  if (p.num_splits > 1 && p.cluster_merge) ptx::named_barrier_sync(kBarMergeStore, Tr::kConsumerThreads);
+struct PartialRow {
+  float* o = nullptr;    // workspace: the row's column 0
+  float* lse = nullptr;
+  uint32_t o_remote = 0, lse_remote = 0;  // cluster merge: shared::cluster addresses in the owner CTA
+  bool cluster = false;
+  __device__ __forceinline__ PartialRow(const DecodeParams& p, const OutRow& r, int b, int split, int row_local,
+                                        const ClusterMerge<Tr>* cm) {
+    if (cm != nullptr) {
+      cluster = true;
+      const uint32_t owner = static_cast<uint32_t>(cm->owner(row_local));
+      o_remote = ptx::map_shared_rank(cm->o_slot(split, row_local), owner);
+      lse_remote = ptx::map_shared_rank(cm->lse_slot(split, row_local), owner);
+    } else {
+      o = r.partial(p, b, split, Tr::kHeadDim);
+      lse = r.partial_lse(p, split);
+    }
+  }
+  __device__ __forceinline__ void put(int col, float x) const {
+    if (cluster) ptx::st_shared_cluster_f32(o_remote + 4u * col, x);
+    else o[col] = x;
+  }
+  __device__ __forceinline__ void put2(int col, float x, float y) const {  // col even
+    if (cluster) ptx::st_shared_cluster_v2f32(o_remote + 4u * col, x, y);
+    else *reinterpret_cast<float2*>(o + col) = make_float2(x, y);
+  }
+  __device__ __forceinline__ void put_lse(float x) const {
+    if (cluster) ptx::st_shared_cluster_f32(lse_remote, x);
+    else *lse = x;
+  }
+};
+
+// Before the first partial row of a cluster merge is pushed: every CTA of the cluster has finished
+// with its ring. All threads of the CTA take part (the producer in the kernel body).
+__device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
+  const bool cluster = p.num_splits > 1 && p.cluster_merge;
+  if (cluster) ptx::cluster_sync();
+  return cluster;
 }
 
 // Write this warpgroup's output columns (or the split partials) and the LSE.
@@ -528,7 +588,8 @@ __device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const Decode
                                              int tid_wg) {
   const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
   const int col0 = wg * Tr::kOutCols;
-  wait_ring_idle<Tr>(p);
+  const ClusterMerge<Tr> cm(ss, p, row0);
+  const ClusterMerge<Tr>* cmp = begin_cluster_push(p) ? &cm : nullptr;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 16 * w + g + 8 * h;
@@ -543,14 +604,13 @@ __device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const Decode
       }
       if (ql == 0 && wg == 0) p.lse[r.lse_idx] = lse[h];
     } else {
-      const SplitDst sd = split_dst<Tr>(ss, p, r, b, split, row - row0);
-      float* dst = sd.o + col0;
+      const PartialRow<Tr> dst(p, r, b, split, row - row0, cmp);
 #pragma unroll
       for (int c = 0; c < Tr::kOutCols / 8; ++c) {
         const int i = 4 * c + 2 * h;
-        *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+        dst.put2(col0 + frag_col(i, ql), acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
       }
-      if (ql == 0 && wg == 0) *sd.lse = lse[h];
+      if (ql == 0 && wg == 0) dst.put_lse(lse[h]);
     }
   }
 }
@@ -989,7 +1049,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   }
 
   // Epilogue: O^T element (d, n) -> out[b, t, hq, d] (or the split partials); the LSE once per column.
-  wait_ring_idle<Tr>(p);
+  const ClusterMerge<Tr> cm(ss, p, 0);
+  const ClusterMerge<Tr>* cmp = begin_cluster_push(p) ? &cm : nullptr;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int n = 8 * (j >> 1) + 2 * q + (j & 1);
@@ -1004,55 +1065,44 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
           dst[db * 64 + 16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
       if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
     } else {
-      const SplitDst sd = split_dst<Tr>(ss, p, r, b, split, n);
+      const PartialRow<Tr> dst(p, r, b, split, n, cmp);
 #pragma unroll
       for (int db = 0; db < kDB; ++db)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) sd.o[db * 64 + 16 * w + g + 8 * h] = acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j];
-      if (w == 0 && g == 0) *sd.lse = lse[j];
+        for (int h = 0; h < 2; ++h) dst.put(db * 64 + 16 * w + g + 8 * h, acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
+      if (w == 0 && g == 0) dst.put_lse(lse[j]);
     }
   }
 }
 
 // ----------------------------------------------------------------------------
-// Split-KV merge inside a cluster (p.cluster_merge)
+// Split-KV merge inside a cluster (p.cluster_merge), after the pushes (see ClusterMerge)
 // ----------------------------------------------------------------------------
-// The num_splits CTAs of one (row block, KV head, sequence) run as one cluster (cluster rank =
-// split); each has left its split's normalised o rows (merge_o) and LSEs (merge_lse) in its shared
-// memory. The block's rows x D/4 float4 chunks are divided among the ranks; for each chunk, over
-// the splits s (read through distributed shared memory):
+// This rank's rows, from its own receive buffer; per row over the splits s:
 //   M = max_s lse_s,  w_s = e^(lse_s - M) (0 for an empty split),  out = sum w_s o_s / sum w_s,
 //   lse = M + ln(sum w_s)   (as combine_splits_kernel does with the workspace).
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
                                                      int row0, int ctid) {
   constexpr int kChunksPerRow = Tr::kHeadDim / 4;
-  const int ns = p.num_splits;
+  const ClusterMerge<Tr> cm(ss, p, row0);
   const int rank = static_cast<int>(ptx::cluster_ctarank());
-  const int chunks = min(Tr::kBlockM, p.rows - row0) * kChunksPerRow;
-  const int per_rank = (chunks + ns - 1) / ns;
-  const int end = min(chunks, (rank + 1) * per_rank);
-  const uint32_t o_base = ptx::smem_addr(ss.merge_o());
-  const uint32_t lse_base = ptx::smem_addr(ss.merge_lse);
-  for (int c = rank * per_rank + ctid; c < end; c += Tr::kConsumerThreads) {
-    const int r = c / kChunksPerRow;
+  const int first = rank * cm.rows_per_rank;  // local row index in the block
+  const int n_rows = max(0, min(cm.rows_per_rank, min(Tr::kBlockM, p.rows - row0) - first));
+  const float* buf = ss.merge_base();
+  for (int c = ctid; c < n_rows * kChunksPerRow; c += Tr::kConsumerThreads) {
+    const int lr = c / kChunksPerRow;
     const int col = (c % kChunksPerRow) * 4;
-    float lse_s[kMaxClusterSplits];
+    const float* lse_s = buf + cm.ns * cm.rows_per_rank * SharedStorage<Tr>::kMergeStride + lr;
     float m = -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
-      lse_s[s] = s < ns ? ptx::ld_shared_cluster_f32(ptx::map_shared_rank(lse_base + 4 * r, s)) : -INFINITY;
-      m = fmaxf(m, lse_s[s]);
-    }
+    for (int s = 0; s < cm.ns; ++s) m = fmaxf(m, lse_s[s * cm.rows_per_rank]);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     float wsum = 0.f;
     if (m != -INFINITY) {
-#pragma unroll
-      for (int s = 0; s < kMaxClusterSplits; ++s) {
-        if (s >= ns) break;
-        const float w = exp2_approx((lse_s[s] - m) * kLog2e);  // lse_s = -inf -> 0
-        const float4 o =
-            ptx::ld_shared_cluster_v4f32(ptx::map_shared_rank(o_base + 4 * (r * SharedStorage<Tr>::kMergeStride + col), s));
+      for (int s = 0; s < cm.ns; ++s) {
+        const float w = exp2_approx((lse_s[s * cm.rows_per_rank] - m) * kLog2e);  // lse_s = -inf -> 0
+        const float4 o = *reinterpret_cast<const float4*>(
+            buf + (s * cm.rows_per_rank + lr) * SharedStorage<Tr>::kMergeStride + col);
         // An empty split (w = 0) contributes nothing, whatever its o holds.
         acc.x += w > 0.f ? w * o.x : 0.f;
         acc.y += w > 0.f ? w * o.y : 0.f;
@@ -1062,7 +1112,7 @@ __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, cons
       }
     }
     const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-    const OutRow orow(p, b, kvh, row0 + r);
+    const OutRow orow(p, b, kvh, row0 + first + lr);
     uint2 packed;
     packed.x = pack2<kBf16>(acc.x * inv, acc.y * inv);
     packed.y = pack2<kBf16>(acc.z * inv, acc.w * inv);
@@ -1121,7 +1171,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
     if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
-    if (cluster_merge) {  // every thread of the cluster takes part in both cluster barriers
+    if (cluster_merge) {  // every thread of the cluster takes part in both cluster barriers (see ClusterMerge)
       ptx::cluster_sync();
       ptx::cluster_sync();
     }
@@ -1155,9 +1205,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   }
   if (cluster_merge) {
-    ptx::cluster_sync();  // every split's partial is in its CTA's shared memory
+    ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
     merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
-    ptx::cluster_sync();  // no CTA leaves (freeing its shared memory) while another still reads it
   }
 }
 
