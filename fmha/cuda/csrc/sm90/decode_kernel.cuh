@@ -38,8 +38,10 @@
 //   head, or T x G <= 16) take consumer_loop_narrow instead, where keys and
 //   head-dim columns fill the MMA's M and the 16 rows its N (see its comment);
 //   the D = 128 wide instantiation keeps the 64-row loop (measured faster).
-//   Split-KV partials are merged by combine_splits_kernel (launched as a
-//   programmatic dependent).
+//   Split-KV partials are merged inside a thread-block cluster when the host
+//   launches the splits of a row block as one (p.cluster_merge, see ClusterMerge:
+//   at most 16 splits, every cluster resident at once, <= 16 packed rows), else
+//   by combine_splits_kernel (launched as a programmatic dependent).
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
