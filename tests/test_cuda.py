@@ -174,6 +174,42 @@ def test_cuda_graph_replays_split_kv_captured_on_a_side_stream():
         assert (out.float() - ref.float()).abs().max().item() <= tolerance(q.dtype, v.abs().max().item())
 
 
+def test_first_call_inside_graph_capture():
+    """A fresh process whose first fmha call on a split-KV shape is made inside torch.cuda.graph
+    capture (no warm-up): the launch then sets the kernel's attributes and asks the driver how many
+    clusters fit during capture; the capture must stay valid and the replay correct. Run in a
+    subprocess so that no earlier test has warmed anything up."""
+    import subprocess
+    import sys
+    import textwrap
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = textwrap.dedent("""
+        import sys, torch
+        sys.path.insert(0, %r)
+        import fmha
+        from fmha.cuda import loader
+        from _util import make_inputs, tolerance
+        loader.load()  # the build (or cache hit) is host work; the launch below is the first
+        q, k, v, sl = make_inputs(4, 1, 32, 8, 512, 128, device="cuda", seqlens=[512, 300, 1, 0])
+        out = torch.empty_like(q)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fmha.attention(q, k, v, sl, causal=True, backend="cuda", out=out)
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        ref, _ = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="reference")
+        err = (out.float() - ref.float()).abs().max().item()
+        print(fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch)
+        assert err <= tolerance(q.dtype, v.abs().max().item()), err
+    """ % here)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(here),
+                                                                          os.environ.get("PYTHONPATH", "")])})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-4000:]
+
+
 def test_cuda_graph_capture():
     q, k, v, sl = make_inputs(2, 1, 32, 8, 1024, 128, device=DEV, seqlens=[1024, 10])
     out = torch.empty_like(q)

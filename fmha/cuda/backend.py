@@ -39,7 +39,8 @@ def _grid_ctas(p: Problem) -> int:
 class CudaSm90Backend(Backend):
     name = "cuda"
     summary = ("hand-written sm_90a decode kernel: TMA K/V ring, WGMMA QK^T and PV, GQA rows packed into M, "
-               "split-KV with a CUDA combine (Hopper only; built with nvcc on first use)")
+               "split-KV merged inside thread-block clusters or by a combine kernel (Hopper only; built with nvcc "
+               "on first use)")
 
     def __init__(self):
         self._fn = None

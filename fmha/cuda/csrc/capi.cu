@@ -2,7 +2,9 @@
 // pybind11). Every function reports failure by a non-zero return value and a
 // thread-local message readable through fmha_last_error(); nothing prints,
 // nothing exits, nothing synchronises, nothing allocates: the launches are
-// safe under CUDA-graph capture on the caller's stream.
+// safe under CUDA-graph capture on the caller's stream. The first launch of a
+// kernel on a device also sets its function attributes and, for split-KV, asks
+// the driver how many clusters fit (cached; see max_active_clusters).
 #include <cuda.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 #include <cuda_runtime.h>
@@ -182,40 +184,49 @@ int configure_kernel() {
 }
 
 // How many clusters of `cluster` CTAs of the decode kernel the current device holds at once (0 when
-// it cannot launch them). A driver query: cached per instantiation, device and cluster size.
-template <int D, int kVariant>
+// it cannot launch them, or the query failed). A driver query: answers are cached per instantiation,
+// device and cluster size; failures are not (a later call asks again). The query may run during
+// stream capture (the first launch of a shape inside torch.cuda.graph): the thread's capture mode is
+// relaxed around it so that capture is never invalidated by it.
+template <int D, bool kBf16, int kVariant>
 int max_active_clusters(int cluster) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
-  auto kernel = fmha::sm90::decode_kernel<D, true, kVariant>;  // fp16's twin has the same resources
+  auto kernel = fmha::sm90::decode_kernel<D, kBf16, kVariant>;
   constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
-  static std::atomic<int> cached[kMaxDevices][fmha::sm90::kMaxClusterSplits + 1];  // answer + 1; 0: not asked
+  static std::atomic<int> cached[kMaxDevices][fmha::sm90::kMaxClusterSplits + 1];  // answer + 1; 0: not known
+  if (cluster < 1 || cluster > fmha::sm90::kMaxClusterSplits) return 0;
   int device = 0;
-  if (cluster < 1 || cluster > fmha::sm90::kMaxClusterSplits || cudaGetDevice(&device) != cudaSuccess ||
-      device >= kMaxDevices) {
+  if (cudaGetDevice(&device) != cudaSuccess) {
     (void)cudaGetLastError();
     return 0;
   }
+  if (device >= kMaxDevices) return 0;
   const int known = cached[device][cluster].load(std::memory_order_relaxed);
   if (known > 0) return known - 1;
+  if (configure_kernel<D, kBf16, kVariant>()) {
+    (void)cudaGetLastError();
+    return 0;
+  }
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = static_cast<unsigned>(cluster);
   attr[0].val.clusterDim.y = 1;
   attr[0].val.clusterDim.z = 1;
-  if (configure_kernel<D, true, kVariant>()) {
-    (void)cudaGetLastError();
-    return 0;
-  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(cluster));
   cfg.blockDim = dim3(static_cast<unsigned>(Tr::kThreads));
   cfg.dynamicSmemBytes = smem;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  const bool exchanged = cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess;
   int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg) != cudaSuccess) {
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
+  if (exchanged) (void)cudaThreadExchangeStreamCaptureMode(&mode);  // back to the caller's mode
+  else (void)cudaGetLastError();
+  if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    n = 0;
+    return 0;
   }
   cached[device][cluster].store(n + 1, std::memory_order_relaxed);
   return n;
@@ -226,13 +237,13 @@ int max_active_clusters(int cluster) {
 // for at most FMHA_SM90_CLUSTER_MERGE_MAX_ROWS packed rows. H200 (run ac, us): B8 S8192 T1 (4 rows)
 // 68.8 -> 65.4, B4 S512 8.5 -> 7.4; but T=16 (64 rows) 73.4 -> 73.9 (and 74.2 -> 75.4 with the
 // first, pull-based merge), so 64-row problems keep the combine kernel.
-template <int D, int kVariant>
+template <int D, bool kBf16, int kVariant>
 bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   if (!FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 || rows > FMHA_SM90_CLUSTER_MERGE_MAX_ROWS ||
       num_splits > fmha::sm90::kMaxClusterSplits || !fmha::sm90::merge_fits<Tr>(num_splits, rows))
     return false;
-  return max_active_clusters<D, kVariant>(num_splits) >= clusters;
+  return max_active_clusters<D, kBf16, kVariant>(num_splits) >= clusters;
 }
 
 template <int D, bool kBf16, int kVariant>
@@ -261,7 +272,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   fmha::DecodeParams lp = p;
   lp.cluster_merge =
-      use_cluster_merge<D, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
+      use_cluster_merge<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
@@ -334,10 +345,10 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
   using fmha::sm90::kWide;
   const bool deep = variant == kDeep;
   switch (D) {
-    case 64: return deep ? max_active_clusters<64, kDeep>(cluster_size) : max_active_clusters<64, kWide>(cluster_size);
-    case 128: return deep ? max_active_clusters<128, kDeep>(cluster_size) : max_active_clusters<128, kWide>(cluster_size);
-    case 256: return deep ? max_active_clusters<256, kDeep>(cluster_size) : max_active_clusters<256, kWide>(cluster_size);
-    case 512: return max_active_clusters<512, kWide>(cluster_size);
+    case 64: return deep ? max_active_clusters<64, true, kDeep>(cluster_size) : max_active_clusters<64, true, kWide>(cluster_size);
+    case 128: return deep ? max_active_clusters<128, true, kDeep>(cluster_size) : max_active_clusters<128, true, kWide>(cluster_size);
+    case 256: return deep ? max_active_clusters<256, true, kDeep>(cluster_size) : max_active_clusters<256, true, kWide>(cluster_size);
+    case 512: return max_active_clusters<512, true, kWide>(cluster_size);
     default: return 0;
   }
 }
@@ -348,15 +359,15 @@ int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long cluste
   const bool deep = variant == kDeep;
   switch (D) {
     case 64:
-      return deep ? use_cluster_merge<64, kDeep>(num_splits, clusters, rows)
-                  : use_cluster_merge<64, kWide>(num_splits, clusters, rows);
+      return deep ? use_cluster_merge<64, true, kDeep>(num_splits, clusters, rows)
+                  : use_cluster_merge<64, true, kWide>(num_splits, clusters, rows);
     case 128:
-      return deep ? use_cluster_merge<128, kDeep>(num_splits, clusters, rows)
-                  : use_cluster_merge<128, kWide>(num_splits, clusters, rows);
+      return deep ? use_cluster_merge<128, true, kDeep>(num_splits, clusters, rows)
+                  : use_cluster_merge<128, true, kWide>(num_splits, clusters, rows);
     case 256:
-      return deep ? use_cluster_merge<256, kDeep>(num_splits, clusters, rows)
-                  : use_cluster_merge<256, kWide>(num_splits, clusters, rows);
-    case 512: return use_cluster_merge<512, kWide>(num_splits, clusters, rows);
+      return deep ? use_cluster_merge<256, true, kDeep>(num_splits, clusters, rows)
+                  : use_cluster_merge<256, true, kWide>(num_splits, clusters, rows);
+    case 512: return use_cluster_merge<512, true, kWide>(num_splits, clusters, rows);
     default: return 0;
   }
 }

@@ -28,8 +28,9 @@ struct DecodeParams {
   int k_head_major;
   int v_head_major;
   // Split-KV only. 1: the num_splits CTAs of one (row block, KV head, sequence) run as one thread-block
-  // cluster and merge their partials through distributed shared memory (no workspace, no combine
-  // kernel); 0: partials go to the workspace and combine_splits_kernel merges them.
+  // cluster and merge their partials through distributed shared memory (no combine kernel; the
+  // workspace, still passed, goes unused); 0: partials go to the workspace and combine_splits_kernel
+  // merges them. Set by the host (capi.cu, use_cluster_merge), which also launches the clusters.
   int cluster_merge;
 };
 

@@ -131,7 +131,7 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_thr
 }
 
 // ---------------------------------------------------------------------------
-// Thread-block clusters (sm_90+): the CTA's rank, the cluster barrier, and loads from another
+// Thread-block clusters (sm_90+): the CTA's rank, the cluster barrier, and stores into another
 // CTA's shared memory (distributed shared memory).
 // ---------------------------------------------------------------------------
 

@@ -45,9 +45,9 @@
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
-// c ^ (r % 8)), 1024 B aligned. One box is exactly one TMA box: 64 head-dim columns x kBlockN
-// tokens of one (KV head, sequence); both tensor-map dimension orders give
-// the same shared-memory image.
+// c ^ (r % 8)), 1024 B aligned. A box is filled by TMA boxes of 64 head-dim columns x kTmaRows
+// tokens of one (KV head, sequence) (kTmaRows = kBlockN except on the deep variant), each starting
+// on a 1024 B boundary; both tensor-map dimension orders give the same shared-memory image.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (types only; no driver calls from device code)
@@ -238,8 +238,8 @@ struct SharedStorage {
   alignas(8) uint64_t empty_v[Tr::kStages];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
   // p.cluster_merge: the K and V rings (idle by then) receive the rows this CTA merges, from every
   // split of its cluster: o [num_splits][rows_per_rank][kMergeStride] fp32, then the LSEs
-  // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats where the ring has room,
-  // so that the fragment stores of several rows do not fall on one bank.
+  // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats at D <= 256 so that the
+  // fragment stores of several rows do not fall on one bank (merge_fits checks the capacity).
   static constexpr int kMergeStride = Tr::kHeadDim + (Tr::kHeadDim <= 256 ? 4 : 0);
   __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
 };
@@ -576,8 +576,14 @@ struct PartialRow {
 
 // Before the first partial row of a cluster merge is pushed: every CTA of the cluster has finished
 // with its ring. All threads of the CTA take part (the producer in the kernel body).
+// Whether this launch merges its splits in clusters. The kernel body and the epilogues must agree
+// (every thread runs both cluster barriers or none), so both ask here.
+__device__ __forceinline__ bool uses_cluster_merge(const DecodeParams& p) {
+  return p.num_splits > 1 && p.cluster_merge;
+}
+
 __device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
-  const bool cluster = p.num_splits > 1 && p.cluster_merge;
+  const bool cluster = uses_cluster_merge(p);
   if (cluster) ptx::cluster_sync();
   return cluster;
 }
@@ -1168,7 +1174,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 
   const int warp = threadIdx.x / 32;
-  const bool cluster_merge = p.num_splits > 1 && p.cluster_merge;
+  const bool cluster_merge = uses_cluster_merge(p);
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
