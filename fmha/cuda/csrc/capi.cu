@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <type_traits>
 
 #include "fmha_capi.h"
 #include "common/combine.cuh"
@@ -232,6 +233,25 @@ int max_active_clusters(int cluster) {
   return n;
 }
 
+// f(d, v) with d, v std::integral_constant of the decode kernel's instantiation that serves head dim D
+// and variant (D = 512 has one configuration, instantiated as kWide); `fallback` for any other D.
+template <class F>
+int with_instance(int D, int variant, int fallback, F&& f) {
+  using fmha::sm90::kDeep;
+  using fmha::sm90::kWide;
+  const bool deep = variant == kDeep;
+  switch (D) {
+    case 64: return deep ? f(std::integral_constant<int, 64>{}, std::integral_constant<int, kDeep>{})
+                         : f(std::integral_constant<int, 64>{}, std::integral_constant<int, kWide>{});
+    case 128: return deep ? f(std::integral_constant<int, 128>{}, std::integral_constant<int, kDeep>{})
+                          : f(std::integral_constant<int, 128>{}, std::integral_constant<int, kWide>{});
+    case 256: return deep ? f(std::integral_constant<int, 256>{}, std::integral_constant<int, kDeep>{})
+                          : f(std::integral_constant<int, 256>{}, std::integral_constant<int, kWide>{});
+    case 512: return f(std::integral_constant<int, 512>{}, std::integral_constant<int, kWide>{});
+    default: return fallback;
+  }
+}
+
 // Whether a split-KV grid of `clusters` groups of num_splits CTAs merges in clusters: only when the
 // GPU holds every cluster at once (a second wave would cost more than the combine kernel saves), and
 // for at most FMHA_SM90_CLUSTER_MERGE_MAX_ROWS packed rows. H200 (run ac, us): B8 S8192 T1 (4 rows)
@@ -341,35 +361,15 @@ int fmha_sm90_ctas_per_sm(int D, int variant) { return instance_shape_of(D, vari
 int fmha_sm90_narrow_rows(int D, int variant) { return instance_shape_of(D, variant).narrow_rows; }
 
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
-  using fmha::sm90::kDeep;
-  using fmha::sm90::kWide;
-  const bool deep = variant == kDeep;
-  switch (D) {
-    case 64: return deep ? max_active_clusters<64, true, kDeep>(cluster_size) : max_active_clusters<64, true, kWide>(cluster_size);
-    case 128: return deep ? max_active_clusters<128, true, kDeep>(cluster_size) : max_active_clusters<128, true, kWide>(cluster_size);
-    case 256: return deep ? max_active_clusters<256, true, kDeep>(cluster_size) : max_active_clusters<256, true, kWide>(cluster_size);
-    case 512: return max_active_clusters<512, true, kWide>(cluster_size);
-    default: return 0;
-  }
+  return with_instance(D, variant, 0, [&](auto d, auto v) {
+    return max_active_clusters<decltype(d)::value, true, decltype(v)::value>(cluster_size);
+  });
 }
 
 int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows) {
-  using fmha::sm90::kDeep;
-  using fmha::sm90::kWide;
-  const bool deep = variant == kDeep;
-  switch (D) {
-    case 64:
-      return deep ? use_cluster_merge<64, true, kDeep>(num_splits, clusters, rows)
-                  : use_cluster_merge<64, true, kWide>(num_splits, clusters, rows);
-    case 128:
-      return deep ? use_cluster_merge<128, true, kDeep>(num_splits, clusters, rows)
-                  : use_cluster_merge<128, true, kWide>(num_splits, clusters, rows);
-    case 256:
-      return deep ? use_cluster_merge<256, true, kDeep>(num_splits, clusters, rows)
-                  : use_cluster_merge<256, true, kWide>(num_splits, clusters, rows);
-    case 512: return use_cluster_merge<512, true, kWide>(num_splits, clusters, rows);
-    default: return 0;
-  }
+  return with_instance(D, variant, 0, [&](auto d, auto v) {
+    return static_cast<int>(use_cluster_merge<decltype(d)::value, true, decltype(v)::value>(num_splits, clusters, rows));
+  });
 }
 
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {

@@ -574,14 +574,14 @@ struct PartialRow {
   }
 };
 
-// Before the first partial row of a cluster merge is pushed: every CTA of the cluster has finished
-// with its ring. All threads of the CTA take part (the producer in the kernel body).
 // Whether this launch merges its splits in clusters. The kernel body and the epilogues must agree
 // (every thread runs both cluster barriers or none), so both ask here.
 __device__ __forceinline__ bool uses_cluster_merge(const DecodeParams& p) {
   return p.num_splits > 1 && p.cluster_merge;
 }
 
+// Before the first partial row of a cluster merge is pushed: every CTA of the cluster has finished
+// with its ring. All threads of the CTA take part (the producer in the kernel body).
 __device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
   const bool cluster = uses_cluster_merge(p);
   if (cluster) ptx::cluster_sync();
@@ -1089,6 +1089,9 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 // This rank's rows, from its own receive buffer; per row over the splits s:
 //   M = max_s lse_s,  w_s = e^(lse_s - M) (0 for an empty split),  out = sum w_s o_s / sum w_s,
 //   lse = M + ln(sum w_s)   (as combine_splits_kernel does with the workspace).
+// The per-split step and the store repeat combine_splits_kernel's lines; sharing them as helpers
+// changed the SASS of every kernel (hot loops included, by register allocation), so it waits for a
+// GPU run that can time it.
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
                                                      int row0, int ctid) {
