@@ -260,7 +260,7 @@ int with_instance(int D, int variant, int fallback, F&& f) {
 template <int D, bool kBf16, int kVariant>
 bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
-  if (!FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 || rows > FMHA_SM90_CLUSTER_MERGE_MAX_ROWS ||
+  if (!Tr::kClusterMerge || !FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 || rows > FMHA_SM90_CLUSTER_MERGE_MAX_ROWS ||
       num_splits > fmha::sm90::kMaxClusterSplits || !fmha::sm90::merge_fits<Tr>(num_splits, rows))
     return false;
   return max_active_clusters<D, kBf16, kVariant>(num_splits) >= clusters;

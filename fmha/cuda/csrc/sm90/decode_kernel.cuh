@@ -198,6 +198,10 @@ struct DecodeTraits {
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = FMHA_SM90_NARROW && kConsumerWGs == 1 && kBlockN % 64 == 0 &&
                                   (D != 128 || kIsDeep || FMHA_SM90_NARROW_D128_WIDE);
+  // Split-KV partials merged inside clusters (ClusterMerge) can be used by this instantiation. Not at
+  // D = 512: its consumer registers are tight, and compiling the merge in moved the hot loop's register
+  // allocation (MQA Hq=128 213.1 -> 225.7 us, run ag, same process); it gains only on <= 16 rows.
+  static constexpr bool kClusterMerge = D != 512;
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -575,15 +579,19 @@ struct PartialRow {
 };
 
 // Whether this launch merges its splits in clusters. The kernel body and the epilogues must agree
-// (every thread runs both cluster barriers or none), so both ask here.
+// (every thread runs both cluster barriers or none), so both ask here. Instantiations without
+// Tr::kClusterMerge compile the path out (the host never asks them for it).
+template <class Tr>
 __device__ __forceinline__ bool uses_cluster_merge(const DecodeParams& p) {
+  if constexpr (!Tr::kClusterMerge) return false;
   return p.num_splits > 1 && p.cluster_merge;
 }
 
 // Before the first partial row of a cluster merge is pushed: every CTA of the cluster has finished
 // with its ring. All threads of the CTA take part (the producer in the kernel body).
+template <class Tr>
 __device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
-  const bool cluster = uses_cluster_merge(p);
+  const bool cluster = uses_cluster_merge<Tr>(p);
   if (cluster) ptx::cluster_sync();
   return cluster;
 }
@@ -597,7 +605,7 @@ __device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const Decode
   const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
   const int col0 = wg * Tr::kOutCols;
   const ClusterMerge<Tr> cm(ss, p, row0);
-  const ClusterMerge<Tr>* cmp = begin_cluster_push(p) ? &cm : nullptr;
+  const ClusterMerge<Tr>* cmp = begin_cluster_push<Tr>(p) ? &cm : nullptr;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 16 * w + g + 8 * h;
@@ -611,6 +619,14 @@ __device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const Decode
         *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
       }
       if (ql == 0 && wg == 0) p.lse[r.lse_idx] = lse[h];
+    } else if constexpr (!Tr::kClusterMerge) {  // the workspace only (the combine kernel merges)
+      float* dst = r.partial(p, b, split, Tr::kHeadDim) + col0;
+#pragma unroll
+      for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+        const int i = 4 * c + 2 * h;
+        *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+      }
+      if (ql == 0 && wg == 0) *r.partial_lse(p, split) = lse[h];
     } else {
       const PartialRow<Tr> dst(p, r, b, split, row - row0, cmp);
 #pragma unroll
@@ -1058,7 +1074,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 
   // Epilogue: O^T element (d, n) -> out[b, t, hq, d] (or the split partials); the LSE once per column.
   const ClusterMerge<Tr> cm(ss, p, 0);
-  const ClusterMerge<Tr>* cmp = begin_cluster_push(p) ? &cm : nullptr;
+  const ClusterMerge<Tr>* cmp = begin_cluster_push<Tr>(p) ? &cm : nullptr;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int n = 8 * (j >> 1) + 2 * q + (j & 1);
@@ -1177,7 +1193,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 
   const int warp = threadIdx.x / 32;
-  const bool cluster_merge = uses_cluster_merge(p);
+  const bool cluster_merge = uses_cluster_merge<Tr>(p);
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
