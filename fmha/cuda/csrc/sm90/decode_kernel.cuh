@@ -440,14 +440,13 @@ __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const Share
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups, packed: 1024 B
   constexpr uint32_t kLboUnused = 16;           // K-major swizzled: LBO not used (encoded as 1)
   const int box0 = col0 / Tr::kBoxCols;
-  const uint32_t q_base = ptx::smem_addr(&ss.q[box0][0]);
-  const uint32_t k_base = ptx::smem_addr(&ss.k[stage][box0][0]);
+  const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[box0][0]), kLboUnused, kSbo);
+  const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[stage][box0][0]), kLboUnused, kSbo);
 #pragma unroll
   for (int kk = 0; kk < kCols / 16; ++kk) {
     const uint32_t in_row = (kk % 4) * 32;
-    const uint64_t da = ptx::make_smem_desc_sw128(q_base + (kk / 4) * Tr::kQBoxBytes + in_row, kLboUnused, kSbo);
-    const uint64_t db = ptx::make_smem_desc_sw128(k_base + (kk / 4) * Tr::kKvBoxBytes + in_row, kLboUnused, kSbo);
-    ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da, db, kk > 0 ? 1 : 0);
+    ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da.at((kk / 4) * Tr::kQBoxBytes + in_row),
+                                      db.at((kk / 4) * Tr::kKvBoxBytes + in_row), kk > 0 ? 1 : 0);
   }
 }
 
@@ -485,12 +484,9 @@ __device__ __forceinline__ void pv_gemm(float (&acc)[Tr::kOutCols / 2], const ui
                                         const SharedStorage<Tr>& ss, int stage, int wg) {
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;     // 8-token groups along K: 1024 B
   constexpr uint32_t kLbo = Tr::kKvBoxBytes;       // next 64 output columns: next box
-  const uint32_t v_base = ptx::smem_addr(&ss.v[stage][wg * (Tr::kOutCols / Tr::kBoxCols)][0]);
+  const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.v[stage][wg * (Tr::kOutCols / Tr::kBoxCols)][0]), kLbo, kSbo);
 #pragma unroll
-  for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) {
-    const uint64_t db = ptx::make_smem_desc_sw128(v_base + kk * 16 * Tr::kRowBytes, kLbo, kSbo);
-    ptx::wgmma_rs<Tr::kOutCols, kBf16>(acc, pa[kk], db, 1);
-  }
+  for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) ptx::wgmma_rs<Tr::kOutCols, kBf16>(acc, pa[kk], db.at(kk * 16 * Tr::kRowBytes), 1);
 }
 
 // Where packed query row `row` of KV head kvh lives: token t, query head hq, and its output row,
@@ -959,7 +955,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[db][i] = 0.f;
 
-  const uint32_t q_addr = ptx::smem_addr(&ss.q[0][0]);
+  const ptx::SmemDescSw128 dq(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);                  // Q rows 0-15 (B of S^T)
+  const ptx::SmemDescSw128 dp(ptx::smem_addr(Ns::p_block(ss, 0)), 16, kSbo);          // P^T blocks (B of O^T)
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
@@ -968,15 +965,15 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     float s[kMB][8];
     ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
     ptx::wgmma_fence();
+    const ptx::SmemDescSw128 dk(ptx::smem_addr(&ss.k[stage][0][0]), 16, kSbo);
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
       for (int kk = 0; kk < Tr::kHeadDim / 16; ++kk) {
         const uint32_t in_row = (kk % 4) * 32;
-        const uint64_t da = ptx::make_smem_desc_sw128(
-            ptx::smem_addr(&ss.k[stage][kk / 4][mb * 64 * Tr::kBoxCols]) + in_row, 16, kSbo);
-        const uint64_t db = ptx::make_smem_desc_sw128(q_addr + (kk / 4) * Tr::kQBoxBytes + in_row, 16, kSbo);
-        ptx::wgmma_ss_m64n16k16<kBf16, false>(s[mb], da, db, kk > 0 ? 1 : 0);
+        ptx::wgmma_ss_m64n16k16<kBf16, false>(
+            s[mb], dk.at((kk / 4) * Tr::kKvBoxBytes + mb * 64 * Tr::kRowBytes + in_row),
+            dq.at((kk / 4) * Tr::kQBoxBytes + in_row), kk > 0 ? 1 : 0);
       }
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
@@ -1041,15 +1038,13 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
     ptx::wgmma_fence();
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[stage][0][0]), Tr::kKvBoxBytes, kSbo);
 #pragma unroll
     for (int db = 0; db < kDB; ++db)
 #pragma unroll
-      for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) {
-        const uint64_t da = ptx::make_smem_desc_sw128(ptx::smem_addr(&ss.v[stage][db][0]) + kk * 16 * Tr::kRowBytes,
-                                                      Tr::kKvBoxBytes, kSbo);
-        const uint64_t dp = ptx::make_smem_desc_sw128(ptx::smem_addr(Ns::p_block(ss, kk / 4)) + (kk % 4) * 32, 16, kSbo);
-        ptx::wgmma_ss_m64n16k16<kBf16, true>(acc[db], da, dp, 1);
-      }
+      for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
+        ptx::wgmma_ss_m64n16k16<kBf16, true>(acc[db], dv.at(db * Tr::kKvBoxBytes + kk * 16 * Tr::kRowBytes),
+                                             dp.at((kk / 4) * 16 * Tr::kRowBytes + (kk % 4) * 32), 1);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
 #pragma unroll
