@@ -643,6 +643,11 @@ __device__ __forceinline__ void row_key_limits(const DecodeParams& p, const Tile
   for (int h = 0; h < 2; ++h) limit_abs[h] = row_key_limit(p, tr, row0 + 16 * w + g + 8 * h);
 }
 
+// The consumer warpgroup of thread ctid, as a value the compiler knows to be warp-uniform (a
+// shuffle from lane 0): descriptors derived from it are then computed in uniform registers instead
+// of being moved there before every wgmma.
+__device__ __forceinline__ int warpgroup_index(int ctid) { return __shfl_sync(0xffffffffu, ctid / 128, 0); }
+
 // One warp's arrival on a stage's "empty" barrier, once its wgmmas reading the stage completed.
 __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
   __syncwarp();
@@ -679,7 +684,7 @@ __device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRan
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                               int b, int kvh, int row0, int split, int ctid) {
-  const int wg = ctid / 128;
+  const int wg = warpgroup_index(ctid);
   const int tid_wg = ctid % 128;
   const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
@@ -758,7 +763,7 @@ template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                          const TileRange& tr, int b, int kvh, int row0, int split,
                                                          int ctid) {
-  const int wg = ctid / 128;
+  const int wg = warpgroup_index(ctid);
   const int tid_wg = ctid % 128;
   const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
@@ -808,12 +813,16 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 #pragma unroll
       for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
   };
+  const int n = tr.end - tr.begin;
+  // Before P V(it) and Q K^T(it + 1) are issued: V(it) and, unless it is the last, K(it + 1) landed.
+  auto wait_operands = [&](int it) {
+    wait_v_tile<Tr>(ss, tr, it, ctid);
+    if (it + 1 < n) wait_k(it + 1);
+  };
   auto release_after_pv = [&](int it) {
     release_stage(&ss.empty_v[it % Tr::kStages], lane);
     if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane);
   };
-
-  const int n = tr.end - tr.begin;
   if (n == 0) {
     float inv_l[2], lse[2];
     finalize_rows(st, inv_l, lse);
@@ -829,10 +838,9 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     ptx::wgmma_wait_group<0>();
     softmax_scores(0, alpha);  // acc is zero: nothing to rescale
     pack_p();
+    wait_operands(0);
   }
   for (int it = 0; it + 1 < n; ++it) {
-    wait_v_tile<Tr>(ss, tr, it, ctid);
-    wait_k(it + 1);
     fence_regs(acc);
     fence_regs(pa);
     fence_regs(s);
@@ -842,6 +850,10 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     float alpha[2];
     ptx::wgmma_wait_group<1>();  // S(it+1) landed; P V(it) may still run (pa is repacked only after it)
     softmax_scores(it + 1, alpha);
+    // The next iteration's operands are waited for here, before P V(it) is: ptxas places a
+    // wgmma wait as early as its dependencies allow, which put it ahead of the softmax's
+    // exponentials (out of the overlap with P V); the mbarrier wait loops are a boundary it keeps.
+    wait_operands(it + 1);
     ptx::wgmma_wait_group<0>();  // P V(it) done: acc and pa are ours again
     fence_regs(acc);
     fence_regs(pa);
@@ -849,8 +861,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
     pack_p();
   }
-  wait_v_tile<Tr>(ss, tr, n - 1, ctid);
-  fence_regs(acc);
+  fence_regs(acc);  // V(n - 1) was waited for with the softmax of n - 1
   fence_regs(pa);
   ptx::wgmma_fence();
   issue_pv(n - 1);
