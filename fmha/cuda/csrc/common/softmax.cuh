@@ -79,14 +79,15 @@ struct RowState {
 // On return `s` holds P = 2^(s*qk_scale - m_new) (unnormalised) and alpha[h]
 // the factor the output accumulator must be rescaled by. Never produces NaN:
 // a row with no visible key so far keeps m_i = -inf and uses 0 as reference.
-template <int N>
+// kMask = false: the caller knows every key of the tile is visible to every row (key_limit unused).
+template <int N, bool kMask = true>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState& st, const int (&key_limit)[2],
                                                     float qk_scale, int quad_lane, float (&alpha)[2]) {
   float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) {
     const int h = frag_row_half(i);
-    const float v = frag_col(i, quad_lane) < key_limit[h] ? s[i] * qk_scale : -INFINITY;
+    const float v = !kMask || frag_col(i, quad_lane) < key_limit[h] ? s[i] * qk_scale : -INFINITY;
     s[i] = v;
     mx[h] = fmaxf(mx[h], v);
   }

@@ -137,6 +137,14 @@
 #define FMHA_SM90_D512_SPLIT_QK 1
 #endif
 
+#ifndef FMHA_SM90_EARLY_OPERAND_WAIT  // overlapped loop: wait for the next tile's K and V before P V(it)'s wgmma wait
+// (see consumer_loop_overlapped). H200 run aj: D=512 Hq=128 193.4 -> 202.7 us, D=128 within 0.4%
+#define FMHA_SM90_EARLY_OPERAND_WAIT 0
+#endif
+#ifndef FMHA_SM90_EDGE_MASK_ONLY  // 1: tiles whose keys every row sees skip the mask compares
+#define FMHA_SM90_EDGE_MASK_ONLY 0
+#endif
+
 #ifndef FMHA_SM90_TMA_BOX_ROWS  // deep variant: tokens per K/V TMA box (0: the whole tile); smaller boxes fetch both
 // halves of a 256 B (D = 128) cache row close together in time. H200, 32 vs whole 128-token tiles (runs w, y):
 // B1 S65536 71.2 -> 70.9 / 71.4 -> 70.8 us, T=16 75.7 -> 74.9, B4 S512 8.4 -> 7.9 (gains near the noise);
@@ -778,6 +786,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   uint32_t pa[Tr::kBlockN / 16][4];  // P of the tile whose P V is next, as the PV wgmma's A fragment
   float s[Tr::kBlockN / 2];
 
+  // Keys below this are visible to every row of the block (causal rows start at L - T + 1).
+  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
   // Every wgmma issue below is unconditional between its fence and its wait (the last tile is
   // peeled off the loop), so ptxas can follow the two groups without serialising them.
   auto wait_k = [&](int it) {
@@ -805,7 +815,10 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
     const int key0 = (tr.begin + it) * Tr::kBlockN;
     const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
-    online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
+    if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
+      online_softmax_tile<Tr::kBlockN, false>(s, st, key_limit, p.qk_scale, ql, alpha);
+    else
+      online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
   };
   auto pack_p = [&]() {
 #pragma unroll
@@ -838,9 +851,10 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     ptx::wgmma_wait_group<0>();
     softmax_scores(0, alpha);  // acc is zero: nothing to rescale
     pack_p();
-    wait_operands(0);
+    if constexpr (FMHA_SM90_EARLY_OPERAND_WAIT) wait_operands(0);
   }
   for (int it = 0; it + 1 < n; ++it) {
+    if constexpr (!FMHA_SM90_EARLY_OPERAND_WAIT) wait_operands(it);
     fence_regs(acc);
     fence_regs(pa);
     fence_regs(s);
@@ -850,10 +864,11 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     float alpha[2];
     ptx::wgmma_wait_group<1>();  // S(it+1) landed; P V(it) may still run (pa is repacked only after it)
     softmax_scores(it + 1, alpha);
-    // The next iteration's operands are waited for here, before P V(it) is: ptxas places a
-    // wgmma wait as early as its dependencies allow, which put it ahead of the softmax's
-    // exponentials (out of the overlap with P V); the mbarrier wait loops are a boundary it keeps.
-    wait_operands(it + 1);
+    // FMHA_SM90_EARLY_OPERAND_WAIT: the next iteration's operands are waited for here, before P V(it)
+    // is. ptxas places the wgmma wait below as early as its dependencies allow, ahead of the softmax's
+    // exponentials (out of the overlap with P V); the mbarrier wait loops are a boundary it keeps. But
+    // V(it) is then released later, which cost D = 512 5% (run aj).
+    if constexpr (FMHA_SM90_EARLY_OPERAND_WAIT) wait_operands(it + 1);
     ptx::wgmma_wait_group<0>();  // P V(it) done: acc and pa are ours again
     fence_regs(acc);
     fence_regs(pa);
@@ -861,7 +876,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
     pack_p();
   }
-  fence_regs(acc);  // V(n - 1) was waited for with the softmax of n - 1
+  if constexpr (!FMHA_SM90_EARLY_OPERAND_WAIT) wait_operands(n - 1);
+  fence_regs(acc);
   fence_regs(pa);
   ptx::wgmma_fence();
   issue_pv(n - 1);
