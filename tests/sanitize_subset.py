@@ -15,6 +15,8 @@ for D in (64, 128, 256, 512):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     cases.append((2, 3, Hq, Hkv, 129, D, [0, 129]))       # causal T>1, varlen with an empty row, unsplit or lightly split
     cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine (deep variant)
+    if D == 512:  # two row blocks (DeepSeek-like 128 heads): odd and even tile counts, 1-tile rows
+        cases.append((3, 1, 128, 1, 200, D, [200, 33, 20]))
     if D != 512:
         cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide variant
         cases.append((2, 3, 16, 4, 129, D, [129, 0]))           # narrow loop (12 rows), causal, empty row
