@@ -141,9 +141,6 @@
 // (see consumer_loop_overlapped). H200 run aj: D=512 Hq=128 193.4 -> 202.7 us, D=128 within 0.4%
 #define FMHA_SM90_EARLY_OPERAND_WAIT 0
 #endif
-#ifndef FMHA_SM90_QK_LOOKAHEAD  // 1: D = 512 issues Q K^T two tiles ahead of the softmax (consumer_loop_lookahead)
-#define FMHA_SM90_QK_LOOKAHEAD 1
-#endif
 #ifndef FMHA_SM90_UNIFORM_WG  // 1: the warpgroup index comes from a lane-0 shuffle (warp-uniform to the compiler)
 #define FMHA_SM90_UNIFORM_WG 0
 #endif
@@ -212,8 +209,6 @@ struct DecodeTraits {
   // tiles) with two CTAs per SM (168 registers a thread) that spills, so that instantiation keeps
   // the serial loop.
   static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kBlockN == 128 && kCtasPerSm > 1);
-  // consumer_loop_lookahead: Q K^T two tiles ahead (two consumer warpgroups, D = 512).
-  static constexpr bool kLookahead = FMHA_SM90_QK_LOOKAHEAD && kConsumerWGs == 2 && FMHA_SM90_SPLIT_RELEASE;
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = FMHA_SM90_NARROW && kConsumerWGs == 1 && kBlockN % 64 == 0 &&
@@ -905,141 +900,6 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
 }
 
-// Q K^T one tile further ahead (Tr::kLookahead; D = 512, whose two consumer warpgroups exchange
-// partial scores every tile). In consumer_loop_overlapped the softmax of tile it+1 waits for
-// Q K^T(it+1), issued just before it behind nothing; at D = 512 both warpgroups' Q K^T chains share
-// the tensor cores, and that wait held 16% of the kernel's stall samples (ncu, run ak). Here S is
-// double-buffered (s_a holds even tiles, s_b odd ones; 16 registers more a thread) and S(it+1) has
-// already landed when step it begins:
-//   step(it):  [V(it), K(it+2) landed]  issue P V(it) and Q K^T(it+2) into the free S buffer
-//              exchange and softmax(it+1) while both run (nothing to wait for first)
-//              wait for both; free V(it) and K(it+2); rescale O; P(it+1) -> pa
-// Nothing is in flight across a step boundary: ptxas serialises every wgmma of the kernel when a
-// register read by other instructions may be in flight at a control-flow join, which a loop-carried
-// wgmma is. For the same reason the wgmma issues are unconditional: the Q K^T of the tile after the
-// last is issued anyway (a "phantom": it reads a K stage no longer written, no wait, S discarded).
-template <class Tr, bool kBf16>
-__device__ __forceinline__ void consumer_loop_lookahead(SharedStorage<Tr>& ss, const DecodeParams& p,
-                                                        const TileRange& tr, int b, int kvh, int row0, int split,
-                                                        int ctid) {
-  constexpr int kS = Tr::kBlockN / 2;
-  const int wg = warpgroup_index(ctid);
-  const int tid_wg = ctid % 128;
-  const int lane = tid_wg % 32, ql = lane % 4;
-
-  int limit_abs[2];
-  consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
-
-  RowState st;
-  st.init();
-  float acc[Tr::kOutCols / 2];
-#pragma unroll
-  for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
-  uint32_t pa[Tr::kBlockN / 16][4];  // P of the tile whose P V is next
-  float s_a[kS], s_b[kS];             // S of even / odd tiles
-  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
-  const int n = tr.end - tr.begin;
-
-  auto wait_k = [&](int it) {  // no wait for a phantom tile
-    if (it < n)
-      ptx::mbarrier_wait_parity(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u);
-  };
-  auto release_k = [&](int it) {  // once Q K^T(it) completed
-    if (it < n) release_stage(&ss.empty_k[it % Tr::kStages], lane);
-  };
-  auto issue_qk = [&](int it, float (&s)[kS]) {
-    const int stage = it % Tr::kStages;
-    if constexpr (Tr::kSplitQk)
-      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
-    else
-      qk_gemm<Tr, kBf16>(s, ss, stage);
-    ptx::wgmma_commit_group();
-  };
-  auto issue_pv = [&](int it) {
-    pv_gemm<Tr, kBf16>(acc, pa, ss, it % Tr::kStages, wg);
-    ptx::wgmma_commit_group();
-  };
-  auto softmax_scores = [&](int it, float (&s)[kS], float (&alpha)[2]) {
-    if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
-    const int key0 = (tr.begin + it) * Tr::kBlockN;
-    const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
-    if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until)
-      online_softmax_tile<Tr::kBlockN, false>(s, st, key_limit, p.qk_scale, ql, alpha);
-    else
-      online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
-  };
-  auto pack_p = [&](const float (&s)[kS]) {
-#pragma unroll
-    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
-  };
-  // it <= n - 2. s_cur: S(it+1), landed; s_nxt: free, receives S(it+2).
-  auto step = [&](int it, float (&s_cur)[kS], float (&s_nxt)[kS]) {
-    wait_v_tile<Tr>(ss, tr, it, ctid);
-    wait_k(it + 2);
-    fence_regs(acc);
-    fence_regs(pa);
-    fence_regs(s_nxt);
-    ptx::wgmma_fence();
-    issue_pv(it);
-    issue_qk(it + 2, s_nxt);
-    float alpha[2];
-    softmax_scores(it + 1, s_cur, alpha);
-    fence_regs(s_cur);
-    ptx::wgmma_wait_group<0>();
-    fence_regs(acc);
-    fence_regs(pa);
-    fence_regs(s_nxt);
-    release_stage(&ss.empty_v[it % Tr::kStages], lane);
-    release_k(it + 2);
-    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
-    pack_p(s_cur);
-  };
-
-  if (n > 0) {
-    {
-      float alpha[2];
-      wait_k(0);
-      fence_regs(s_a);
-      ptx::wgmma_fence();
-      issue_qk(0, s_a);
-      ptx::wgmma_wait_group<0>();
-      fence_regs(s_a);
-      release_k(0);
-      wait_k(1);
-      fence_regs(s_b);
-      ptx::wgmma_fence();
-      issue_qk(1, s_b);  // a phantom when n == 1
-      softmax_scores(0, s_a, alpha);  // acc is zero: nothing to rescale
-      fence_regs(s_a);
-      ptx::wgmma_wait_group<0>();
-      fence_regs(s_b);
-      release_k(1);
-      pack_p(s_a);
-    }
-    int it = 0;
-    for (; it + 1 < n - 1; it += 2) {  // steps it and it + 1, both <= n - 2
-      step(it, s_b, s_a);
-      step(it + 1, s_a, s_b);
-    }
-    if (it < n - 1) step(it, s_b, s_a);  // it even: S(it+1) is in s_b
-    // P V of the last tile
-    wait_v_tile<Tr>(ss, tr, n - 1, ctid);
-    fence_regs(acc);
-    fence_regs(pa);
-    ptx::wgmma_fence();
-    issue_pv(n - 1);
-    ptx::wgmma_wait_group<0>();
-    fence_regs(acc);
-    release_stage(&ss.empty_v[(n - 1) % Tr::kStages], lane);
-  }
-
-  float inv_l[2], lse[2];
-  finalize_rows(st, inv_l, lse);
-  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
-}
-
 // ----------------------------------------------------------------------------
 // Narrow problems (at most 16 packed query rows: T = 1 with G <= 16, or T x G <= 16)
 // ----------------------------------------------------------------------------
@@ -1398,8 +1258,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
   if (narrow) {
     if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
-  } else if constexpr (Tr::kLookahead) {
-    consumer_loop_lookahead<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else if constexpr (Tr::kOverlap) {
     consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else {
