@@ -137,9 +137,10 @@
 #define FMHA_SM90_D512_SPLIT_QK 1
 #endif
 
-#ifndef FMHA_SM90_EARLY_OPERAND_WAIT  // overlapped loop: wait for the next tile's K and V before P V(it)'s wgmma wait
-// (see consumer_loop_overlapped). H200 run aj: D=512 Hq=128 193.4 -> 202.7 us, D=128 within 0.4%
-#define FMHA_SM90_EARLY_OPERAND_WAIT 0
+#ifndef FMHA_SM90_EARLY_OPERAND_WAIT  // overlapped loop at D = 128: wait for the next tile's K and V before P V(it)'s
+// wgmma wait (see consumer_loop_overlapped). H200 run an (us): B128 S8192 932.1 -> 927.2, T=4 124.1 -> 123.3, B1 S8192
+// and T=16 within 0.3%; D = 512 195.5 -> 211.7 (V(it) released later on its two-stage ring): used at D = 128 only
+#define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
 #ifndef FMHA_SM90_UNIFORM_WG  // 1: the warpgroup index comes from a lane-0 shuffle (warp-uniform to the compiler)
 #define FMHA_SM90_UNIFORM_WG 0
@@ -210,6 +211,8 @@ struct DecodeTraits {
   // tiles) with two CTAs per SM (168 registers a thread) that spills, so that instantiation keeps
   // the serial loop.
   static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kBlockN == 128 && kCtasPerSm > 1);
+  // consumer_loop_overlapped waits for the next tile's operands before P V(it)'s wgmma wait (measured at D = 128 only).
+  static constexpr bool kEarlyOperandWait = FMHA_SM90_EARLY_OPERAND_WAIT && D == 128;
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = FMHA_SM90_NARROW && kConsumerWGs == 1 && kBlockN % 64 == 0 &&
@@ -862,10 +865,10 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     ptx::wgmma_wait_group<0>();
     softmax_scores(0, alpha);  // acc is zero: nothing to rescale
     pack_p();
-    if constexpr (FMHA_SM90_EARLY_OPERAND_WAIT) wait_operands(0);
+    if constexpr (Tr::kEarlyOperandWait) wait_operands(0);
   }
   for (int it = 0; it + 1 < n; ++it) {
-    if constexpr (!FMHA_SM90_EARLY_OPERAND_WAIT) wait_operands(it);
+    if constexpr (!Tr::kEarlyOperandWait) wait_operands(it);
     fence_regs(acc);
     fence_regs(pa);
     fence_regs(s);
@@ -875,11 +878,11 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     float alpha[2];
     ptx::wgmma_wait_group<1>();  // S(it+1) landed; P V(it) may still run (pa is repacked only after it)
     softmax_scores(it + 1, alpha);
-    // FMHA_SM90_EARLY_OPERAND_WAIT: the next iteration's operands are waited for here, before P V(it)
-    // is. ptxas places the wgmma wait below as early as its dependencies allow, ahead of the softmax's
+    // Tr::kEarlyOperandWait: the next iteration's operands are waited for here, before P V(it) is.
+    // ptxas places the wgmma wait below as early as its dependencies allow, ahead of the softmax's
     // exponentials (out of the overlap with P V); the mbarrier wait loops are a boundary it keeps. But
-    // V(it) is then released later, which cost D = 512 5% (run aj).
-    if constexpr (FMHA_SM90_EARLY_OPERAND_WAIT) wait_operands(it + 1);
+    // V(it) is then released later, which costs D = 512 8% (run an).
+    if constexpr (Tr::kEarlyOperandWait) wait_operands(it + 1);
     ptx::wgmma_wait_group<0>();  // P V(it) done: acc and pa are ours again
     fence_regs(acc);
     fence_regs(pa);
@@ -887,7 +890,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
     pack_p();
   }
-  if constexpr (!FMHA_SM90_EARLY_OPERAND_WAIT) wait_operands(n - 1);
+  if constexpr (!Tr::kEarlyOperandWait) wait_operands(n - 1);
   fence_regs(acc);
   fence_regs(pa);
   ptx::wgmma_fence();
