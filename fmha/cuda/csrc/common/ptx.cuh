@@ -577,6 +577,28 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint3
 #endif
 }
 
+// m64n32k16, A from registers (a Q fragment held across tiles), B from a K-major descriptor (imm-trans-b = 0):
+// part of S = Q K^T at D = 512 (decode_kernel.cuh, FMHA_SM90_D512_Q_REGS).
+template <bool kBf16>
+__device__ __forceinline__ void wgmma_rs_m64n32k16_kmajor(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b,
+                                                          int scale_d) {
+#if FMHA_SM90_ENABLED
+  if constexpr (kBf16)
+    asm volatile(FMHA_WGMMA_ASM("m64n32k16", "bf16", FMHA_ACC_REGS_16, "{%16, %17, %18, %19}, %20, p, 1, 1, 0", "%21")
+                 : FMHA_ACC_OPERANDS_16(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+  else
+    asm volatile(FMHA_WGMMA_ASM("m64n32k16", "f16", FMHA_ACC_REGS_16, "{%16, %17, %18, %19}, %20, p, 1, 1, 0", "%21")
+                 : FMHA_ACC_OPERANDS_16(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+#else
+  (void)d; (void)a; (void)desc_b; (void)scale_d;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
 // m64n16k16, A and B from descriptors, for the narrow (swapped) decode path where the 64 M rows
 // are keys (S^T = K Q^T) or head-dim columns (O^T = V^T P^T) and N = 16 query rows.
 // kTransA = 1: A is MN-major in shared memory (V^T read from the token-major V tile);

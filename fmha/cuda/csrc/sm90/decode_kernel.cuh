@@ -154,6 +154,11 @@
 #define FMHA_SM90_EDGE_MASK_ONLY 1
 #endif
 
+#ifndef FMHA_SM90_D512_Q_REGS  // D = 512: head-dim columns of its Q half each consumer warpgroup keeps in registers
+// (A of Q K^T from registers for those k steps; the rest of Q stays in shared memory). 0 or 128.
+#define FMHA_SM90_D512_Q_REGS 128
+#endif
+
 #ifndef FMHA_SM90_TMA_BOX_ROWS  // deep variant: tokens per K/V TMA box (0: the whole tile); smaller boxes fetch both
 // halves of a 256 B (D = 128) cache row close together in time. H200, 32 vs whole 128-token tiles (runs w, y):
 // B1 S65536 71.2 -> 70.9 / 71.4 -> 70.8 us, T=16 75.7 -> 74.9, B4 S512 8.4 -> 7.9 (gains near the noise);
@@ -242,16 +247,32 @@ struct DecodeTraits {
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread.
   static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : 1;
+  // Q in registers (kSplitQk only): the last kQRegCols columns of each warpgroup's head-dim half are A
+  // fragments held in registers (kQRegSteps k16 steps, 4 registers each); shared memory keeps the rest,
+  // kQSmemBoxesPerWg boxes a warpgroup (all kBoxes without it).
+  static constexpr int kQRegCols = (kSplitQk && D == 512) ? FMHA_SM90_D512_Q_REGS : 0;
+  static constexpr int kQRegSteps = kQRegCols / 16;
+  static constexpr int kQSmemBoxesPerWg = (D / kConsumerWGs - kQRegCols) / kBoxCols;
+  static constexpr int kQSmemBoxes = kQSmemBoxesPerWg * kConsumerWGs;
+  // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
+  __host__ __device__ static constexpr int q_smem_box(int bx) {
+    return kQRegCols == 0 ? bx : (bx / (kBoxes / kConsumerWGs)) * kQSmemBoxesPerWg + bx % (kBoxes / kConsumerWGs);
+  }
+  __host__ __device__ static constexpr int q_global_box(int sb) {
+    return kQRegCols == 0 ? sb : (sb / kQSmemBoxesPerWg) * (kBoxes / kConsumerWGs) + sb % kQSmemBoxesPerWg;
+  }
   static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
   static_assert(kStages >= 1, "ring depth: check the FMHA_SM90_*_STAGES / *_TILE_N knobs");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
   static_assert(!kSplitQk || (kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
+  static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
+  static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
 };
 
 template <class Tr>
 struct SharedStorage {
-  alignas(1024) uint16_t q[Tr::kBoxes][Tr::kBlockM * Tr::kBoxCols];
+  alignas(1024) uint16_t q[Tr::kQSmemBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box)
   alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
   alignas(1024) uint16_t v[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
   alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk)
@@ -404,25 +425,56 @@ __device__ __forceinline__ void zero_v_tail(SharedStorage<Tr>& ss, int stage, in
 template <class Tr>
 __device__ __forceinline__ void load_q_tile(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
                                             int row0, int ctid) {
-  constexpr int kChunksPerRow = Tr::kHeadDim / 8;  // 16 B chunks
+  constexpr int kChunksPerRow = Tr::kQSmemBoxes * 8;  // 16 B chunks kept in shared memory
   constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
   static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
   const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll 4
   for (int e = ctid; e < kTotal; e += Tr::kConsumerThreads) {
     const int r = e / kChunksPerRow;
-    const int c = e % kChunksPerRow;
+    const int c = e % kChunksPerRow;  // shared-memory chunk: box c / 8, chunk c % 8 of it
     const int row = row0 + r;
     uint4 val = make_uint4(0u, 0u, 0u, 0u);
     if (row < p.rows) {
       const int t = row / p.G;
       const int hq = kvh * p.G + row % p.G;
-      const uint16_t* src = q + b * p.q_b + t * p.q_t + hq * p.q_h + c * 8;
+      const int col = Tr::kQRegCols == 0 ? c * 8 : Tr::q_global_box(c / 8) * Tr::kBoxCols + (c % 8) * 8;
+      const uint16_t* src = q + b * p.q_b + t * p.q_t + hq * p.q_h + col;
       val = __ldg(reinterpret_cast<const uint4*>(src));
     }
     const int box = c / 8;
     const int chunk = (c % 8) ^ (r % 8);  // 128B swizzle
     *reinterpret_cast<uint4*>(&ss.q[box][r * Tr::kBoxCols + chunk * 8]) = val;
+  }
+}
+
+// Q columns held in registers (Tr::kQRegCols): warpgroup wg's A fragments of Q K^T for its last
+// kQRegSteps k16 steps. Fragment layout (wgmma A from registers, as mma.m16n8k16's A): register j of
+// step kk holds two 16-bit values of row 16 w + g + 8 (j & 1), columns 16 kk + 8 (j >> 1) + 2 q, +1.
+template <class Tr>
+struct QRegs {
+  uint32_t r[Tr::kQRegSteps > 0 ? Tr::kQRegSteps : 1][4];
+};
+
+template <class Tr>
+__device__ __forceinline__ void load_q_regs(QRegs<Tr>& qr, const DecodeParams& p, int b, int kvh, int row0, int wg,
+                                            int tid_wg) {
+  if constexpr (Tr::kQRegSteps > 0) {
+    const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+    const int col_base = (wg + 1) * (Tr::kHeadDim / Tr::kConsumerWGs) - Tr::kQRegCols + 2 * ql;
+    const uint16_t* q = static_cast<const uint16_t*>(p.q);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 16 * w + g + 8 * h;
+      const bool valid = row < p.rows;  // padding rows are zero
+      const uint16_t* src = q;
+      if (valid) src = q + b * p.q_b + (row / p.G) * p.q_t + (kvh * p.G + row % p.G) * p.q_h + col_base;
+#pragma unroll
+      for (int kk = 0; kk < Tr::kQRegSteps; ++kk)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          qr.r[kk][h + 2 * half] = valid ? __ldg(reinterpret_cast<const uint32_t*>(src + 16 * kk + 8 * half)) : 0u;
+    }
   }
 }
 
@@ -453,19 +505,26 @@ __device__ __forceinline__ void rescale_acc(float (&acc)[N], const float (&alpha
 
 // S = Q K^T over head-dim columns [kCol0, kCol0 + kCols): kCols/16 k16 steps,
 // each a 32 B advance inside a 128 B swizzle row, moving to the next box every 4 steps.
+// With Tr::kQRegCols (split Q K^T at D = 512) the last kQRegSteps steps take A from qr.
 template <class Tr, bool kBf16, int kCols = Tr::kHeadDim>
 __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const SharedStorage<Tr>& ss, int stage,
-                                        int col0 = 0) {
+                                        int col0 = 0, const QRegs<Tr>* qr = nullptr) {
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups, packed: 1024 B
   constexpr uint32_t kLboUnused = 16;           // K-major swizzled: LBO not used (encoded as 1)
+  constexpr int kSteps = kCols / 16;
+  constexpr int kSmemSteps = kSteps - (kCols == Tr::kHeadDim ? 0 : Tr::kQRegSteps);
+  static_assert(kCols != Tr::kHeadDim || Tr::kQRegSteps == 0, "Q in registers: split Q K^T only");
   const int box0 = col0 / Tr::kBoxCols;
-  const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[box0][0]), kLboUnused, kSbo);
+  const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[Tr::q_smem_box(box0)][0]), kLboUnused, kSbo);
   const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[stage][box0][0]), kLboUnused, kSbo);
 #pragma unroll
-  for (int kk = 0; kk < kCols / 16; ++kk) {
+  for (int kk = 0; kk < kSteps; ++kk) {
     const uint32_t in_row = (kk % 4) * 32;
-    ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da.at((kk / 4) * Tr::kQBoxBytes + in_row),
-                                      db.at((kk / 4) * Tr::kKvBoxBytes + in_row), kk > 0 ? 1 : 0);
+    if (kk < kSmemSteps)
+      ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da.at((kk / 4) * Tr::kQBoxBytes + in_row),
+                                        db.at((kk / 4) * Tr::kKvBoxBytes + in_row), kk > 0 ? 1 : 0);
+    else if constexpr (kSmemSteps < kSteps)
+      ptx::wgmma_rs_m64n32k16_kmajor<kBf16>(s, qr->r[kk - kSmemSteps], db.at((kk / 4) * Tr::kKvBoxBytes + in_row), 1);
   }
 }
 
@@ -712,6 +771,8 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
 
   int limit_abs[2];
   consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
+  QRegs<Tr> qr;
+  load_q_regs<Tr>(qr, p, b, kvh, row0, wg, tid_wg);
 
   RowState st;
   st.init();
@@ -728,7 +789,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
     ptx::wgmma_fence();
     if constexpr (Tr::kSplitQk)
-      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
+      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
     else
       qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
@@ -791,6 +852,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 
   int limit_abs[2];
   consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
+  QRegs<Tr> qr;
+  load_q_regs<Tr>(qr, p, b, kvh, row0, wg, tid_wg);
 
   RowState st;
   st.init();
@@ -810,7 +873,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
     const int stage = it % Tr::kStages;
     if constexpr (Tr::kSplitQk)
-      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2));
+      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
     else
       qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
