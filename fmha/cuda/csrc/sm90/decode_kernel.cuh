@@ -159,6 +159,10 @@
 #define FMHA_SM90_D512_Q_REGS 128
 #endif
 
+#ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
+#define FMHA_SM90_D512_V_STAGES 3
+#endif
+
 #ifndef FMHA_SM90_TMA_BOX_ROWS  // deep variant: tokens per K/V TMA box (0: the whole tile); smaller boxes fetch both
 // halves of a 256 B (D = 128) cache row close together in time. H200, 32 vs whole 128-token tiles (runs w, y):
 // B1 S65536 71.2 -> 70.9 / 71.4 -> 70.8 us, T=16 75.7 -> 74.9, B4 S512 8.4 -> 7.9 (gains near the noise);
@@ -254,6 +258,9 @@ struct DecodeTraits {
   static constexpr int kQRegSteps = kQRegCols / 16;
   static constexpr int kQSmemBoxesPerWg = (D / kConsumerWGs - kQRegCols) / kBoxCols;
   static constexpr int kQSmemBoxes = kQSmemBoxesPerWg * kConsumerWGs;
+  // V ring depth: the K ring's, except at D = 512 with Q in registers, where the shared memory Q gives
+  // up holds a third V stage (V is waited for a tile after K, so its ring runs shorter of lead).
+  static constexpr int kStagesV = (D == 512 && kQRegCols > 0) ? FMHA_SM90_D512_V_STAGES : kStages;
   // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
   __host__ __device__ static constexpr int q_smem_box(int bx) {
     return kQRegCols == 0 ? bx : (bx / (kBoxes / kConsumerWGs)) * kQSmemBoxesPerWg + bx % (kBoxes / kConsumerWGs);
@@ -263,6 +270,7 @@ struct DecodeTraits {
   }
   static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
   static_assert(kStages >= 1, "ring depth: check the FMHA_SM90_*_STAGES / *_TILE_N knobs");
+  static_assert(kStagesV >= 1 && (kStagesV == kStages || FMHA_SM90_SPLIT_RELEASE), "separate V ring: split release");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
   static_assert(!kSplitQk || (kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
@@ -274,12 +282,12 @@ template <class Tr>
 struct SharedStorage {
   alignas(1024) uint16_t q[Tr::kQSmemBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box)
   alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
-  alignas(1024) uint16_t v[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  alignas(1024) uint16_t v[Tr::kStagesV][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
   alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk)
   alignas(8) uint64_t full_k[Tr::kStages];  // TMA bytes of the K tile landed
-  alignas(8) uint64_t full_v[Tr::kStages];  // TMA bytes of the V tile landed
+  alignas(8) uint64_t full_v[Tr::kStagesV];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
-  alignas(8) uint64_t empty_v[Tr::kStages];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
+  alignas(8) uint64_t empty_v[Tr::kStagesV];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
   // p.cluster_merge: the K and V rings (idle by then) receive the rows this CTA merges, from every
   // split of its cluster: o [num_splits][rows_per_rank][kMergeStride] fp32, then the LSEs
   // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats at D <= 256 so that the
@@ -394,9 +402,11 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
     load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
-    if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
-    ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes);
-    load_kv_tile<Tr>(ss.v[stage], tmap_v, &ss.full_v[stage], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
+    const int stage_v = it % Tr::kStagesV;
+    const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
+    ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
+    load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
   }
 }
 
@@ -750,8 +760,8 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
 // Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail).
 template <class Tr>
 __device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid) {
-  const int stage = it % Tr::kStages;
-  ptx::mbarrier_wait_parity(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStages) & 1u);
+  const int stage = it % Tr::kStagesV;
+  ptx::mbarrier_wait_parity(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStagesV) & 1u);
   if constexpr (FMHA_SM90_ZERO_V_TAIL) {
     const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
     if (valid < Tr::kBlockN) {
@@ -818,7 +828,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     fence_regs(pa);
     wait_v_tile<Tr>(ss, tr, it, ctid);
     ptx::wgmma_fence();
-    pv_gemm<Tr, kBf16>(acc, pa, ss, stage, wg);
+    pv_gemm<Tr, kBf16>(acc, pa, ss, it % Tr::kStagesV, wg);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
     fence_regs(acc);
@@ -827,7 +837,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     // V (and, without split release, K) free: this warp's wgmmas that read them have completed.
     __syncwarp();
     if (lane == 0) {
-      ptx::mbarrier_arrive(&ss.empty_v[stage]);
+      ptx::mbarrier_arrive(&ss.empty_v[it % Tr::kStagesV]);
       if constexpr (!FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_arrive(&ss.empty_k[stage]);
     }
   }
@@ -879,7 +889,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     ptx::wgmma_commit_group();
   };
   auto issue_pv = [&](int it) {  // O += P V of ring position `it`, committed as one group
-    pv_gemm<Tr, kBf16>(acc, pa, ss, it % Tr::kStages, wg);
+    pv_gemm<Tr, kBf16>(acc, pa, ss, it % Tr::kStagesV, wg);
     ptx::wgmma_commit_group();
   };
   // After S of ring position `it` landed: free its K tile, masked online softmax (s becomes P).
@@ -910,7 +920,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if (it + 1 < n) wait_k(it + 1);
   };
   auto release_after_pv = [&](int it) {
-    release_stage(&ss.empty_v[it % Tr::kStages], lane);
+    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
     if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane);
   };
   if (n == 0) {
@@ -1142,7 +1152,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
     ptx::wgmma_fence();
-    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[stage][0][0]), Tr::kKvBoxBytes, kSbo);
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[it % Tr::kStagesV][0][0]), Tr::kKvBoxBytes, kSbo);
 #pragma unroll
     for (int db = 0; db < kDB; ++db)
 #pragma unroll
@@ -1153,7 +1163,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
-    release_stage(&ss.empty_v[stage], lane);
+    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
     if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[stage], lane);
   }
 
@@ -1271,8 +1281,11 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
-      ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
       ptx::mbarrier_init(&ss.empty_k[s], Tr::kConsumerThreads / 32);  // one arrival per consumer warp
+    }
+#pragma unroll
+    for (int s = 0; s < Tr::kStagesV; ++s) {
+      ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
       ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
     }
     ptx::fence_mbarrier_init();
@@ -1312,8 +1325,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
       const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
       ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
       release_stage(&ss.empty_k[stage], lane);
-      ptx::mbarrier_wait_parity(&ss.full_v[stage], phase);
-      release_stage(&ss.empty_v[stage], lane);
+      ptx::mbarrier_wait_parity(&ss.full_v[it % Tr::kStagesV], static_cast<uint32_t>(it / Tr::kStagesV) & 1u);
+      release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
     }
     if (cluster_merge) {
       ptx::cluster_sync();
