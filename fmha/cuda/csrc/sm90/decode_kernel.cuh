@@ -145,6 +145,9 @@
 #ifndef FMHA_SM90_UNIFORM_WG  // 1: the warpgroup index comes from a lane-0 shuffle (warp-uniform to the compiler)
 #define FMHA_SM90_UNIFORM_WG 0
 #endif
+#ifndef FMHA_SM90_EARLY_OPERAND_WAIT_D512  // experiment: the early operand wait at D = 512 too (with its third V stage)
+#define FMHA_SM90_EARLY_OPERAND_WAIT_D512 0
+#endif
 #ifndef FMHA_SM90_PRODUCER_REGS  // D = 512: registers the producer warpgroup keeps (setmaxnreg); the consumers get the
 // rest (40: 232; 24: 240, no difference in run am)
 #define FMHA_SM90_PRODUCER_REGS 40
@@ -221,7 +224,8 @@ struct DecodeTraits {
   // the serial loop.
   static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kBlockN == 128 && kCtasPerSm > 1);
   // consumer_loop_overlapped waits for the next tile's operands before P V(it)'s wgmma wait (measured at D = 128 only).
-  static constexpr bool kEarlyOperandWait = FMHA_SM90_EARLY_OPERAND_WAIT && D == 128;
+  static constexpr bool kEarlyOperandWait =
+      FMHA_SM90_EARLY_OPERAND_WAIT && (D == 128 || (D == 512 && FMHA_SM90_EARLY_OPERAND_WAIT_D512));
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = FMHA_SM90_NARROW && kConsumerWGs == 1 && kBlockN % 64 == 0 &&
