@@ -68,6 +68,14 @@ def test_fp16(D):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"fp16 D={D}")
 
 
+@pytest.mark.parametrize("T", (1, 2))
+def test_d512_128_heads(T):
+    """The DeepSeek latent shape: 128 query heads on one KV head, two 64-row blocks per sequence
+    (Q partly in registers, three V stages), odd and one-tile sequence lengths, causal T=2."""
+    q, k, v, sl = make_inputs(2, T, 128, 1, 300, 512, device=DEV, seqlens=[300, 33], seed=5 + T)
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"D=512 Hq=128 T={T}")
+
+
 @pytest.mark.parametrize("D", (64, 128, 256, 512))
 def test_non_contiguous_q_and_out(D):
     Hq, Hkv = (16, 1) if D == 512 else (8, 2)
