@@ -17,12 +17,13 @@
 // Roles (kConsumerWGs consumer warpgroups, then the producer: one warp, or a
 // warpgroup of which one warp works when setmaxnreg is used)
 //   Producer warp (one elected lane): streams K and V tiles of kBlockN tokens
-//     by TMA into a kStages ring; full_k/full_v[stage] complete on the TMA
+//     by TMA into rings of kStages (K) and kStagesV (V) stages; full_k/full_v[stage] complete on the TMA
 //     bytes; empty_k[stage] is armed by every consumer warp once its Q K^T
 //     that read the K tile completed, empty_v[stage] once its P V did.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
-//     128B-swizzled K-major layout), then per tile
-//       S = Q K^T            wgmma, A = Q (smem desc), B = K (smem desc), both K-major
+//     128B-swizzled K-major layout; at D = 512 a quarter of it as register
+//     fragments instead, see QRegs), then per tile
+//       S = Q K^T            wgmma, A = Q (smem desc, or registers), B = K (smem desc), both K-major
 //       online softmax        in registers (FA2 rescale), masks keys j >= limit
 //       O += P V              wgmma, A = P (registers), B = V (smem desc, MN-major)
 //     and finally O / l and the LSE (or per-split partials for the combine).
@@ -139,7 +140,8 @@
 
 #ifndef FMHA_SM90_EARLY_OPERAND_WAIT  // overlapped loop at D = 128: wait for the next tile's K and V before P V(it)'s
 // wgmma wait (see consumer_loop_overlapped). H200 run an (us): B128 S8192 932.1 -> 927.2, T=4 124.1 -> 123.3, B1 S8192
-// and T=16 within 0.3%; D = 512 195.5 -> 211.7 (V(it) released later on its two-stage ring): used at D = 128 only
+// and T=16 within 0.3%; D = 512 195.5 -> 211.7 (V(it) released later on its two-stage ring): D = 128 (and the
+// D = 512 experiment knob below)
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
 #ifndef FMHA_SM90_UNIFORM_WG  // 1: the warpgroup index comes from a lane-0 shuffle (warp-uniform to the compiler)
@@ -203,7 +205,8 @@ struct DecodeTraits {
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_D128_TILE_N : FMHA_SM90_D128_TILE_N)
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
                                             : 32;  // 16-token tiles x 4 stages measured 44% slower
-  // Ring depth. D = 512 has room for two stages only (Q alone is 64 KB), so its variants coincide.
+  // K ring depth (the V ring's too, except at D = 512: kStagesV). D = 512 has room for two K stages
+  // only, so its variants coincide.
   static constexpr int kStages = D == 64    ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_D64_STAGES)
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES * 64 / FMHA_SM90_DEEP_D128_TILE_N
                                                        : FMHA_SM90_SMALL_D_STAGES)
@@ -224,9 +227,6 @@ struct DecodeTraits {
   // tiles) with two CTAs per SM (168 registers a thread) that spills, so that instantiation keeps
   // the serial loop.
   static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kBlockN == 128 && kCtasPerSm > 1);
-  // consumer_loop_overlapped waits for the next tile's operands before P V(it)'s wgmma wait (measured at D = 128 only).
-  static constexpr bool kEarlyOperandWait =
-      FMHA_SM90_EARLY_OPERAND_WAIT && (D == 128 || (D == 512 && FMHA_SM90_EARLY_OPERAND_WAIT_D512));
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = FMHA_SM90_NARROW && kConsumerWGs == 1 && kBlockN % 64 == 0 &&
@@ -241,13 +241,16 @@ struct DecodeTraits {
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg
   // can move its registers to the two consumer warpgroups (acc alone is 128
-  // registers per thread there). Budget: 128 x kProducerRegs + 256 x kConsumerRegs <= 65536.
+  // registers per thread there). Budget: the CTA's pool is what the launch bounds give every thread
+  // (65536 / kThreads rounded down to a multiple of 8: 168 at 384 threads); setmaxnreg.inc waits
+  // until the pool has the registers, so 128 x kProducerRegs + 256 x kConsumerRegs must fit in it.
   static constexpr bool kSetMaxNReg = kConsumerWGs == 2;
   static constexpr int kProducerThreads = kSetMaxNReg ? 128 : 32;
-  static constexpr int kProducerRegs = FMHA_SM90_PRODUCER_REGS;
-  static constexpr int kConsumerRegs = (65536 - 128 * kProducerRegs) / 256 / 8 * 8;
   static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
+  static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
+  static constexpr int kProducerRegs = FMHA_SM90_PRODUCER_REGS;
+  static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
   static constexpr int kKvTileBytes = kBlockN * D * 2;     // one K (or V) tile, all boxes
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
   // Tokens per TMA box: a tile's 64-column box is fetched in kBlockN / kTmaRows pieces.
@@ -265,7 +268,14 @@ struct DecodeTraits {
   static constexpr int kQSmemBoxes = kQSmemBoxesPerWg * kConsumerWGs;
   // V ring depth: the K ring's, except at D = 512 with Q in registers, where the shared memory Q gives
   // up holds a third V stage (V is waited for a tile after K, so its ring runs shorter of lead).
-  static constexpr int kStagesV = (D == 512 && kQRegCols > 0) ? FMHA_SM90_D512_V_STAGES : kStages;
+  static constexpr int kStagesV =
+      (D == 512 && kQRegCols > 0 && FMHA_SM90_SPLIT_RELEASE) ? FMHA_SM90_D512_V_STAGES : kStages;
+  // consumer_loop_overlapped waits for the next tile's operands before P V(it)'s wgmma wait (measured at D = 128 only).
+  // It waits for K(it+2) and V(it+1) before V(it) is released: needs K released on its own (split
+  // release) and at least two stages in each ring, or a ring would wait on itself.
+  static constexpr bool kEarlyOperandWait =
+      FMHA_SM90_EARLY_OPERAND_WAIT && (D == 128 || (D == 512 && FMHA_SM90_EARLY_OPERAND_WAIT_D512)) &&
+      FMHA_SM90_SPLIT_RELEASE && kStages >= 2 && kStagesV >= 2;
   // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
   __host__ __device__ static constexpr int q_smem_box(int bx) {
     return kQRegCols == 0 ? bx : (bx / (kBoxes / kConsumerWGs)) * kQSmemBoxesPerWg + bx % (kBoxes / kConsumerWGs);
@@ -275,6 +285,9 @@ struct DecodeTraits {
   }
   static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
   static_assert(kStages >= 1, "ring depth: check the FMHA_SM90_*_STAGES / *_TILE_N knobs");
+  static_assert(!kSetMaxNReg || (128 * kProducerRegs + 256 * kConsumerRegs <= kRegPool && kProducerRegs % 8 == 0 &&
+                                 kProducerRegs >= 24 && kConsumerRegs <= 256),
+                "setmaxnreg budget (FMHA_SM90_PRODUCER_REGS)");
   static_assert(kStagesV >= 1 && (kStagesV == kStages || FMHA_SM90_SPLIT_RELEASE), "separate V ring: split release");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
   static_assert(!kSplitQk || (kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
