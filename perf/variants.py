@@ -10,6 +10,12 @@ moved by up to 12%. Each timing is the median of 30 CUDA-graph replays over rota
 larger than 3x L2; the table shows the median over rounds and the spread (max - min) / median.
 Every variant's output is checked against the triton backend's. Units: us per call, GB/s decimal
 (q + k + v + out bytes).
+
+By default each replay is timed on its own (the host waits for it before launching the next), which
+leaves the GPU a short gap between replays. --sustained times as `python -m perf` does instead: the
+graph is first replayed for --settle-ms, then the replays run back to back. Kernels at the H200's
+700 W cap may rank differently in the two regimes (suspected for D=512: perf/RESULTS.md, runs aq and
+as; --sustained has not run on a GPU yet).
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import argparse
 import ctypes
 import shlex
 import statistics
+import time
 from unittest import mock
 
 SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j picks some)
@@ -93,6 +100,9 @@ def main():
     ap.add_argument("--shapes", type=int, default=len(SHAPES))
     ap.add_argument("--only", default=None, help="comma-separated indices into SHAPES")
     ap.add_argument("--no-peers", action="store_true", help="variants only (no triton / cuDNN)")
+    ap.add_argument("--sustained", action="store_true",
+                    help="settle, then time the replays back to back (as python -m perf does)")
+    ap.add_argument("--settle-ms", type=float, default=200.0, help="with --sustained: replay this long before timing")
     args = ap.parse_args()
 
     import torch
@@ -123,6 +133,19 @@ def main():
                 c()
         g.replay()
         torch.cuda.synchronize()
+        if args.sustained:
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < args.settle_ms / 1e3:
+                g.replay()
+                torch.cuda.synchronize()
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+            for a, b in zip(starts, ends):
+                a.record()
+                g.replay()
+                b.record()
+            torch.cuda.synchronize()
+            return statistics.median(a.elapsed_time(b) * 1e3 / len(calls) for a, b in zip(starts, ends))
         times = []
         for _ in range(replays):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
