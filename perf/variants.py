@@ -23,7 +23,6 @@ import argparse
 import ctypes
 import shlex
 import statistics
-import time
 from unittest import mock
 
 SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j picks some)
@@ -111,6 +110,7 @@ def main():
 
     import fmha
     from fmha.problem import validate
+    from perf.timing import time_graph
 
     variants = [v.split("=", 1) for v in args.variant] or ([] if args.lib else [["base", ""]])
     backends = {name: variant_backend(flags) for name, flags in variants}
@@ -133,19 +133,9 @@ def main():
                 c()
         g.replay()
         torch.cuda.synchronize()
-        if args.sustained:
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < args.settle_ms / 1e3:
-                g.replay()
-                torch.cuda.synchronize()
-            starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-            ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-            for a, b in zip(starts, ends):
-                a.record()
-                g.replay()
-                b.record()
-            torch.cuda.synchronize()
-            return statistics.median(a.elapsed_time(b) * 1e3 / len(calls) for a, b in zip(starts, ends))
+        if args.sustained:  # the suite's own timer (perf/timing.py)
+            del g
+            return statistics.median(time_graph(lambda i: calls[i](), len(calls), replays, args.settle_ms / 1e3))
         times = []
         for _ in range(replays):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

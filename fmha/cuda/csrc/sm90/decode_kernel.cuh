@@ -140,16 +140,9 @@
 
 #ifndef FMHA_SM90_EARLY_OPERAND_WAIT  // overlapped loop at D = 128: wait for the next tile's K and V before P V(it)'s
 // wgmma wait (see consumer_loop_overlapped). H200 run an (us): B128 S8192 932.1 -> 927.2, T=4 124.1 -> 123.3, B1 S8192
-// and T=16 within 0.3%; D = 512 195.5 -> 211.7 (V(it) released later on its two-stage ring): D = 128 (and the
-// D = 512 experiment knob below)
+// and T=16 within 0.3%; D = 512 195.5 -> 211.7 (V(it) released later on its two-stage ring; with three V
+// stages 201.2 vs 202.6, run ar): D = 128 only
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
-#endif
-#ifndef FMHA_SM90_UNIFORM_WG  // 1: the warpgroup index comes from a lane-0 shuffle (warp-uniform to the compiler)
-#define FMHA_SM90_UNIFORM_WG 0
-#endif
-#ifndef FMHA_SM90_EARLY_OPERAND_WAIT_D512  // the early operand wait at D = 512 too, now with its third V stage:
-// 201.2 vs 202.6 us (run ar, +-10%): not shown to help
-#define FMHA_SM90_EARLY_OPERAND_WAIT_D512 0
 #endif
 #ifndef FMHA_SM90_PRODUCER_REGS  // D = 512: registers the producer warpgroup keeps (setmaxnreg); the consumers get the
 // rest (40: 232; 24: 240, no difference in run am)
@@ -274,7 +267,7 @@ struct DecodeTraits {
   // It waits for K(it+2) and V(it+1) before V(it) is released: needs K released on its own (split
   // release) and at least two stages in each ring, or a ring would wait on itself.
   static constexpr bool kEarlyOperandWait =
-      FMHA_SM90_EARLY_OPERAND_WAIT && (D == 128 || (D == 512 && FMHA_SM90_EARLY_OPERAND_WAIT_D512)) &&
+      FMHA_SM90_EARLY_OPERAND_WAIT && D == 128 &&
       FMHA_SM90_SPLIT_RELEASE && kStages >= 2 && kStagesV >= 2;
   // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
   __host__ __device__ static constexpr int q_smem_box(int bx) {
@@ -749,13 +742,6 @@ __device__ __forceinline__ void row_key_limits(const DecodeParams& p, const Tile
   for (int h = 0; h < 2; ++h) limit_abs[h] = row_key_limit(p, tr, row0 + 16 * w + g + 8 * h);
 }
 
-// The consumer warpgroup of thread ctid, as a value the compiler knows to be warp-uniform (a
-// shuffle from lane 0): descriptors derived from it are then computed in uniform registers instead
-// of being moved there before every wgmma.
-// H200 run ak: D=512 Hq=128 197.2 -> 203.8 us with it (the Q K^T chain issued in one burst, then waited for).
-__device__ __forceinline__ int warpgroup_index(int ctid) {
-  return FMHA_SM90_UNIFORM_WG ? __shfl_sync(0xffffffffu, ctid / 128, 0) : ctid / 128;
-}
 
 // One warp's arrival on a stage's "empty" barrier, once its wgmmas reading the stage completed.
 __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
@@ -793,7 +779,7 @@ __device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRan
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                               int b, int kvh, int row0, int split, int ctid) {
-  const int wg = warpgroup_index(ctid);
+  const int wg = ctid / 128;
   const int tid_wg = ctid % 128;
   const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
@@ -874,7 +860,7 @@ template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                          const TileRange& tr, int b, int kvh, int row0, int split,
                                                          int ctid) {
-  const int wg = warpgroup_index(ctid);
+  const int wg = ctid / 128;
   const int tid_wg = ctid % 128;
   const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
