@@ -102,6 +102,7 @@ def main():
     ap.add_argument("--sustained", action="store_true",
                     help="settle, then time the replays back to back (as python -m perf does)")
     ap.add_argument("--settle-ms", type=float, default=200.0, help="with --sustained: replay this long before timing")
+    ap.add_argument("--per-round", action="store_true", help="also print every round's time of every contender")
     args = ap.parse_args()
 
     import torch
@@ -207,6 +208,9 @@ def main():
             diff = f" maxdiff {check[name]:.1e}" if name in check else ""
             cells.append(f"{name} {med:.1f}us {gb / med * 1e6:.0f}GB/s (±{spread:.0f}%){diff}")
         print(f"{shape}: " + "; ".join(cells), flush=True)
+        if args.per_round:
+            print("  per round (us): " + "; ".join(f"{name} " + " ".join(f"{t:.1f}" for t in ts)
+                                                  for name, ts in times.items()), flush=True)
         del sets, outs, contenders
         torch.cuda.empty_cache()
 
