@@ -21,7 +21,7 @@
 //     bytes; empty_k[stage] is armed by every consumer warp once its Q K^T
 //     that read the K tile completed, empty_v[stage] once its P V did.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
-//     128B-swizzled K-major layout; at D = 512 a quarter of it as register
+//     128B-swizzled K-major layout; at D = 512 three quarters of it as register
 //     fragments instead, see QRegs), then per tile
 //       S = Q K^T            wgmma, A = Q (smem desc, or registers), B = K (smem desc), both K-major
 //       online softmax        in registers (FA2 rescale), masks keys j >= limit
@@ -145,8 +145,8 @@
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
 #ifndef FMHA_SM90_PRODUCER_REGS  // D = 512: registers the producer warpgroup keeps (setmaxnreg); the consumers get the
-// rest (40: 232; 24: 240, no difference in run am)
-#define FMHA_SM90_PRODUCER_REGS 40
+// rest (40: 232; 24: 240). 24 since Q_REGS=192 needs 233 consumer registers; 24 vs 40 alone: no difference (runs am, ax)
+#define FMHA_SM90_PRODUCER_REGS 24
 #endif
 #ifndef FMHA_SM90_EDGE_MASK_ONLY  // 1: tiles whose keys every row sees skip the mask compares. H200 run ak (us):
 // D=512 Hq=128 203.8 -> 202.4, Hq=16 249.1 -> 247.9, T=4 126.4 -> 125.6, D=128 T=1 unchanged
@@ -154,8 +154,10 @@
 #endif
 
 #ifndef FMHA_SM90_D512_Q_REGS  // D = 512: head-dim columns of its Q half each consumer warpgroup keeps in registers
-// (A of Q K^T from registers for those k steps; the rest of Q stays in shared memory). 0 or 128.
-#define FMHA_SM90_D512_Q_REGS 128
+// (A of Q K^T from registers for those k steps; the rest of Q stays in shared memory): 0, 64, 128 or 192
+// (192: 48 registers a thread, 233 used, needs FMHA_SM90_PRODUCER_REGS <= 24). H200, MQA Hq=128 (us): 0 -> 128
+// 199.1 -> 190.3 (run ap); 128 -> 192 196.0 -> 191.2 per replay, 211.4 -> 208.5 timed as the suite does (run ax)
+#define FMHA_SM90_D512_Q_REGS 192
 #endif
 
 #ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
