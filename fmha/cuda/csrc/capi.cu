@@ -59,10 +59,6 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
 #define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
 #endif
-#ifndef FMHA_SM90_MAX_SHARED_CARVEOUT  // 1: the decode and combine kernels ask for the largest shared-memory
-// carveout, so an SM never switches its L1 / shared split between them (experiment)
-#define FMHA_SM90_MAX_SHARED_CARVEOUT 0
-#endif
 #ifndef FMHA_SM90_PROBE_NO_COMBINE  // timing probe only (wrong results by design): split-KV partials are not merged
 #define FMHA_SM90_PROBE_NO_COMBINE 0
 #endif
@@ -183,18 +179,6 @@ int configure_kernel() {
       return 1;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
       (void)cudaGetLastError();  // then only portable cluster sizes (<= 8) can merge in clusters
-    if (FMHA_SM90_MAX_SHARED_CARVEOUT) {
-      const int carveout = cudaSharedmemCarveoutMaxShared;
-      if (check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout),
-                     "cudaFuncSetAttribute(decode, carveout)") ||
-          check_cuda(cudaFuncSetAttribute(fmha::combine_splits_kernel<D, kBf16, 4>,
-                                          cudaFuncAttributePreferredSharedMemoryCarveout, carveout),
-                     "cudaFuncSetAttribute(combine, carveout)") ||
-          check_cuda(cudaFuncSetAttribute(fmha::combine_splits_kernel<D, kBf16, 16>,
-                                          cudaFuncAttributePreferredSharedMemoryCarveout, carveout),
-                     "cudaFuncSetAttribute(combine, carveout)"))
-        return 1;
-    }
     configured_devices.fetch_or(device_bit, std::memory_order_relaxed);
   }
   return 0;
