@@ -163,13 +163,6 @@
 #ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
 #define FMHA_SM90_D512_V_STAGES 3
 #endif
-#ifndef FMHA_SM90_D512_K_STAGES  // D = 512: K ring depth (3 fits only with one score-exchange buffer)
-#define FMHA_SM90_D512_K_STAGES 2
-#endif
-#ifndef FMHA_SM90_D512_EXCHANGE_BUFFERS  // D = 512: score-exchange buffers (2: by tile parity; 1: a second
-// barrier per tile, after both warpgroups read, frees 16 KB)
-#define FMHA_SM90_D512_EXCHANGE_BUFFERS 2
-#endif
 
 #ifndef FMHA_SM90_TMA_BOX_ROWS  // deep variant: tokens per K/V TMA box (0: the whole tile); smaller boxes fetch both
 // halves of a 256 B (D = 128) cache row close together in time. H200, 32 vs whole 128-token tiles (runs w, y):
@@ -207,13 +200,13 @@ struct DecodeTraits {
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_D128_TILE_N : FMHA_SM90_D128_TILE_N)
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
                                             : 32;  // 16-token tiles x 4 stages measured 44% slower
-  // K ring depth (the V ring's too, except at D = 512: kStagesV). At D = 512 both variants have the
-  // same rings (FMHA_SM90_D512_K_STAGES, FMHA_SM90_D512_V_STAGES).
+  // K ring depth (the V ring's too, except at D = 512: kStagesV). D = 512 has room for two K stages
+  // only, so its variants coincide.
   static constexpr int kStages = D == 64    ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_D64_STAGES)
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES * 64 / FMHA_SM90_DEEP_D128_TILE_N
                                                        : FMHA_SM90_SMALL_D_STAGES)
                                  : D == 256 ? (kIsDeep ? FMHA_SM90_DEEP_D256_STAGES : FMHA_SM90_D256_STAGES)
-                                            : FMHA_SM90_D512_K_STAGES;
+                                            : 2;
   // CTAs per SM: more than one overlaps one CTA's prologue/epilogue with another's streaming.
   static constexpr int kCtasPerSm = kIsDeep ? (D <= 128 ? FMHA_SM90_DEEP_CTAS_PER_SM : 1)
                                    : D <= 128 ? FMHA_SM90_SMALL_D_CTAS_PER_SM
@@ -259,9 +252,8 @@ struct DecodeTraits {
   static constexpr int kTmaRows =
       kIsDeep && FMHA_SM90_TMA_BOX_ROWS > 0 && FMHA_SM90_TMA_BOX_ROWS < kBlockN ? FMHA_SM90_TMA_BOX_ROWS : kBlockN;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
-  // Score exchange (kSplitQk): per buffer and warpgroup, kBlockN/8 float4 per consumer thread.
-  static constexpr int kExchangeBuffers = FMHA_SM90_D512_EXCHANGE_BUFFERS;
-  static constexpr int kExchangeFloat4s = kSplitQk ? kExchangeBuffers * 2 * (kBlockN / 8) * 128 : 1;
+  // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread.
+  static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : 1;
   // Q in registers (kSplitQk only): the last kQRegCols columns of each warpgroup's head-dim half are A
   // fragments held in registers (kQRegSteps k16 steps, 4 registers each); shared memory keeps the rest,
   // kQSmemBoxesPerWg boxes a warpgroup (all kBoxes without it).
@@ -288,7 +280,6 @@ struct DecodeTraits {
   }
   static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
   static_assert(kStages >= 1, "ring depth: check the FMHA_SM90_*_STAGES / *_TILE_N knobs");
-  static_assert(kExchangeBuffers == 1 || kExchangeBuffers == 2, "score exchange: one or two buffers");
   static_assert(!kSetMaxNReg || (128 * kProducerRegs + 256 * kConsumerRegs <= kRegPool && kProducerRegs % 8 == 0 &&
                                  kProducerRegs >= 24 && kConsumerRegs <= 256),
                 "setmaxnreg budget (FMHA_SM90_PRODUCER_REGS)");
@@ -353,7 +344,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarScoresRead = 6;  // consumers (kSplitQk, one exchange buffer): both partial tiles read
 
 // Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
 constexpr int kMaxClusterSplits = 16;
@@ -567,13 +557,12 @@ __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const Share
 // Both sides compute mine + other, which is the same float sum either way round
 // (addition is commutative), so both warpgroups keep identical softmax statistics.
 // Two buffers by tile parity: a warpgroup writes buffer (it & 1) again only after
-// the next barrier, which the other passes only once it has read that buffer. With one
-// buffer a second barrier, after the reads, orders them before the next tile's writes.
+// the next barrier, which the other passes only once it has read that buffer.
 template <class Tr>
 __device__ __forceinline__ void exchange_scores(float (&s)[Tr::kBlockN / 2], SharedStorage<Tr>& ss, int it, int wg,
                                                 int tid_wg) {
   constexpr int kVec = Tr::kBlockN / 8;  // float4 per thread
-  float4* base = ss.s_exchange + (Tr::kExchangeBuffers == 2 ? (it & 1) : 0) * 2 * kVec * 128;
+  float4* base = ss.s_exchange + (it & 1) * 2 * kVec * 128;
   float4* mine = base + wg * kVec * 128;
   const float4* other = base + (wg ^ 1) * kVec * 128;
 #pragma unroll
@@ -587,7 +576,6 @@ __device__ __forceinline__ void exchange_scores(float (&s)[Tr::kBlockN / 2], Sha
     s[4 * j + 2] += o.z;
     s[4 * j + 3] += o.w;
   }
-  if constexpr (Tr::kExchangeBuffers == 1) ptx::named_barrier_sync(kBarScoresRead, Tr::kConsumerThreads);
 }
 
 // O[:, wg cols] += P V: kBlockN/16 k16 steps of 16 tokens (16 swizzle rows =
