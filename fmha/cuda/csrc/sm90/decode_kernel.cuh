@@ -649,13 +649,15 @@ struct PartialRow {
   float* lse = nullptr;
   uint32_t o_remote = 0, lse_remote = 0;  // cluster merge: shared::cluster addresses in the owner CTA
   bool cluster = false;
+  // in_cluster: push into cm's ranks, else write the workspace. (cm by reference with a flag, not
+  // a pointer that may be null: a pointer to it kept cm in local memory, a 24-byte stack frame.)
   __device__ __forceinline__ PartialRow(const DecodeParams& p, const OutRow& r, int b, int split, int row_local,
-                                        const ClusterMerge<Tr>* cm) {
-    if (cm != nullptr) {
+                                        const ClusterMerge<Tr>& cm, bool in_cluster) {
+    if (in_cluster) {
       cluster = true;
-      const uint32_t owner = static_cast<uint32_t>(cm->owner(row_local));
-      o_remote = ptx::map_shared_rank(cm->o_slot(split, row_local), owner);
-      lse_remote = ptx::map_shared_rank(cm->lse_slot(split, row_local), owner);
+      const uint32_t owner = static_cast<uint32_t>(cm.owner(row_local));
+      o_remote = ptx::map_shared_rank(cm.o_slot(split, row_local), owner);
+      lse_remote = ptx::map_shared_rank(cm.lse_slot(split, row_local), owner);
     } else {
       o = r.partial(p, b, split, Tr::kHeadDim);
       lse = r.partial_lse(p, split);
@@ -702,7 +704,7 @@ __device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const Decode
   const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
   const int col0 = wg * Tr::kOutCols;
   const ClusterMerge<Tr> cm(ss, p, row0);
-  const ClusterMerge<Tr>* cmp = begin_cluster_push<Tr>(p) ? &cm : nullptr;
+  const bool in_cluster = begin_cluster_push<Tr>(p);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 16 * w + g + 8 * h;
@@ -725,7 +727,7 @@ __device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const Decode
       }
       if (ql == 0 && wg == 0) *r.partial_lse(p, split) = lse[h];
     } else {
-      const PartialRow<Tr> dst(p, r, b, split, row - row0, cmp);
+      const PartialRow<Tr> dst(p, r, b, split, row - row0, cm, in_cluster);
 #pragma unroll
       for (int c = 0; c < Tr::kOutCols / 8; ++c) {
         const int i = 4 * c + 2 * h;
@@ -1189,7 +1191,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 
   // Epilogue: O^T element (d, n) -> out[b, t, hq, d] (or the split partials); the LSE once per column.
   const ClusterMerge<Tr> cm(ss, p, 0);
-  const ClusterMerge<Tr>* cmp = begin_cluster_push<Tr>(p) ? &cm : nullptr;
+  const bool in_cluster = begin_cluster_push<Tr>(p);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int n = 8 * (j >> 1) + 2 * q + (j & 1);
@@ -1204,7 +1206,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
           dst[db * 64 + 16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
       if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
     } else {
-      const PartialRow<Tr> dst(p, r, b, split, n, cmp);
+      const PartialRow<Tr> dst(p, r, b, split, n, cm, in_cluster);
 #pragma unroll
       for (int db = 0; db < kDB; ++db)
 #pragma unroll
