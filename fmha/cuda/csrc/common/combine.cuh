@@ -29,6 +29,53 @@ struct CombineTraits {
   static constexpr int kRowsPerCta = kCombineThreads / kThreadsPerRow;
 };
 
+// The merge of one row's split partials, 4 head-dim columns of it (a thread's share), fed in
+// chunks of splits whose values were loaded together; a chunk whose max exceeds the running one
+// rescales what was summed so far. Used by combine_splits_kernel (from the workspace) and by the
+// in-cluster merge of sm90/decode_kernel.cuh (from shared memory).
+struct SplitMerge {
+  float m = -INFINITY;  // running max of the LSEs
+  float wsum = 0.f;     // sum of w_s = exp(lse_s - m)
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);  // sum of w_s o_s
+
+  // ls[j] = -inf marks an empty (or absent) split: it contributes nothing, whatever o[j] holds.
+  template <int kN>
+  __device__ __forceinline__ void add(const float (&ls)[kN], const float4 (&o)[kN]) {
+    float m_new = m;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) m_new = fmaxf(m_new, ls[j]);
+    if (m_new == -INFINITY) return;  // no visible key so far
+    const float scale = exp2_approx((m - m_new) * kLog2e);  // m = -inf -> 0
+    acc.x *= scale;
+    acc.y *= scale;
+    acc.z *= scale;
+    acc.w *= scale;
+    wsum *= scale;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      const float w = exp2_approx((ls[j] - m_new) * kLog2e);  // ls = -inf -> 0
+      acc.x += w > 0.f ? w * o[j].x : 0.f;
+      acc.y += w > 0.f ? w * o[j].y : 0.f;
+      acc.z += w > 0.f ? w * o[j].z : 0.f;
+      acc.w += w > 0.f ? w * o[j].w : 0.f;
+      wsum += w;
+    }
+    m = m_new;
+  }
+
+  // out = acc / wsum as 4 packed 16-bit values; a row with no visible key in any split gets 0.
+  template <bool kBf16>
+  __device__ __forceinline__ uint2 packed_out() const {
+    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
+    uint2 packed;
+    packed.x = pack2<kBf16>(acc.x * inv, acc.y * inv);
+    packed.y = pack2<kBf16>(acc.z * inv, acc.w * inv);
+    return packed;
+  }
+  // lse = m + ln(wsum), -inf for a row with no visible key.
+  __device__ __forceinline__ float lse() const { return wsum > 0.f ? m + logf(wsum) : -INFINITY; }
+};
+
 // kChunk: splits whose loads are issued together (see below). 16 for many splits; 4 where there are
 // at most 4, so that a grid of many rows keeps its occupancy (16 float4 in flight per thread cost
 // ~90 registers: T=16, 2 splits, 4096 rows measured 2 us slower on an H200, run ad).
@@ -52,11 +99,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   const int64_t o_split_stride = total_rows * D;
 
   // Splits in chunks of kChunk, each chunk's LSEs and o loads issued together (one L2 round trip
-  // per chunk, not one per split), merged online: a chunk whose max exceeds the running one
-  // rescales what was summed so far.
-  float m = -INFINITY;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  float wsum = 0.f;
+  // per chunk, not one per split).
+  SplitMerge merge;
   for (int s0 = 0; s0 < p.num_splits; s0 += kChunk) {
     float ls[kChunk];
     float4 o[kChunk];
@@ -67,35 +111,11 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
       o[j] = s < p.num_splits ? *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D + col)
                               : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    float m_new = m;
-#pragma unroll
-    for (int j = 0; j < kChunk; ++j) m_new = fmaxf(m_new, ls[j]);
-    if (m_new == -INFINITY) continue;  // no visible key so far
-    const float scale = exp2_approx((m - m_new) * kLog2e);  // m = -inf -> 0
-    acc.x *= scale;
-    acc.y *= scale;
-    acc.z *= scale;
-    acc.w *= scale;
-    wsum *= scale;
-#pragma unroll
-    for (int j = 0; j < kChunk; ++j) {
-      const float w = exp2_approx((ls[j] - m_new) * kLog2e);  // ls = -inf -> 0
-      // Empty splits (w = 0) contribute nothing, whatever their o holds.
-      acc.x += w > 0.f ? w * o[j].x : 0.f;
-      acc.y += w > 0.f ? w * o[j].y : 0.f;
-      acc.z += w > 0.f ? w * o[j].z : 0.f;
-      acc.w += w > 0.f ? w * o[j].w : 0.f;
-      wsum += w;
-    }
-    m = m_new;
+    merge.add(ls, o);
   }
-  const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
-  uint2 packed;
-  packed.x = pack2<kBf16>(acc.x * inv, acc.y * inv);
-  packed.y = pack2<kBf16>(acc.z * inv, acc.w * inv);
   uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
-  *reinterpret_cast<uint2*>(out) = packed;  // 8 B: out's strides are multiples of 16 B, col of 4 elements
-  if (col == 0) p.lse[lse_row] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
+  *reinterpret_cast<uint2*>(out) = merge.packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B, col of 4 elements
+  if (col == 0) p.lse[lse_row] = merge.lse();
 }
 
 }  // namespace fmha

@@ -58,6 +58,7 @@
 #include <cstddef>  // offsetof
 #include <cstdint>
 
+#include "../common/combine.cuh"  // SplitMerge (the in-cluster merge)
 #include "../common/params.h"
 #include "../common/ptx.cuh"
 #include "../common/softmax.cuh"
@@ -1219,16 +1220,13 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 // ----------------------------------------------------------------------------
 // Split-KV merge inside a cluster (p.cluster_merge), after the pushes (see ClusterMerge)
 // ----------------------------------------------------------------------------
-// This rank's rows, from its own receive buffer; per row over the splits s:
-//   M = max_s lse_s,  w_s = e^(lse_s - M) (0 for an empty split),  out = sum w_s o_s / sum w_s,
-//   lse = M + ln(sum w_s)   (as combine_splits_kernel does with the workspace).
-// The per-split step and the store repeat combine_splits_kernel's lines; sharing them as helpers
-// changed the SASS of every kernel (hot loops included, by register allocation), so it waits for a
-// GPU run that can time it.
+// This rank's rows, from its own receive buffer, merged as combine_splits_kernel merges the workspace
+// (SplitMerge, common/combine.cuh), in chunks of kMergeChunk splits.
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
                                                      int row0, int ctid) {
   constexpr int kChunksPerRow = Tr::kHeadDim / 4;
+  constexpr int kMergeChunk = 4;
   const ClusterMerge<Tr> cm(ss, p, row0);
   const int rank = static_cast<int>(ptx::cluster_ctarank());
   const int first = rank * cm.rows_per_rank;  // local row index in the block
@@ -1238,30 +1236,23 @@ __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, cons
     const int lr = c / kChunksPerRow;
     const int col = (c % kChunksPerRow) * 4;
     const float* lse_s = buf + cm.ns * cm.rows_per_rank * SharedStorage<Tr>::kMergeStride + lr;
-    float m = -INFINITY;
-    for (int s = 0; s < cm.ns; ++s) m = fmaxf(m, lse_s[s * cm.rows_per_rank]);
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    float wsum = 0.f;
-    if (m != -INFINITY) {
-      for (int s = 0; s < cm.ns; ++s) {
-        const float w = exp2_approx((lse_s[s * cm.rows_per_rank] - m) * kLog2e);  // lse_s = -inf -> 0
-        const float4 o = *reinterpret_cast<const float4*>(
-            buf + (s * cm.rows_per_rank + lr) * SharedStorage<Tr>::kMergeStride + col);
-        // An empty split (w = 0) contributes nothing, whatever its o holds.
-        acc.x += w > 0.f ? w * o.x : 0.f;
-        acc.y += w > 0.f ? w * o.y : 0.f;
-        acc.z += w > 0.f ? w * o.z : 0.f;
-        acc.w += w > 0.f ? w * o.w : 0.f;
-        wsum += w;
+    SplitMerge merge;
+    for (int s0 = 0; s0 < cm.ns; s0 += kMergeChunk) {
+      float ls[kMergeChunk];
+      float4 o[kMergeChunk];
+#pragma unroll
+      for (int j = 0; j < kMergeChunk; ++j) {
+        const int s = s0 + j;
+        ls[j] = s < cm.ns ? lse_s[s * cm.rows_per_rank] : -INFINITY;
+        o[j] = s < cm.ns ? *reinterpret_cast<const float4*>(
+                               buf + (s * cm.rows_per_rank + lr) * SharedStorage<Tr>::kMergeStride + col)
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
       }
+      merge.add(ls, o);
     }
-    const float inv = wsum > 0.f ? 1.f / wsum : 0.f;
     const OutRow orow(p, b, kvh, row0 + first + lr);
-    uint2 packed;
-    packed.x = pack2<kBf16>(acc.x * inv, acc.y * inv);
-    packed.y = pack2<kBf16>(acc.z * inv, acc.w * inv);
-    *reinterpret_cast<uint2*>(orow.out(p, b) + col) = packed;  // 8 B: out's strides are multiples of 16 B
-    if (col == 0) p.lse[orow.lse_idx] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
+    *reinterpret_cast<uint2*>(orow.out(p, b) + col) = merge.packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B
+    if (col == 0) p.lse[orow.lse_idx] = merge.lse();
   }
 }
 
