@@ -155,9 +155,10 @@
 #endif
 
 #ifndef FMHA_SM90_D512_Q_REGS  // D = 512: head-dim columns of its Q half each consumer warpgroup keeps in registers
-// (A of Q K^T from registers for those k steps; the rest of Q stays in shared memory): 0, 64, 128 or 192
-// (192: 48 registers a thread, 233 used, needs FMHA_SM90_PRODUCER_REGS <= 24). H200, MQA Hq=128 (us): 0 -> 128
-// 199.1 -> 190.3 (run ap); 128 -> 192 196.0 -> 191.2 per replay, 211.4 -> 208.5 timed as the suite does (run ax)
+// (A of Q K^T from registers for those k steps; the rest of Q stays in shared memory): 0, 64 (with
+// FMHA_SM90_D512_V_STAGES=2), 128 or 192 (48 registers a thread, 233 used, needs FMHA_SM90_PRODUCER_REGS
+// <= 24). H200, MQA Hq=128 (us): 0 -> 128 199.1 -> 190.3 (run ap); 128 -> 192 196.0 -> 191.2 per replay,
+// 211.4 -> 208.5 timed as the suite does (run ax)
 #define FMHA_SM90_D512_Q_REGS 192
 #endif
 
