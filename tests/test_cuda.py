@@ -106,9 +106,10 @@ def test_forced_split_kv(D):
 @pytest.mark.parametrize("num_splits", (1, 3, 20))
 def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
     """Both instantiations (wide: several CTAs per SM; deep: one CTA per SM, deeper ring), split
-    and unsplit, whatever the shape-based plan would pick: GQA 28/4, causal T=3, varlen. Three
-    splits merge inside clusters; twenty (above the 16-CTA cluster limit, most of them empty at
-    S=1000) go through the workspace and the combine kernel."""
+    and unsplit, whatever the shape-based plan would pick: GQA 28/4, causal T=3, varlen. At 21
+    packed rows both split counts go through the workspace and the combine kernel (twenty, most of
+    them empty at S=1000, also above the 16-CTA cluster limit); the in-cluster merge serves at most
+    16 rows: test_cluster_merge."""
     from fmha.backends import registry
     from fmha.cuda import backend as cb
 
@@ -119,6 +120,26 @@ def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     q, k, v, sl = make_inputs(3, 3, Hq, Hkv, 1000, D, device=DEV, seqlens=[1000, 0, 129], seed=D + num_splits)
     check_backend("cuda", q, k, v, sl, causal=True, what=f"{variant} splits={num_splits} D={D}")
+
+
+@pytest.mark.parametrize("D", (64, 128, 256))
+@pytest.mark.parametrize("variant", ("wide", "deep"))
+@pytest.mark.parametrize("num_splits", (2, 5, 16))
+def test_cluster_merge(D, variant, num_splits, monkeypatch):
+    """Split-KV partials merged inside thread-block clusters (at most 16 packed rows, here 8: T=2
+    with 4 query heads per KV head), with 2, 5 (two merge chunks) and 16 splits (the cluster limit),
+    on both instantiations; one sequence is short, so some splits of its clusters are empty."""
+    from fmha.backends import registry
+    from fmha.cuda import backend as cb
+
+    b = registry()["cuda"]
+    code = cb.WIDE if variant == "wide" else cb.DEEP
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
+    monkeypatch.setattr(b, "_launches", {})
+    q, k, v, sl = make_inputs(2, 2, 8, 2, 4000, D, device=DEV, seqlens=[4000, 100], seed=D + num_splits)
+    launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
+    assert "merged inside clusters" in launch, launch
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} splits={num_splits} D={D}")
 
 
 @pytest.mark.parametrize("D", (64, 128, 256, 512))

@@ -146,7 +146,7 @@
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
 #ifndef FMHA_SM90_PRODUCER_REGS  // D = 512: registers the producer warpgroup keeps (setmaxnreg); the consumers get the
-// rest (40: 232; 24: 240). 24 since Q_REGS=192 needs 233 consumer registers; 24 vs 40 alone: no difference (runs am, ax)
+// rest (40: 232; 24: 240). 24 vs 40 alone: no difference (runs am, ax); Q_REGS=192 was measured with 24 (run ax)
 #define FMHA_SM90_PRODUCER_REGS 24
 #endif
 #ifndef FMHA_SM90_EDGE_MASK_ONLY  // 1: tiles whose keys every row sees skip the mask compares. H200 run ak (us):
@@ -156,9 +156,9 @@
 
 #ifndef FMHA_SM90_D512_Q_REGS  // D = 512: head-dim columns of its Q half each consumer warpgroup keeps in registers
 // (A of Q K^T from registers for those k steps; the rest of Q stays in shared memory): 0, 64 (with
-// FMHA_SM90_D512_V_STAGES=2), 128 or 192 (48 registers a thread, 233 used, needs FMHA_SM90_PRODUCER_REGS
-// <= 24). H200, MQA Hq=128 (us): 0 -> 128 199.1 -> 190.3 (run ap); 128 -> 192 196.0 -> 191.2 per replay,
-// 211.4 -> 208.5 timed as the suite does (run ax)
+// FMHA_SM90_D512_V_STAGES=2), 128 or 192 (48 registers a thread; no spills with 232 or 240 consumer
+// registers: highest register R229 / R232 in the SASS). H200, MQA Hq=128 (us): 0 -> 128 199.1 -> 190.3
+// (run ap); 128 -> 192 196.0 -> 191.2 per replay, 211.4 -> 208.5 (+-7-30%) timed as the suite does (run ax)
 #define FMHA_SM90_D512_Q_REGS 192
 #endif
 
@@ -1221,8 +1221,9 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 // ----------------------------------------------------------------------------
 // Split-KV merge inside a cluster (p.cluster_merge), after the pushes (see ClusterMerge)
 // ----------------------------------------------------------------------------
-// This rank's rows, from its own receive buffer, merged as combine_splits_kernel merges the workspace
-// (SplitMerge, common/combine.cuh), in chunks of kMergeChunk splits.
+// This rank's rows, from its own receive buffer, with combine_splits_kernel's merge step (SplitMerge,
+// common/combine.cuh) over chunks of kMergeChunk splits (the combine kernel takes 4 or 16 at a time, so
+// beyond 4 splits the two paths round differently).
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
                                                      int row0, int ctid) {
