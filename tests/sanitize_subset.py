@@ -4,7 +4,8 @@
     compute-sanitizer --tool racecheck python tests/sanitize_subset.py
 
 Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the narrow loop
-(at most 16 packed query rows) unsplit, split and causal."""
+(at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
+16 splits (the shape-based plan does not pick it for these shapes)."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -26,3 +27,21 @@ for (B, T, Hq, Hkv, S, D, sl) in cases:
     out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
     torch.cuda.synchronize()
     print("ran", B, T, Hq, Hkv, S, D, sl, "nan" if torch.isnan(out).any() else "ok", flush=True)
+
+# The in-cluster merge of split partials, forced (as tests/test_cuda.py::test_cluster_merge does):
+# 8 packed rows, two merge chunks (5 splits) and the 16-CTA cluster limit, empty splits in the short row.
+from fmha.backends import registry
+from fmha.cuda import backend as cb
+b = registry()["cuda"]
+for D in (64, 128, 256):
+    for variant in (cb.WIDE, cb.DEEP):
+        for num_splits in (5, 16):
+            b.launch_plan = lambda p, index, v=variant, n=num_splits: (v, n)
+            b._launches = {}
+            q, k, v, cs = make_inputs(2, 2, 8, 2, 4000, D, device="cuda", seqlens=[4000, 100])
+            launch = fmha.explain(q, k, v, cs, backend="cuda").launch
+            out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
+            torch.cuda.synchronize()
+            print("ran cluster merge", D, variant, num_splits, "in clusters" if "merged inside clusters" in launch
+                  else "NOT in clusters: " + launch, "nan" if torch.isnan(out).any() else "ok", flush=True)
+
