@@ -36,7 +36,7 @@ b = registry()["cuda"]
 for D in (64, 128, 256):
     for variant in (cb.WIDE, cb.DEEP):
         for num_splits in (5, 16):
-            b.launch_plan = lambda p, index, v=variant, n=num_splits: (v, n)
+            b.launch_plan = lambda p, index, var=variant, n=num_splits: (var, n)
             b._launches = {}
             q, k, v, cs = make_inputs(2, 2, 8, 2, 4000, D, device="cuda", seqlens=[4000, 100])
             launch = fmha.explain(q, k, v, cs, backend="cuda").launch
