@@ -101,6 +101,18 @@ def test_forced_split_kv(D):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"split-KV varlen D={D}")
 
 
+def force_launch_plan(monkeypatch, variant, num_splits):
+    """Make the cuda backend launch every problem with this instantiation ("wide" or "deep") and
+    split count, whatever its shape-based plan would pick."""
+    from fmha.backends import registry
+    from fmha.cuda import backend as cb
+
+    b = registry()["cuda"]
+    code = cb.WIDE if variant == "wide" else cb.DEEP
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
+    monkeypatch.setattr(b, "_launches", {})  # per-Problem launch constants, derived from the plan
+
+
 @pytest.mark.parametrize("D", (64, 128, 256, 512))
 @pytest.mark.parametrize("variant", ("wide", "deep"))
 @pytest.mark.parametrize("num_splits", (1, 3, 20))
@@ -110,13 +122,7 @@ def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
     packed rows both split counts go through the workspace and the combine kernel (twenty, most of
     them empty at S=1000, also above the 16-CTA cluster limit); the in-cluster merge serves at most
     16 rows: test_cluster_merge."""
-    from fmha.backends import registry
-    from fmha.cuda import backend as cb
-
-    b = registry()["cuda"]
-    code = cb.WIDE if variant == "wide" else cb.DEEP
-    monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
-    monkeypatch.setattr(b, "_launches", {})  # per-Problem launch constants, derived from the plan
+    force_launch_plan(monkeypatch, variant, num_splits)
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     q, k, v, sl = make_inputs(3, 3, Hq, Hkv, 1000, D, device=DEV, seqlens=[1000, 0, 129], seed=D + num_splits)
     check_backend("cuda", q, k, v, sl, causal=True, what=f"{variant} splits={num_splits} D={D}")
@@ -129,13 +135,7 @@ def test_cluster_merge(D, variant, num_splits, monkeypatch):
     """Split-KV partials merged inside thread-block clusters (at most 16 packed rows, here 8: T=2
     with 4 query heads per KV head), with 2, 5 (two merge chunks) and 16 splits (the cluster limit),
     on both instantiations; one sequence is short, so some splits of its clusters are empty."""
-    from fmha.backends import registry
-    from fmha.cuda import backend as cb
-
-    b = registry()["cuda"]
-    code = cb.WIDE if variant == "wide" else cb.DEEP
-    monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
-    monkeypatch.setattr(b, "_launches", {})
+    force_launch_plan(monkeypatch, variant, num_splits)
     q, k, v, sl = make_inputs(2, 2, 8, 2, 4000, D, device=DEV, seqlens=[4000, 100], seed=D + num_splits)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     assert "merged inside clusters" in launch, launch
