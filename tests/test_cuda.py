@@ -108,6 +108,8 @@ def force_launch_plan(monkeypatch, variant, num_splits):
     from fmha.cuda import backend as cb
 
     b = registry()["cuda"]
+    if b._fn is None:  # the patched plan skips the lazy bind that launch_details relies on
+        b._bind()
     code = cb.WIDE if variant == "wide" else cb.DEEP
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
     monkeypatch.setattr(b, "_launches", {})  # per-Problem launch constants, derived from the plan
