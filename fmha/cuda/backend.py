@@ -39,8 +39,8 @@ def _grid_ctas(p: Problem) -> int:
 class CudaSm90Backend(Backend):
     name = "cuda"
     summary = ("hand-written sm_90a decode kernel: TMA K/V ring, WGMMA QK^T and PV, GQA rows packed into M, "
-               "split-KV merged inside thread-block clusters, by the last CTA of each split group or by a combine "
-               "kernel (Hopper only; built with nvcc on first use)")
+               "split-KV merged inside thread-block clusters or by a combine kernel (Hopper only; built with nvcc "
+               "on first use)")
 
     def __init__(self):
         self._fn = None
@@ -96,7 +96,7 @@ class CudaSm90Backend(Backend):
                              for v in (WIDE, DEEP)}
         self._narrow_rows = {(d, v): lib.fmha_sm90_narrow_rows(d, v) for d in SUPPORTED_HEAD_DIMS
                              for v in (WIDE, DEEP)}
-        self._split_merge = lib.fmha_sm90_split_merge
+        self._cluster_merge = lib.fmha_sm90_cluster_merge
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
         self._last_error = lib.fmha_last_error
@@ -130,10 +130,10 @@ class CudaSm90Backend(Backend):
         merge = ""
         if num_splits > 1:
             with torch.cuda.device(index):
-                how = self._split_merge(p.head_dim, variant, num_splits, _grid_ctas(p), p.seqlen_q * p.group_size)
-            merge = {1: f", merged inside clusters of {num_splits} CTAs (distributed shared memory)",
-                     2: ", merged by the last CTA of each split group (arrival counters zeroed by a small kernel "
-                        "launched before)"}.get(how, " + combine kernel")
+                in_cluster = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p),
+                                                 p.seqlen_q * p.group_size) == 1
+            merge = (f", merged inside clusters of {num_splits} CTAs (distributed shared memory)" if in_cluster
+                     else " + combine kernel")
         return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
                 f"{num_splits} KV split(s){merge}")
 

@@ -59,12 +59,6 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
 #define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
 #endif
-// Split-KV launches that do not merge in clusters: 1 = the last CTA of each group merges (decode_kernel.cuh,
-// merge_if_last_split; a small kernel zeroes the counters first), 0 = combine_splits_kernel. 2 = the last
-// CTA merges also where the cluster merge could (an experiment).
-#ifndef FMHA_SM90_LAST_SPLIT_MERGE
-#define FMHA_SM90_LAST_SPLIT_MERGE 1
-#endif
 #ifndef FMHA_SM90_PROBE_NO_COMBINE  // timing probe only (wrong results by design): split-KV partials are not merged
 #define FMHA_SM90_PROBE_NO_COMBINE 0
 #endif
@@ -272,18 +266,6 @@ bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   return max_active_clusters<D, kBf16, kVariant>(num_splits) >= clusters;
 }
 
-// How a split-KV launch merges its partials (fmha_capi.h, fmha_sm90_split_merge).
-enum SplitMergeKind { kMergeCombineKernel = 0, kMergeInCluster = 1, kMergeByLastSplit = 2 };
-
-template <int D, bool kBf16, int kVariant>
-SplitMergeKind split_merge_kind(int num_splits, long long clusters, int rows) {
-  using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
-  const bool last_split = Tr::kLastSplitMerge && !FMHA_SM90_PROBE_NO_COMBINE && FMHA_SM90_LAST_SPLIT_MERGE > 0;
-  if (FMHA_SM90_LAST_SPLIT_MERGE < 2 && use_cluster_merge<D, kBf16, kVariant>(num_splits, clusters, rows))
-    return kMergeInCluster;
-  return last_split ? kMergeByLastSplit : kMergeCombineKernel;
-}
-
 template <int D, bool kBf16, int kVariant>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
            int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
@@ -309,11 +291,8 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
                 p.Hkv, p.B);
   dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   fmha::DecodeParams lp = p;
-  const long long groups = static_cast<long long>(row_blocks) * p.Hkv * p.B;  // one per (row block, KV head, sequence)
-  const SplitMergeKind merge =
-      p.num_splits > 1 ? split_merge_kind<D, kBf16, kVariant>(p.num_splits, groups, p.rows) : kMergeCombineKernel;
-  lp.cluster_merge = merge == kMergeInCluster;
-  lp.last_split_merge = merge == kMergeByLastSplit;
+  lp.cluster_merge =
+      use_cluster_merge<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
@@ -324,19 +303,6 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     attr[n_attr++].val.programmaticStreamSerializationAllowed = 1;
   }
   const int n_attr_combine = n_attr;
-  if (lp.last_split_merge) {  // zero the arrival counters; the decode grid is its programmatic dependent
-    if (groups > fmha::workspace_counter_elems(p.B, p.T, p.Hq)) return fail("split counters: workspace too small");
-    const int n = static_cast<int>(groups);
-    cudaLaunchConfig_t rcfg = {};
-    rcfg.gridDim = dim3(static_cast<unsigned>(std::min((n + fmha::kResetThreads - 1) / fmha::kResetThreads, 1024)));
-    rcfg.blockDim = dim3(fmha::kResetThreads);
-    rcfg.stream = stream;
-    rcfg.attrs = attr;
-    rcfg.numAttrs = n_attr_combine;  // PDL only
-    if (check_cuda(cudaLaunchKernelEx(&rcfg, fmha::reset_split_counters_kernel, lp.split_counters, n),
-                   "split counter reset launch"))
-      return 1;
-  }
   if (lp.cluster_merge) {  // the splits of one (row block, KV head, sequence): blockIdx.x = row_block * num_splits + split
     attr[n_attr].id = cudaLaunchAttributeClusterDimension;
     attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.num_splits);
@@ -352,7 +318,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   cfg.numAttrs = n_attr;
   if (check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp), "decode kernel launch")) return 1;
 
-  if (merge == kMergeCombineKernel && p.num_splits > 1 && !FMHA_SM90_PROBE_NO_COMBINE) {
+  if (p.num_splits > 1 && !lp.cluster_merge && !FMHA_SM90_PROBE_NO_COMBINE) {
     using Ct = fmha::CombineTraits<D>;
     const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
     const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
@@ -376,8 +342,7 @@ size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   if (num_splits <= 1) return 0;
   return static_cast<size_t>(fmha::workspace_o_elems(B, T, Hq, D, num_splits) +
                              fmha::workspace_lse_elems(B, T, Hq, num_splits)) *
-             sizeof(float) +
-         static_cast<size_t>(fmha::workspace_counter_elems(B, T, Hq)) * sizeof(uint32_t);
+         sizeof(float);
 }
 
 bool misaligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) != 0; }
@@ -401,10 +366,9 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
   });
 }
 
-int fmha_sm90_split_merge(int D, int variant, int num_splits, long long groups, int rows) {
-  if (num_splits < 2) return kMergeCombineKernel;
+int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows) {
   return with_instance(D, variant, 0, [&](auto d, auto v) {
-    return static_cast<int>(split_merge_kind<decltype(d)::value, true, decltype(v)::value>(num_splits, groups, rows));
+    return static_cast<int>(use_cluster_merge<decltype(d)::value, true, decltype(v)::value>(num_splits, clusters, rows));
   });
 }
 
@@ -463,7 +427,6 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
     if (misaligned(workspace)) return fail("workspace must be 16-byte aligned");
     p.o_partial = static_cast<float*>(workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, D, num_splits);
-    p.split_counters = reinterpret_cast<uint32_t*>(p.lse_partial + fmha::workspace_lse_elems(B, T, Hq, num_splits));
   }
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const bool bf16 = dtype == 1;

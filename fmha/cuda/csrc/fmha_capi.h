@@ -26,16 +26,15 @@ int fmha_sm90_ctas_per_sm(int D, int variant);
 // (keys in the MMA's M dimension); 0: it has none.
 int fmha_sm90_narrow_rows(int D, int variant);
 
-// How a split-KV launch of this head dim / variant with num_splits splits over `groups` groups
-// (row blocks x KV heads x sequences) of `rows` packed query rows (T x Hq/Hkv) merges its partials
-// on the current device: 0 = the combine kernel (a second launch), 1 = inside thread-block clusters
-// (distributed shared memory; the workspace goes unused), 2 = the last CTA of each group to finish
-// merges from the workspace (a counter reset kernel runs before the decode grid). 0 for num_splits < 2.
-int fmha_sm90_split_merge(int D, int variant, int num_splits, long long groups, int rows);
+// 1 if a split-KV launch of this head dim / variant with num_splits splits over `clusters` groups
+// (row blocks x KV heads x sequences) of `rows` packed query rows (T x Hq/Hkv) merges inside
+// thread-block clusters on the current device (no combine kernel; the workspace goes unused), 0 if
+// it goes through the combine kernel.
+int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once.
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);
 
-// Bytes of workspace (fp32 partial outputs and LSEs, arrival counters) that num_splits > 1 needs.
+// Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
 
 // Decode attention. q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16,

@@ -76,16 +76,6 @@ struct SplitMerge {
   __device__ __forceinline__ float lse() const { return wsum > 0.f ? m + logf(wsum) : -INFINITY; }
 };
 
-// Zeroes the arrival counters of a split-KV launch whose last CTA per group merges
-// (DecodeParams::last_split_merge). Launched just before the decode grid, which is its programmatic
-// dependent: that grid may be scheduled at once, and its griddepcontrol.wait covers these stores.
-constexpr int kResetThreads = 256;
-__global__ void __launch_bounds__(kResetThreads) reset_split_counters_kernel(uint32_t* counters, int n) {
-  ptx::griddep_launch_dependents();
-  ptx::griddep_wait();  // the memory may still be in use by the kernel before (stream-ordered reuse)
-  for (int i = blockIdx.x * kResetThreads + threadIdx.x; i < n; i += gridDim.x * kResetThreads) counters[i] = 0u;
-}
-
 // kChunk: splits whose loads are issued together (see below). 16 for many splits; 4 where there are
 // at most 4, so that a grid of many rows keeps its occupancy (16 float4 in flight per thread cost
 // ~90 registers: T=16, 2 splits, 4096 rows measured 2 us slower on an H200, run ad).

@@ -32,26 +32,17 @@ struct DecodeParams {
   // workspace, still passed, goes unused); 0: partials go to the workspace and combine_splits_kernel
   // merges them. Set by the host (capi.cu, use_cluster_merge), which also launches the clusters.
   int cluster_merge;
-  // Split-KV only, when cluster_merge is 0. 1: each CTA counts its arrival on its group's counter once
-  // its partial is in the workspace, and the last of the num_splits CTAs of a (row block, KV head,
-  // sequence) merges them (no combine kernel; reset_split_counters_kernel zeroes the counters before
-  // the grid starts); 0: combine_splits_kernel merges them. Set by the host (capi.cu).
-  int last_split_merge;
-  uint32_t* split_counters;  // [B][Hkv][row blocks] arrivals (last_split_merge), in the workspace
 };
 
-// Split-KV workspace (fp32 but the counters), written by the attention kernel and read by the
-// combine kernel or by the last split's CTA:
+// Split-KV workspace, all fp32, written by the attention kernel and read by
+// the combine kernel:
 //   o_partial   [num_splits][B][T][Hq][D]  o of one split, already divided by its own l
 //   lse_partial [num_splits][B][Hq][T]     natural-log LSE of one split (-inf: no visible key)
-//   counters    [B * T * Hq] uint32         arrivals per (row block, KV head, sequence) for
-//                                           last_split_merge (B * Hkv * row blocks <= B * T * Hq)
 inline int64_t workspace_o_elems(int B, int T, int Hq, int D, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * T * Hq * D;
 }
 inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * Hq * T;
 }
-inline int64_t workspace_counter_elems(int B, int T, int Hq) { return static_cast<int64_t>(B) * T * Hq; }
 
 }  // namespace fmha

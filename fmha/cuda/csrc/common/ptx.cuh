@@ -130,55 +130,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_thr
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
 }
 
-// bar.red.or.pred (9.7.13.1 "bar/barrier"): a named barrier over num_threads threads that also
-// returns, to all of them, whether any thread passed pred = true.
-__device__ __forceinline__ bool named_barrier_or(uint32_t id, uint32_t num_threads, bool pred) {
-  uint32_t r = 0;
-  asm volatile(
-      "{\n"
-      "  .reg .pred p_in, p_out;\n"
-      "  setp.ne.u32 p_in, %3, 0;\n"
-      "  bar.red.or.pred p_out, %1, %2, p_in;\n"
-      "  selp.u32 %0, 1, 0, p_out;\n"
-      "}\n"
-      : "=r"(r)
-      : "r"(id), "r"(num_threads), "r"(static_cast<uint32_t>(pred))
-      : "memory");
-  return r != 0;
-}
-
-// ---------------------------------------------------------------------------
-// Global-memory synchronisation between CTAs of one grid (PTX memory consistency model, 8.x)
-// ---------------------------------------------------------------------------
-
-// fence.acq_rel.gpu (9.7.13.4 "membar/fence"): this thread's earlier memory operations are ordered
-// before its later ones for every observer on the GPU.
-__device__ __forceinline__ void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
-
-// atom.add.acq_rel.gpu.u32 (9.7.13.5 "atom"): returns the old value.
-__device__ __forceinline__ uint32_t atomic_add_acq_rel_gpu(uint32_t* address, uint32_t x) {
-  uint32_t old = 0;
-  asm volatile("atom.add.acq_rel.gpu.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(address), "r"(x) : "memory");
-  return old;
-}
-
-// ld.global.cg.v4.f32 (9.7.9.8 "ld", cache operator .cg: L2 only): data another CTA wrote during this
-// grid, never served from a stale L1 line.
-__device__ __forceinline__ float4 ld_global_cg_v4f32(const float* address) {
-  float4 r;
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(r.x), "=f"(r.y), "=f"(r.z), "=f"(r.w)
-               : "l"(address)
-               : "memory");
-  return r;
-}
-// ld.global.cg.f32 (as above).
-__device__ __forceinline__ float ld_global_cg_f32(const float* address) {
-  float r;
-  asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(r) : "l"(address) : "memory");
-  return r;
-}
-
 // ---------------------------------------------------------------------------
 // Thread-block clusters (sm_90+): the CTA's rank, the cluster barrier, and stores into another
 // CTA's shared memory (distributed shared memory).

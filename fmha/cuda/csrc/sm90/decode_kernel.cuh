@@ -41,9 +41,8 @@
 //   the D = 128 wide instantiation keeps the 64-row loop (measured faster).
 //   Split-KV partials are merged inside a thread-block cluster when the host
 //   launches the splits of a row block as one (p.cluster_merge, see ClusterMerge:
-//   at most 16 splits, every cluster resident at once, <= 16 packed rows), else by
-//   the CTA of each group that finishes last (p.last_split_merge, see merge_if_last_split),
-//   or by combine_splits_kernel (launched as a programmatic dependent).
+//   at most 16 splits, every cluster resident at once, <= 16 packed rows), else
+//   by combine_splits_kernel (launched as a programmatic dependent).
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
@@ -233,9 +232,6 @@ struct DecodeTraits {
   // D = 512: its consumer registers are tight, and compiling the merge in moved the hot loop's register
   // allocation (MQA Hq=128 213.1 -> 225.7 us, run ag, same process); it gains only on <= 16 rows.
   static constexpr bool kClusterMerge = D != 512;
-  // Split-KV partials merged by the last CTA of each group (p.last_split_merge); not at D = 512, for
-  // the same reason.
-  static constexpr bool kLastSplitMerge = D != 512;
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -350,7 +346,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarSplitArrive = 6;  // consumers (last_split_merge): partials fenced; then who arrived last
 
 // Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
 constexpr int kMaxClusterSplits = 16;
@@ -1264,75 +1259,6 @@ __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, cons
 }
 
 // ----------------------------------------------------------------------------
-// Split-KV merge by the last CTA of a group (p.last_split_merge)
-// ----------------------------------------------------------------------------
-// The rows [row0, row0 + n_rows) of one (row block, KV head, sequence), merged from every split's
-// partial in the workspace with combine_splits_kernel's merge step (SplitMerge). A work item is 4
-// head-dim columns of one row; each thread takes kItems items at a time, and the loads of their
-// kChunk splits are issued together (one L2 round trip per chunk for all of them).
-template <class Tr, bool kBf16, int kChunk, int kItems>
-__device__ __forceinline__ void merge_split_rows(const DecodeParams& p, int b, int kvh, int row0, int n_rows, int ctid) {
-  constexpr int kChunksPerRow = Tr::kHeadDim / 4;
-  const int n_items = n_rows * kChunksPerRow;
-  for (int i0 = ctid; i0 < n_items; i0 += kItems * Tr::kConsumerThreads) {
-    SplitMerge merge[kItems];
-    for (int s0 = 0; s0 < p.num_splits; s0 += kChunk) {
-      float ls[kItems][kChunk];
-      float4 o[kItems][kChunk];
-#pragma unroll
-      for (int it = 0; it < kItems; ++it) {
-        const int i = i0 + it * Tr::kConsumerThreads;
-        const bool valid = i < n_items;
-        const OutRow r(p, b, kvh, row0 + (valid ? i / kChunksPerRow : 0));
-        const int col = (i % kChunksPerRow) * 4;
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          const int s = s0 + j;
-          const bool load = valid && s < p.num_splits;
-          ls[it][j] = load ? ptx::ld_global_cg_f32(r.partial_lse(p, s)) : -INFINITY;
-          o[it][j] = load ? ptx::ld_global_cg_v4f32(r.partial(p, b, s, Tr::kHeadDim) + col)
-                          : make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-      }
-#pragma unroll
-      for (int it = 0; it < kItems; ++it) merge[it].add(ls[it], o[it]);
-    }
-#pragma unroll
-    for (int it = 0; it < kItems; ++it) {
-      const int i = i0 + it * Tr::kConsumerThreads;
-      if (i >= n_items) continue;
-      const OutRow r(p, b, kvh, row0 + i / kChunksPerRow);
-      const int col = (i % kChunksPerRow) * 4;
-      *reinterpret_cast<uint2*>(r.out(p, b) + col) = merge[it].template packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B
-      if (col == 0) p.lse[r.lse_idx] = merge[it].lse();
-    }
-  }
-}
-
-// Called by every consumer thread once its partial rows are stored in the workspace. The CTA counts
-// its arrival on its group's counter (zeroed by reset_split_counters_kernel before the grid): every
-// thread fences its stores before the count (release), and the CTA that brings the count to
-// num_splits fences again after it (acquire) and merges the group's rows; the others are done.
-template <class Tr, bool kBf16>
-__device__ __forceinline__ void merge_if_last_split(const DecodeParams& p, int b, int kvh, int row_block, int row0,
-                                                    int ctid) {
-  ptx::fence_acq_rel_gpu();
-  ptx::named_barrier_sync(kBarSplitArrive, Tr::kConsumerThreads);
-  bool last = false;
-  if (ctid == 0) {
-    const int row_blocks = static_cast<int>(gridDim.x) / p.num_splits;
-    uint32_t* counter = p.split_counters + (static_cast<int64_t>(b) * p.Hkv + kvh) * row_blocks + row_block;
-    last = ptx::atomic_add_acq_rel_gpu(counter, 1u) == static_cast<uint32_t>(p.num_splits - 1);
-  }
-  if (!ptx::named_barrier_or(kBarSplitArrive, Tr::kConsumerThreads, last)) return;
-  ptx::fence_acq_rel_gpu();
-  const int n_rows = min(Tr::kBlockM, p.rows - row0);
-  // Few splits (T = 16: 64 rows of 2): four items a thread in flight; many (B = 1: 4 rows of 16): one.
-  if (p.num_splits <= 4) merge_split_rows<Tr, kBf16, 4, 4>(p, b, kvh, row0, n_rows, ctid);
-  else merge_split_rows<Tr, kBf16, 16, 1>(p, b, kvh, row0, n_rows, ctid);
-}
-
-// ----------------------------------------------------------------------------
 // The kernel
 // ----------------------------------------------------------------------------
 template <int D, bool kBf16, int kVariant>
@@ -1421,9 +1347,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   if (cluster_merge) {
     ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
     merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
-  }
-  if constexpr (Tr::kLastSplitMerge) {
-    if (p.num_splits > 1 && p.last_split_merge) merge_if_last_split<Tr, kBf16>(p, b, kvh, row_block, row0, threadIdx.x);
   }
 }
 
