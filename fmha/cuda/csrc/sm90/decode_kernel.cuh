@@ -19,9 +19,7 @@
 //   Producer warp (one elected lane): streams K and V tiles of kBlockN tokens
 //     by TMA into rings of kStages (K) and kStagesV (V) stages; full_k/full_v[stage] complete on the TMA
 //     bytes; empty_k[stage] is armed by every consumer warp once its Q K^T
-//     that read the K tile completed, empty_v[stage] once its P V did. With
-//     Tr::kSplitProducer a second producer warp issues the V tiles, so that K runs
-//     ahead on its own ring while a V stage is still held.
+//     that read the K tile completed, empty_v[stage] once its P V did.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
 //     128B-swizzled K-major layout; at D = 512 three quarters of it as register
 //     fragments instead, see QRegs), then per tile
@@ -115,10 +113,6 @@
 #endif
 #ifndef FMHA_SM90_SPLIT_RELEASE  // 1: a K stage is released after Q K^T, its V stage after P V (else both after P V)
 #define FMHA_SM90_SPLIT_RELEASE 1
-#endif
-#ifndef FMHA_SM90_SPLIT_PRODUCER  // K and V issued by separate producer warps: 0 never, 1 deep variants, 2 and
-// D = 512, 3 every instantiation
-#define FMHA_SM90_SPLIT_PRODUCER 1
 #endif
 #ifndef FMHA_SM90_PDL  // 1: programmatic dependent launch (see the kernel's prologue and capi.cu)
 #define FMHA_SM90_PDL 1
@@ -248,13 +242,8 @@ struct DecodeTraits {
   // (65536 / kThreads rounded down to a multiple of 8: 168 at 384 threads); setmaxnreg.inc waits
   // until the pool has the registers, so 128 x kProducerRegs + 256 x kConsumerRegs must fit in it.
   static constexpr bool kSetMaxNReg = kConsumerWGs == 2;
-  // K and V issued by two producer warps (FMHA_SM90_SPLIT_PRODUCER), so that a K tile is not held
-  // back behind a V stage that is still in use.
-  static constexpr bool kSplitProducer =
-      FMHA_SM90_SPLIT_RELEASE && ((FMHA_SM90_SPLIT_PRODUCER >= 1 && kIsDeep && !kSetMaxNReg) ||
-                                  (FMHA_SM90_SPLIT_PRODUCER >= 2 && kSetMaxNReg) || FMHA_SM90_SPLIT_PRODUCER >= 3);
-  static constexpr int kProducerThreads = kSetMaxNReg ? 128 : kSplitProducer ? 64 : 32;
-  static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA (K)
+  static constexpr int kProducerThreads = kSetMaxNReg ? 128 : 32;
+  static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
   static constexpr int kProducerRegs = FMHA_SM90_PRODUCER_REGS;
@@ -415,31 +404,24 @@ __device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBl
   }
 }
 
-// Which rings a producer lane fills: both (one producer warp), or K or V alone (Tr::kSplitProducer).
-enum ProducerStreams { kProduceK = 1, kProduceV = 2, kProduceKV = 3 };
-
-template <class Tr, int kStreams>
+template <class Tr>
 __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUtensorMap* tmap_k,
                                               const CUtensorMap* tmap_v, const TileRange& tr, int kvh, int b,
                                               int k_head_major, int v_head_major) {
-  if constexpr ((kStreams & kProduceK) != 0) ptx::prefetch_tensormap(tmap_k);
-  if constexpr ((kStreams & kProduceV) != 0) ptx::prefetch_tensormap(tmap_v);
+  ptx::prefetch_tensormap(tmap_k);
+  ptx::prefetch_tensormap(tmap_v);
   const uint64_t policy = ptx::create_policy_evict_first();
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
-    if constexpr ((kStreams & kProduceK) != 0) {
-      const int stage = it % Tr::kStages;
-      const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
-      ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
-      ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
-      load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
-    }
-    if constexpr ((kStreams & kProduceV) != 0) {
-      const int stage_v = it % Tr::kStagesV;
-      const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
-      if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
-      ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
-      load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
-    }
+    const int stage = it % Tr::kStages;
+    const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+    ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
+    ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
+    load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
+    const int stage_v = it % Tr::kStagesV;
+    const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
+    ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
+    load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
   }
 }
 
@@ -1328,16 +1310,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
-    if (threadIdx.x % 32 == 0) {
-      if constexpr (Tr::kSplitProducer) {
-        if (warp == Tr::kProducerWarp)
-          producer_loop<Tr, kProduceK>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
-        else if (warp == Tr::kProducerWarp + 1)
-          producer_loop<Tr, kProduceV>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
-      } else if (warp == Tr::kProducerWarp) {
-        producer_loop<Tr, kProduceKV>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
-      }
-    }
+    if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
     if (cluster_merge) {  // every thread of the cluster takes part in both cluster barriers (see ClusterMerge)
       ptx::cluster_sync();
       ptx::cluster_sync();
