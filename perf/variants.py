@@ -9,7 +9,8 @@ temperature) hit them alike: on an H200 the same kernel timed minutes apart in s
 moved by up to 12%. Each timing is the median of 30 CUDA-graph replays over rotating input sets
 larger than 3x L2; the table shows the median over rounds and the spread (max - min) / median.
 Every variant's output is checked against the triton backend's. Units: us per call, GB/s decimal
-(q + k + v + out bytes).
+(q + k + v + out bytes). --separate puts a one-element add after every call (see its help; first run in
+run bp, whose script still subtracted the adds' time: compare its rows within a row only).
 
 By default each replay is timed on its own (the host waits for it before launching the next), which
 leaves the GPU a short gap between replays. --sustained times as `python -m perf` does instead: the
@@ -103,6 +104,11 @@ def main():
                     help="settle, then time the replays back to back (as python -m perf does)")
     ap.add_argument("--settle-ms", type=float, default=200.0, help="with --sustained: replay this long before timing")
     ap.add_argument("--per-round", action="store_true", help="also print every round's time of every contender")
+    ap.add_argument("--separate", action="store_true",
+                    help="follow every call in the graph by a one-element add (a kernel launched without PDL, as "
+                         "another op of a model would be); without it, consecutive calls of one contender follow "
+                         "each other directly, and fmha's PDL launches overlap a call with the previous one's tail. "
+                         "Times then include one add per call: compare contenders within a row, not absolute GB/s")
     args = ap.parse_args()
 
     import torch
@@ -120,6 +126,13 @@ def main():
                                    [f"{x.split('=', 1)[0]} = library {x.split('=', 1)[1]}" for x in args.lib]), flush=True)
 
     capture_stream = torch.cuda.Stream()
+    separator_buf = torch.zeros(1, device="cuda")
+
+    def separator():
+        separator_buf.add_(1.0)
+
+    def separated(calls):
+        return [lambda c=c: (c(), separator()) for c in calls]
 
     def graph_time_us(calls, replays=30):
         # Warm up on the capture stream, as a serving loop that captures where it runs.
@@ -196,10 +209,20 @@ def main():
             o = torch.full_like(q, float("nan"))
             b.run(p, q, k, v, None, o, lse)
             check[name] = (o.float() - ref.float()).abs().max().item()
+        if args.separate:
+            contenders = {name: separated(calls) for name, calls in contenders.items()}
+            contenders["(separator)"] = [separator] * n
         times = {name: [] for name in contenders}
         for _ in range(args.rounds):
             for name, calls in contenders.items():
                 times[name].append(graph_time_us(calls))
+        if args.separate:
+            # Not subtracted: a graph of adds alone pays graph-launch overhead per call (8.7 us at 2 sets,
+            # 1.5 at 64, run bp) that a graph of attention calls hides, so the difference would overstate
+            # bandwidth. Differences between contenders are exact either way.
+            sep = times.pop("(separator)")
+            print(f"  (times include one add per call; a graph of the adds alone: {statistics.median(sep):.1f} us "
+                  f"per call)", flush=True)
         gb = p.bytes_moved() / 1e9
         cells = []
         for name, ts in times.items():
