@@ -12,7 +12,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <climits>
 #include <cstdint>
 
 #include "params.h"
@@ -91,20 +90,9 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
   if (row >= total_rows) return;
   const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4;
-  int hq, t, b;
-  if (total_rows <= INT32_MAX) {
-    // 32-bit divisions: a 64-bit one is a subroutine call (three of them stood ahead of the first load
-    // in the SASS).
-    const uint32_t r = static_cast<uint32_t>(row);
-    const uint32_t bt = r / static_cast<uint32_t>(p.Hq);
-    hq = static_cast<int>(r - bt * static_cast<uint32_t>(p.Hq));
-    b = static_cast<int>(bt / static_cast<uint32_t>(p.T));
-    t = static_cast<int>(bt - static_cast<uint32_t>(b) * static_cast<uint32_t>(p.T));
-  } else {
-    hq = static_cast<int>(row % p.Hq);
-    t = static_cast<int>((row / p.Hq) % p.T);
-    b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
-  }
+  const int hq = static_cast<int>(row % p.Hq);
+  const int t = static_cast<int>((row / p.Hq) % p.T);
+  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
 
   const int64_t lse_row = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;   // [B][Hq][T]
   const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
