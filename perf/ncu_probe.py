@@ -16,6 +16,14 @@ import torch
 import fmha
 
 
+def random_inputs(shape: str):
+    """bf16 q, k_cache, v_cache (full caches) and an output buffer for a "B,T,Hq,Hkv,S,D" shape."""
+    B, T, Hq, Hkv, S, D = (int(x) for x in shape.split(","))
+    q = torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
+    return q, k, torch.randn_like(k), torch.empty_like(q)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
@@ -25,11 +33,7 @@ def main():
     ap.add_argument("--clocks", action="store_true")
     ap.add_argument("--seconds", type=float, default=2.0)
     a = ap.parse_args()
-    B, T, Hq, Hkv, S, D = (int(x) for x in a.shape.split(","))
-    q = torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
-    v = torch.randn_like(k)
-    out = torch.empty_like(q)
+    q, k, v, out = random_inputs(a.shape)
     if a.backend == "sdpa-cudnn":  # the peer, for a side-by-side profile (no causal mask support here)
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel

@@ -170,6 +170,10 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.fmha_sm90_cluster_merge.restype = i32
     lib.fmha_sm90_max_active_clusters.argtypes = [i32, i32, i32]
     lib.fmha_sm90_max_active_clusters.restype = i32
+    lib.fmha_sm90_probe_layout.argtypes = [ctypes.POINTER(i32)] * 3
+    lib.fmha_sm90_probe_layout.restype = i32
+    lib.fmha_sm90_probe_read.argtypes = [vp, ctypes.c_size_t, i32]
+    lib.fmha_sm90_probe_read.restype = i32
     lib.fmha_last_error.argtypes = []
     lib.fmha_last_error.restype = ctypes.c_char_p
     return lib

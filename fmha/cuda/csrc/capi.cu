@@ -376,6 +376,35 @@ size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return workspace_bytes(B, T, Hq, D, num_splits);
 }
 
+int fmha_sm90_probe_layout(int* ctas, int* tiles, int* events) {
+  if (!ctas || !tiles || !events) return fail("fmha_sm90_probe_layout: null argument");
+  *ctas = fmha::sm90::kProbeCtas;
+  *tiles = fmha::sm90::kProbeTiles;
+  *events = fmha::sm90::kProbeEvents;
+  return 0;
+}
+
+int fmha_sm90_probe_read(void* host_dst, size_t bytes, int clear) {
+#if FMHA_SM90_PROBE_TIMESTAMPS
+  using fmha::sm90::g_probe_stamps;
+  if (host_dst != nullptr) {
+    if (bytes != sizeof(g_probe_stamps))
+      return fail("fmha_sm90_probe_read: %zu bytes asked, the stamps take %zu", bytes, sizeof(g_probe_stamps));
+    if (check_cuda(cudaMemcpyFromSymbol(host_dst, g_probe_stamps, bytes), "cudaMemcpyFromSymbol(probe stamps)"))
+      return 1;
+  }
+  if (clear) {
+    void* addr = nullptr;
+    if (check_cuda(cudaGetSymbolAddress(&addr, g_probe_stamps), "cudaGetSymbolAddress(probe stamps)")) return 1;
+    if (check_cuda(cudaMemset(addr, 0, sizeof(g_probe_stamps)), "cudaMemset(probe stamps)")) return 1;
+  }
+  return 0;
+#else
+  (void)host_dst; (void)bytes; (void)clear;
+  return fail("this library was built without the timing probe (FMHA_NVCC_FLAGS=-DFMHA_SM90_PROBE_TIMESTAMPS=1)");
+#endif
+}
+
 int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, float* lse, const int* cache_seqlens,
                      int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
                      int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,

@@ -37,6 +37,12 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
 
+// Timing probe of a library built with -DFMHA_SM90_PROBE_TIMESTAMPS=1 (sm90/decode_kernel.cuh): the
+// stamps' layout [ctas][tiles][events] of uint64, and a synchronous copy of them to host memory
+// (host_dst may be NULL) followed, if clear, by zeroing them. Other builds: an error.
+int fmha_sm90_probe_layout(int* ctas, int* tiles, int* events);
+int fmha_sm90_probe_read(void* host_dst, size_t bytes, int clear);
+
 // Decode attention. q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16,
 // 1 = bf16; strides in elements, last stride 1), lse [B, Hq, T] float32 contiguous,
 // cache_seqlens int32 [B] or NULL (= S for every sequence), stream a cudaStream_t.

@@ -172,6 +172,10 @@
 // the wide variant keeps whole tiles (B128 S8192 inconclusive: 957.0 -> 960.4 +-19%)
 #define FMHA_SM90_TMA_BOX_ROWS 32
 #endif
+#ifndef FMHA_SM90_PROBE_TIMESTAMPS  // timing probe (1): clock64 stamps of ring waits and TMA issues per tile
+// into g_probe_stamps, read by perf/stream_probe.py through fmha_probe_read (correct results; off: no code)
+#define FMHA_SM90_PROBE_TIMESTAMPS 0
+#endif
 #ifndef FMHA_SM90_PROBE_STREAM_ONLY  // timing probe only (wrong results by design): consumers release each
 // stage as soon as it lands, with no MMA or softmax, to time the K/V stream alone
 #define FMHA_SM90_PROBE_STREAM_ONLY 0
@@ -347,6 +351,42 @@ constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score 
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
 
+// Timing probe (FMHA_SM90_PROBE_TIMESTAMPS): for the first kProbeTiles ring positions of the first
+// kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
+// CTA compare) when the producer lane starts waiting for a free stage and when it has issued the tile's
+// TMA, and when consumer thread 0 starts waiting for the tile and has it. perf/stream_probe.py reads
+// them (fmha_probe_read in capi.cu) and prints where a tile's time goes.
+enum ProbeEvent : int {
+  kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
+  kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull, kProbeEvents
+};
+constexpr int kProbeCtas = 256;
+constexpr int kProbeTiles = 64;
+#if FMHA_SM90_PROBE_TIMESTAMPS
+__device__ unsigned long long g_probe_stamps[kProbeCtas * kProbeTiles * kProbeEvents];
+#endif
+
+__device__ __forceinline__ void probe_stamp(int it, int event) {
+#if FMHA_SM90_PROBE_TIMESTAMPS
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (cta < kProbeCtas && it < kProbeTiles) g_probe_stamps[(cta * kProbeTiles + it) * kProbeEvents + event] = clock64();
+#else
+  (void)it;
+  (void)event;
+#endif
+}
+
+// A consumer's wait for a full stage (ring position `it`), stamped by thread 0 under the probe.
+__device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, int it, int wait_event, int ctid) {
+  if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) {
+    if (ctid == 0) probe_stamp(it, wait_event);
+  }
+  ptx::mbarrier_wait_parity(full, phase);
+  if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) {
+    if (ctid == 0) probe_stamp(it, wait_event + 1);
+  }
+}
+
 // Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
 constexpr int kMaxClusterSplits = 16;
 
@@ -414,14 +454,18 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+    if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) probe_stamp(it, kProbeKEmptyWait);
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
     load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
+    if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) probe_stamp(it, kProbeKIssued);
     const int stage_v = it % Tr::kStagesV;
     const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
+    if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) probe_stamp(it, kProbeVEmptyWait);
     if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
     load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
+    if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) probe_stamp(it, kProbeVIssued);
   }
 }
 
@@ -786,7 +830,7 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
 template <class Tr>
 __device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid) {
   const int stage = it % Tr::kStagesV;
-  ptx::mbarrier_wait_parity(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStagesV) & 1u);
+  wait_full_stage(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStagesV) & 1u, it, kProbeVFullWait, ctid);
   if constexpr (FMHA_SM90_ZERO_V_TAIL) {
     const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
     if (valid < Tr::kBlockN) {
@@ -821,7 +865,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
 
     // S = Q K^T
     float s[Tr::kBlockN / 2];
-    ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
+    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid);
     ptx::wgmma_fence();
     if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
@@ -903,7 +947,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   // Every wgmma issue below is unconditional between its fence and its wait (the last tile is
   // peeled off the loop), so ptxas can follow the two groups without serialising them.
   auto wait_k = [&](int it) {
-    ptx::mbarrier_wait_parity(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u);
+    wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
+                    ctid);
   };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
     const int stage = it % Tr::kStages;
@@ -1102,7 +1147,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 
     // S^T = K Q^T
     float s[kMB][8];
-    ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
+    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid);
     ptx::wgmma_fence();
     const ptx::SmemDescSw128 dk(ptx::smem_addr(&ss.k[stage][0][0]), 16, kSbo);
 #pragma unroll
