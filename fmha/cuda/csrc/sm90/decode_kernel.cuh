@@ -173,7 +173,7 @@
 #define FMHA_SM90_TMA_BOX_ROWS 32
 #endif
 #ifndef FMHA_SM90_PROBE_TIMESTAMPS  // timing probe (1): clock64 stamps of ring waits and TMA issues per tile
-// into g_probe_stamps, read by perf/stream_probe.py through fmha_probe_read (correct results; off: no code)
+// into g_probe_stamps, read by perf/stream_probe.py through fmha_sm90_probe_read (correct results; off: no code)
 #define FMHA_SM90_PROBE_TIMESTAMPS 0
 #endif
 #ifndef FMHA_SM90_PROBE_STREAM_ONLY  // timing probe only (wrong results by design): consumers release each
@@ -355,7 +355,7 @@ constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T 
 // kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
 // CTA compare) when the producer lane starts waiting for a free stage and when it has issued the tile's
 // TMA, and when consumer thread 0 starts waiting for the tile and has it. perf/stream_probe.py reads
-// them (fmha_probe_read in capi.cu) and prints where a tile's time goes.
+// them (fmha_sm90_probe_read in capi.cu) and prints where a tile's time goes.
 enum ProbeEvent : int {
   kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
   kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull, kProbeEvents
