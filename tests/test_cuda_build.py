@@ -134,3 +134,18 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "variant=2 out of range" in msg
     status, msg = call(B=0)
     assert status != 0 and "out of range" in msg
+
+
+def test_timing_probe_is_off_by_default(build):
+    """The default library has no timing probe (FMHA_SM90_PROBE_TIMESTAMPS) and says so, without a GPU;
+    the probe's layout matches what perf/stream_probe.py expects."""
+    import ctypes
+
+    from perf.stream_probe import EVENTS
+
+    lib = loader._declare(ctypes.CDLL(str(build[0])))
+    ctas, tiles, events = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    assert lib.fmha_sm90_probe_layout(ctypes.byref(ctas), ctypes.byref(tiles), ctypes.byref(events)) == 0
+    assert (ctas.value, tiles.value, events.value) == (256, 64, len(EVENTS))
+    assert lib.fmha_sm90_probe_read(None, 0, 1) == 1
+    assert "built without the timing probe" in lib.fmha_last_error().decode()
