@@ -23,22 +23,17 @@ from __future__ import annotations
 import argparse
 import ctypes
 import statistics
-from unittest import mock
 
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full")
 
 
 def probe_backend():
     """A cuda backend bound to a library built with the probe, and that library."""
-    from fmha.cuda import backend as cb
     from fmha.cuda import loader
+    from perf.variants import bound_backend
 
-    path = loader.build(extra_flags=["-DFMHA_SM90_PROBE_TIMESTAMPS=1"])
-    lib = loader._declare(ctypes.CDLL(str(path)))
-    b = cb.CudaSm90Backend()
-    with mock.patch.object(loader, "load", return_value=lib):
-        b._bind()
-    return b, lib
+    lib = loader._declare(ctypes.CDLL(str(loader.build(extra_flags=["-DFMHA_SM90_PROBE_TIMESTAMPS=1"]))))
+    return bound_backend(lib), lib
 
 
 def read_stamps(lib, clear: bool):

@@ -49,17 +49,22 @@ class _OlderLibrary:
             return missing
 
 
-def library_backend(path: str):
-    """A cuda backend bound to a prebuilt library file (e.g. one built from an older commit)."""
+def bound_backend(lib):
+    """A cuda backend bound to `lib`, a loaded (and declared) library instead of the one fmha builds."""
     from fmha.cuda import backend as cb
     from fmha.cuda import loader
 
-    lib = _OlderLibrary(ctypes.CDLL(path))
-    loader._declare(lib)
     b = cb.CudaSm90Backend()
     with mock.patch.object(loader, "load", return_value=lib):
         b._bind()
     return b
+
+
+def library_backend(path: str):
+    """A cuda backend bound to a prebuilt library file (e.g. one built from an older commit)."""
+    from fmha.cuda import loader
+
+    return bound_backend(loader._declare(_OlderLibrary(ctypes.CDLL(path))))
 
 
 def variant_backend(flags: str):
@@ -74,11 +79,7 @@ def variant_backend(flags: str):
     words = shlex.split(flags)
     plan = dict(w[1:].partition("=")[::2] for w in words if w.startswith("@"))
     words = [w for w in words if not w.startswith("@")]
-    path = loader.build(extra_flags=words)
-    lib = loader._declare(ctypes.CDLL(str(path)))
-    b = cb.CudaSm90Backend()
-    with mock.patch.object(loader, "load", return_value=lib):
-        b._bind()
+    b = bound_backend(loader._declare(ctypes.CDLL(str(loader.build(extra_flags=words)))))
     if plan:
         planned = b.launch_plan
 

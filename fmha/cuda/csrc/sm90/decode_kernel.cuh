@@ -366,6 +366,7 @@ constexpr int kProbeTiles = 64;
 __device__ unsigned long long g_probe_stamps[kProbeCtas * kProbeTiles * kProbeEvents];
 #endif
 
+// A no-op unless the probe is compiled in.
 __device__ __forceinline__ void probe_stamp(int it, int event) {
 #if FMHA_SM90_PROBE_TIMESTAMPS
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
@@ -378,13 +379,9 @@ __device__ __forceinline__ void probe_stamp(int it, int event) {
 
 // A consumer's wait for a full stage (ring position `it`), stamped by thread 0 under the probe.
 __device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, int it, int wait_event, int ctid) {
-  if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) {
-    if (ctid == 0) probe_stamp(it, wait_event);
-  }
+  if (ctid == 0) probe_stamp(it, wait_event);
   ptx::mbarrier_wait_parity(full, phase);
-  if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) {
-    if (ctid == 0) probe_stamp(it, wait_event + 1);
-  }
+  if (ctid == 0) probe_stamp(it, wait_event + 1);
 }
 
 // Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
@@ -454,18 +451,18 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
-    if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) probe_stamp(it, kProbeKEmptyWait);
+    probe_stamp(it, kProbeKEmptyWait);
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
     load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
-    if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) probe_stamp(it, kProbeKIssued);
+    probe_stamp(it, kProbeKIssued);
     const int stage_v = it % Tr::kStagesV;
     const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
-    if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) probe_stamp(it, kProbeVEmptyWait);
+    probe_stamp(it, kProbeVEmptyWait);
     if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
     load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
-    if constexpr (FMHA_SM90_PROBE_TIMESTAMPS) probe_stamp(it, kProbeVIssued);
+    probe_stamp(it, kProbeVIssued);
   }
 }
 
