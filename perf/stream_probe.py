@@ -16,7 +16,8 @@ cycles (clock64, per SM: only stamps of one CTA are compared):
                   position 3, over the positions between
 
 for ring positions 0-2 (the ring's first fill) and 3 onwards. Written for the split-KV stream-rate
-question of perf/RESULTS.md; first written without a GPU (not yet run when committed).
+question of perf/RESULTS.md; first run on the H200 in run br (2026-11-30). Last, each CTA's timeline in %globaltimer ns (entry,
+past griddepcontrol.wait, first K tile in, last V tile in, end): start-up, stream and tail over the grid.
 """
 from __future__ import annotations
 
@@ -24,15 +25,16 @@ import argparse
 import ctypes
 import statistics
 
+TIMELINE = ("entry", "griddep", "first_k", "last_v", "end")  # the timeline row's stamps (ProbeTimeline)
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full")
 
 
-def probe_backend():
-    """A cuda backend bound to a library built with the probe, and that library."""
+def probe_backend(flags=()):
+    """A cuda backend bound to a library built with the probe (and `flags`), and that library."""
     from fmha.cuda import loader
     from perf.variants import bound_backend
 
-    lib = loader._declare(ctypes.CDLL(str(loader.build(extra_flags=["-DFMHA_SM90_PROBE_TIMESTAMPS=1"]))))
+    lib = loader._declare(ctypes.CDLL(str(loader.build(extra_flags=["-DFMHA_SM90_PROBE_TIMESTAMPS=1", *flags]))))
     return bound_backend(lib), lib
 
 
@@ -60,6 +62,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test")
     a = ap.parse_args()
 
     import torch
@@ -69,7 +72,7 @@ def main():
     q, k, v, out = random_inputs(a.shape)
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
     p = validate(q, k, v, None, None, a.causal, None)
-    b, lib = probe_backend()
+    b, lib = probe_backend(a.flags.split())
     print(f"shape {a.shape}{' causal' if a.causal else ''}: {b.launch_details(p)}", flush=True)
     b.run(p, q, k, v, None, out, lse)
     torch.cuda.synchronize()
@@ -83,6 +86,8 @@ def main():
         pass
 
     ev = {name: i for i, name in enumerate(EVENTS)}
+    timelines = [c[-1] for c in stamps]  # the row after the ring positions (see ProbeTimeline)
+    stamps = [c[:-1] for c in stamps]
     probed = [c for c in stamps if c[0][ev["k_issued"]] != 0]
     print(f"{len(probed)} CTAs probed", flush=True)
     for label, positions in (("positions 0-2", range(0, 3)), ("positions 3+", range(3, len(stamps[0])))):
@@ -109,6 +114,27 @@ def main():
             first, last = arrivals[0], arrivals[-1]
             per_tile.append((c[last][ev["k_full"]] - c[first][ev["k_full"]]) / (last - first))
     print(f"-- steady state: cycles/tile {summary(per_tile)}")
+    print_timeline([t for t in timelines if t[TIMELINE.index("end")] != 0])
+
+
+def print_timeline(rows):
+    """The CTAs' timelines (globaltimer ns, one clock for the GPU): when each phase starts and how long it takes."""
+    if not rows:
+        print("-- timeline: no CTA stamped")
+        return
+    i = {name: k for k, name in enumerate(TIMELINE)}
+    t0 = min(r[i["entry"]] for r in rows)
+    end = max(r[i["end"]] for r in rows)
+    print(f"-- CTA timeline, ns from the first CTA's entry ({len(rows)} CTAs; kernel span {end - t0} ns)")
+    for label, a, b in (("entry", None, "entry"), ("griddep wait done", None, "griddep"),
+                        ("first K tile in", None, "first_k"), ("last V tile in", None, "last_v"), ("end", None, "end"),
+                        ("entry -> griddep done", "entry", "griddep"), ("griddep -> first K in", "griddep", "first_k"),
+                        ("first K -> last V in (stream)", "first_k", "last_v"), ("last V in -> end (tail)", "last_v", "end")):
+        vals = [r[i[b]] - (r[i[a]] if a else t0) for r in rows if r[i[b]] != 0 and (a is None or r[i[a]] != 0)]
+        if vals:
+            vals.sort()
+            print(f"  {label:32s} min {vals[0]:7d}  median {statistics.median(vals):9.0f}  p90 "
+                  f"{vals[int(0.9 * (len(vals) - 1))]:7d}  max {vals[-1]:7d}")
 
 
 if __name__ == "__main__":

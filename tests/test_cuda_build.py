@@ -141,11 +141,12 @@ def test_timing_probe_is_off_by_default(build):
     the probe's layout matches what perf/stream_probe.py expects."""
     import ctypes
 
-    from perf.stream_probe import EVENTS
+    from perf.stream_probe import EVENTS, TIMELINE
 
     lib = loader._declare(ctypes.CDLL(str(build[0])))
     ctas, tiles, events = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
     assert lib.fmha_sm90_probe_layout(ctypes.byref(ctas), ctypes.byref(tiles), ctypes.byref(events)) == 0
-    assert (ctas.value, tiles.value, events.value) == (256, 64, len(EVENTS))
+    assert (ctas.value, tiles.value, events.value) == (256, 64 + 1, len(EVENTS))  # 64 ring positions + the timeline
+    assert len(TIMELINE) <= len(EVENTS)
     assert lib.fmha_sm90_probe_read(None, 0, 1) == 1
     assert "built without the timing probe" in lib.fmha_last_error().decode()

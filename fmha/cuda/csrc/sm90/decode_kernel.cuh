@@ -355,13 +355,18 @@ constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T 
 // kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
 // CTA compare) when the producer lane starts waiting for a free stage and when it has issued the tile's
 // TMA, and when consumer thread 0 starts waiting for the tile and has it. perf/stream_probe.py reads
-// them (fmha_sm90_probe_read in capi.cu) and prints where a tile's time goes.
+// them (fmha_sm90_probe_read in capi.cu) and prints where a tile's time goes. The row after the ring
+// positions is the CTA's timeline in %globaltimer nanoseconds (one clock for the whole GPU, so CTAs
+// compare): entry, past griddepcontrol.wait, first K tile in, last V tile in, end (ProbeTimeline).
 enum ProbeEvent : int {
   kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
   kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull, kProbeEvents
 };
+enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd };
+static_assert(kTimelineEnd < kProbeEvents, "the timeline row holds kProbeEvents stamps");
 constexpr int kProbeCtas = 256;
-constexpr int kProbeTiles = 64;
+constexpr int kProbeRingTiles = 64;               // ring positions stamped
+constexpr int kProbeTiles = kProbeRingTiles + 1;  // + the timeline row
 #if FMHA_SM90_PROBE_TIMESTAMPS
 __device__ unsigned long long g_probe_stamps[kProbeCtas * kProbeTiles * kProbeEvents];
 #endif
@@ -370,9 +375,19 @@ __device__ unsigned long long g_probe_stamps[kProbeCtas * kProbeTiles * kProbeEv
 __device__ __forceinline__ void probe_stamp(int it, int event) {
 #if FMHA_SM90_PROBE_TIMESTAMPS
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (cta < kProbeCtas && it < kProbeTiles) g_probe_stamps[(cta * kProbeTiles + it) * kProbeEvents + event] = clock64();
+  if (cta < kProbeCtas && it < kProbeRingTiles) g_probe_stamps[(cta * kProbeTiles + it) * kProbeEvents + event] = clock64();
 #else
   (void)it;
+  (void)event;
+#endif
+}
+
+// A CTA timeline stamp (%globaltimer) under the probe, from the thread that calls it; a no-op without it.
+__device__ __forceinline__ void probe_timeline(int event) {
+#if FMHA_SM90_PROBE_TIMESTAMPS
+  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (cta < kProbeCtas) g_probe_stamps[(cta * kProbeTiles + kProbeRingTiles) * kProbeEvents + event] = ptx::global_timer();
+#else
   (void)event;
 #endif
 }
@@ -381,7 +396,11 @@ __device__ __forceinline__ void probe_stamp(int it, int event) {
 __device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, int it, int wait_event, int ctid) {
   if (ctid == 0) probe_stamp(it, wait_event);
   ptx::mbarrier_wait_parity(full, phase);
-  if (ctid == 0) probe_stamp(it, wait_event + 1);
+  if (ctid == 0) {
+    probe_stamp(it, wait_event + 1);
+    if (it == 0 && wait_event == kProbeKFullWait) probe_timeline(kTimelineFirstK);
+    if (wait_event == kProbeVFullWait) probe_timeline(kTimelineLastV);  // the last one stays
+  }
 }
 
 // Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
@@ -1334,6 +1353,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   const int kvh = blockIdx.y;
   const int b = blockIdx.z;
   const int row0 = row_block * Tr::kBlockM;
+  if (threadIdx.x == 0) probe_timeline(kTimelineEntry);
 
   if (threadIdx.x == 0) {
 #pragma unroll
@@ -1359,6 +1379,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     // scheduled now; it waits in griddepcontrol.wait for this grid's completion and memory.
     ptx::griddep_launch_dependents();
   }
+  if (threadIdx.x == 0) probe_timeline(kTimelineGridDep);
   __syncthreads();
   const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 
@@ -1405,6 +1426,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
     merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
   }
+  if (threadIdx.x == 0) probe_timeline(kTimelineEnd);
 }
 
 }  // namespace sm90
