@@ -3,7 +3,7 @@
 # start-up, stream, tail over the grid) on B1 S65536, T=16 (combine kernel, and merged in clusters of 2 with
 # FMHA_SM90_CLUSTER_MERGE_MAX_ROWS=64) and B8 S8192 (clusters); then the same shapes timed sustained with
 # the cluster merge at 64 rows, without the merge (nocomb, wrong results) and the stream alone (stnc).
-export PYTHONPATH=. FMHA_CACHE_DIR=$PWD/.build/cache64
+export PYTHONPATH=. FMHA_CACHE_DIR=$PWD/.build/cache65
 date -u; nvidia-smi --query-gpu=name,serial,power.limit --format=csv,noheader
 P="timeout 60 python -W ignore perf/stream_probe.py"
 $P --shape 1,1,32,8,65536,128 2>&1 | grep -v Warn
