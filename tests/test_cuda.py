@@ -131,19 +131,17 @@ def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
 
 
 @pytest.mark.parametrize("D", (64, 128, 256))
-@pytest.mark.parametrize("variant,T", (("wide", 2), ("deep", 2), ("deep", 16)))
+@pytest.mark.parametrize("variant", ("wide", "deep"))
 @pytest.mark.parametrize("num_splits", (2, 5, 16))
-def test_cluster_merge(D, variant, T, num_splits, monkeypatch):
-    """Split-KV partials merged inside thread-block clusters: 8 packed rows (T=2 with 4 query heads
-    per KV head; the narrow loop) on both instantiations, and a full 64-row block (T=16; the 64-row
-    loop) on the deep one (the wide one's rings cannot hold 64 rows of staging and receive buffer: it
-    takes the combine kernel), with 2, 5 (two merge chunks; 13 rows a rank at T=16) and 16 splits (the
-    cluster limit); one sequence is short, so some splits of its clusters are empty."""
+def test_cluster_merge(D, variant, num_splits, monkeypatch):
+    """Split-KV partials merged inside thread-block clusters (at most 16 packed rows, here 8: T=2
+    with 4 query heads per KV head), with 2, 5 (two merge chunks) and 16 splits (the cluster limit),
+    on both instantiations; one sequence is short, so some splits of its clusters are empty."""
     force_launch_plan(monkeypatch, variant, num_splits)
-    q, k, v, sl = make_inputs(2, T, 8, 2, 4000, D, device=DEV, seqlens=[4000, 100], seed=D + num_splits + T)
+    q, k, v, sl = make_inputs(2, 2, 8, 2, 4000, D, device=DEV, seqlens=[4000, 100], seed=D + num_splits)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     assert "merged inside clusters" in launch, launch
-    check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} T={T} splits={num_splits} D={D}")
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} splits={num_splits} D={D}")
 
 
 @pytest.mark.parametrize("D", (64, 128, 256, 512))

@@ -57,7 +57,7 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 #define FMHA_SM90_CLUSTER_MERGE 1
 #endif
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
-#define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 64
+#define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
 #endif
 #ifndef FMHA_SM90_PROBE_NO_COMBINE  // timing probe only (wrong results by design): split-KV partials are not merged
 #define FMHA_SM90_PROBE_NO_COMBINE 0

@@ -171,18 +171,21 @@ __device__ __forceinline__ uint32_t map_shared_rank(uint32_t smem_address, uint3
   return r;
 }
 
-// cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes (9.7.9.25.4.1 "cp.async.bulk"):
-// copies `bytes` (a multiple of 16; both addresses 16 B aligned) of this CTA's shared memory into the
-// shared memory of a CTA of the cluster (dst and bar are mapa addresses), completing `bytes` of
-// transaction count on that CTA's mbarrier. The source is read by the async proxy: order generic writes
-// to it before the copy with fence.proxy.async.shared::cta.
-__device__ __forceinline__ void bulk_copy_to_cluster(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+// st.shared::cluster (9.7.9.9 "st"): stores through a mapa address (another CTA's shared memory);
+// visible to that CTA after a cluster barrier (arrive.release / wait.acquire).
+__device__ __forceinline__ void st_shared_cluster_f32(uint32_t address, float x) {
 #if FMHA_SM90_BASE
-  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "r"(smem_addr(src)), "r"(bytes), "r"(bar)
-               : "memory");
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(address), "f"(x) : "memory");
 #else
-  (void)dst; (void)src; (void)bytes; (void)bar;
+  (void)address; (void)x;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+__device__ __forceinline__ void st_shared_cluster_v2f32(uint32_t address, float x, float y) {
+#if FMHA_SM90_BASE
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(address), "f"(x), "f"(y) : "memory");
+#else
+  (void)address; (void)x; (void)y;
   FMHA_TRAP_UNSUPPORTED();
 #endif
 }

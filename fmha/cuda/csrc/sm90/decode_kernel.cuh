@@ -176,6 +176,10 @@
 // into g_probe_stamps, read by perf/stream_probe.py through fmha_sm90_probe_read (correct results; off: no code)
 #define FMHA_SM90_PROBE_TIMESTAMPS 0
 #endif
+#ifndef FMHA_SM90_PROBE_CLUSTER_NO_PUSH  // timing probe only (wrong results by design): a cluster-merged launch
+// keeps its cluster barriers but pushes no partial rows and merges nothing (the cost of the cluster alone)
+#define FMHA_SM90_PROBE_CLUSTER_NO_PUSH 0
+#endif
 #ifndef FMHA_SM90_PROBE_STREAM_ONLY  // timing probe only (wrong results by design): consumers release each
 // stage as soon as it lands, with no MMA or softmax, to time the K/V stream alone
 #define FMHA_SM90_PROBE_STREAM_ONLY 0
@@ -307,14 +311,11 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kStagesV];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
   alignas(8) uint64_t empty_v[Tr::kStagesV];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
-  alignas(8) uint64_t merge_full;  // p.cluster_merge: every split's chunk of this CTA's rows received
-  // p.cluster_merge: the K and V rings (idle by then) hold the receive buffer and the staging of
-  // ClusterMerge, rows of kMergeStride fp32: o, then the LSE at column kHeadDim, padded to 16 B (bulk
-  // copies) and so that the fragment stores of several rows do not fall on one bank (merge_fits
-  // checks the capacity).
+  // p.cluster_merge: the K and V rings (idle by then) receive the rows this CTA merges, from every
+  // split of its cluster: o [num_splits][rows_per_rank][kMergeStride] fp32, then the LSEs
+  // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats at D <= 256 so that the
+  // fragment stores of several rows do not fall on one bank (merge_fits checks the capacity).
   static constexpr int kMergeStride = Tr::kHeadDim + (Tr::kHeadDim <= 256 ? 4 : 0);
-  static_assert(!Tr::kClusterMerge || (kMergeStride > Tr::kHeadDim && kMergeStride % 4 == 0),
-                "cluster merge rows: an LSE column and 16-byte rows");
   __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
 };
 
@@ -327,14 +328,13 @@ constexpr size_t merge_capacity_floats() {
              : 0;
 }
 
-// Whether the idle rings hold the cluster merge's receive buffer and staging, num_splits x
-// ceil(rows / num_splits) rows each, rows = the packed rows of the fullest row block (the host
-// checks before launching).
+// Whether the cluster merge's receive buffer holds num_splits x ceil(rows / num_splits) rows of o and
+// their LSEs, rows = the packed rows of the fullest row block (the host checks before launching).
 template <class Tr>
 constexpr bool merge_fits(int num_splits, int rows) {
   const int block_rows = rows < Tr::kBlockM ? rows : Tr::kBlockM;
   const size_t slots = static_cast<size_t>(num_splits) * ((block_rows + num_splits - 1) / num_splits);
-  return 2 * slots * SharedStorage<Tr>::kMergeStride <= merge_capacity_floats<Tr>();
+  return slots * (SharedStorage<Tr>::kMergeStride + 1) <= merge_capacity_floats<Tr>();
 }
 
 // Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
@@ -698,54 +698,73 @@ __device__ __forceinline__ int row_key_limit(const DecodeParams& p, const TileRa
 
 // Split-KV merge inside a cluster (p.cluster_merge): the num_splits CTAs of one (row block, KV head,
 // sequence) run as one cluster, rank = split. The block's rows are dealt out to the ranks,
-// rows_per_rank each (rank r merges rows [r rows_per_rank, (r + 1) rows_per_rank)). Each CTA writes its
-// split's partial rows (normalised o, the LSE in the padding column kHeadDim) into its own shared
-// memory (staging, plain stores), then, after a cluster barrier (every ring of the cluster is idle),
-// sends rank r's rows to rank r with one bulk copy (cp.async.bulk into the cluster rank's receive
-// slot of this split, completing on its merge_full barrier), and every rank merges its rows once
-// its barrier has all num_splits chunks (merge_cluster_splits). A second cluster barrier before exit:
-// no CTA leaves while a copy still reads its staging. (Remote st.shared::cluster stores of each
-// fragment, the first version, cost 5.3 us at 64 rows on an H200, run bt.) Both buffers live in the
-// idle K and V rings: receive [num_splits][rows_per_rank][kMergeStride], then staging
-// [num_splits x rows_per_rank][kMergeStride] (rows of the block in order, so rank r's rows are one chunk).
+// rows_per_rank each (rank r merges rows [r rows_per_rank, (r + 1) rows_per_rank)). Every CTA pushes
+// each partial row (its split's normalised o and LSE) into the receive buffer of the rank that merges
+// it (st.shared::cluster, no round trip), then every rank merges its rows from its own shared memory
+// (merge_cluster_splits). Two cluster barriers: before the pushes (every ring in the cluster is idle)
+// and after them.
 template <class Tr>
 struct ClusterMerge {
-  static constexpr int kStride = SharedStorage<Tr>::kMergeStride;
   int ns, rows_per_rank;
-  float* recv;     // this CTA's receive buffer
-  float* staging;  // this CTA's partial rows
+  uint32_t base;  // this CTA's receive buffer (shared::cta address; mapa gives the others')
   __device__ __forceinline__ ClusterMerge(SharedStorage<Tr>& ss, const DecodeParams& p, int row0)
       : ns(p.num_splits), rows_per_rank((min(Tr::kBlockM, p.rows - row0) + p.num_splits - 1) / p.num_splits),
-        recv(ss.merge_base()), staging(ss.merge_base() + ns * rows_per_rank * kStride) {}
-  // Bytes of one chunk: the rows of one owner from one split.
-  __device__ __forceinline__ uint32_t chunk_bytes() const {
-    return static_cast<uint32_t>(rows_per_rank * kStride) * 4u;
+        base(ptx::smem_addr(ss.merge_base())) {}
+  __device__ __forceinline__ int owner(int row_local) const { return row_local / rows_per_rank; }
+  // Receive slot of (split, local row of its owner): o at column 0, and the LSE.
+  __device__ __forceinline__ uint32_t o_slot(int split, int row_local) const {
+    return base + 4u * static_cast<uint32_t>((split * rows_per_rank + row_local % rows_per_rank) *
+                                             SharedStorage<Tr>::kMergeStride);
+  }
+  __device__ __forceinline__ uint32_t lse_slot(int split, int row_local) const {
+    return base + 4u * static_cast<uint32_t>(ns * rows_per_rank * SharedStorage<Tr>::kMergeStride +
+                                             split * rows_per_rank + row_local % rows_per_rank);
   }
 };
 
-// Where one partial row of a split goes: the workspace (combine kernel), or this CTA's staging for the
-// cluster merge (o at columns 0..kHeadDim-1, the LSE at column kHeadDim).
+// Where one partial row of a split goes: the workspace (combine kernel), or the receive buffer of the
+// cluster rank that merges it.
 template <class Tr>
 struct PartialRow {
-  float* o;
-  float* lse;
-  // (cm by reference with a flag, not a pointer that may be null: a pointer to it kept cm in local
-  // memory, a 24-byte stack frame.)
+  float* o = nullptr;    // workspace: the row's column 0
+  float* lse = nullptr;
+  uint32_t o_remote = 0, lse_remote = 0;  // cluster merge: shared::cluster addresses in the owner CTA
+  bool cluster = false;
+  // in_cluster: push into cm's ranks, else write the workspace. (cm by reference with a flag, not
+  // a pointer that may be null: a pointer to it kept cm in local memory, a 24-byte stack frame.)
   __device__ __forceinline__ PartialRow(const DecodeParams& p, const OutRow& r, int b, int split, int row_local,
                                         const ClusterMerge<Tr>& cm, bool in_cluster) {
     if (in_cluster) {
-      o = cm.staging + row_local * ClusterMerge<Tr>::kStride;
-      lse = o + Tr::kHeadDim;
+      cluster = true;
+      const uint32_t owner = static_cast<uint32_t>(cm.owner(row_local));
+      o_remote = ptx::map_shared_rank(cm.o_slot(split, row_local), owner);
+      lse_remote = ptx::map_shared_rank(cm.lse_slot(split, row_local), owner);
     } else {
       o = r.partial(p, b, split, Tr::kHeadDim);
       lse = r.partial_lse(p, split);
     }
   }
-  __device__ __forceinline__ void put(int col, float x) const { o[col] = x; }
-  __device__ __forceinline__ void put2(int col, float x, float y) const {  // col even
-    *reinterpret_cast<float2*>(o + col) = make_float2(x, y);
+  __device__ __forceinline__ void put(int col, float x) const {
+    if (cluster) {
+      if constexpr (!FMHA_SM90_PROBE_CLUSTER_NO_PUSH) ptx::st_shared_cluster_f32(o_remote + 4u * col, x);
+    } else {
+      o[col] = x;
+    }
   }
-  __device__ __forceinline__ void put_lse(float x) const { *lse = x; }
+  __device__ __forceinline__ void put2(int col, float x, float y) const {  // col even
+    if (cluster) {
+      if constexpr (!FMHA_SM90_PROBE_CLUSTER_NO_PUSH) ptx::st_shared_cluster_v2f32(o_remote + 4u * col, x, y);
+    } else {
+      *reinterpret_cast<float2*>(o + col) = make_float2(x, y);
+    }
+  }
+  __device__ __forceinline__ void put_lse(float x) const {
+    if (cluster) {
+      if constexpr (!FMHA_SM90_PROBE_CLUSTER_NO_PUSH) ptx::st_shared_cluster_f32(lse_remote, x);
+    } else {
+      *lse = x;
+    }
+  }
 };
 
 // Whether this launch merges its splits in clusters. The kernel body and the epilogues must agree
@@ -757,33 +776,13 @@ __device__ __forceinline__ bool uses_cluster_merge(const DecodeParams& p) {
   return p.num_splits > 1 && p.cluster_merge;
 }
 
-// Whether the epilogue writes the partial rows to the staging of a cluster merge. No barrier: the
-// staging lives in this CTA's own ring, idle once its consumers have waited for their last tile and
-// MMA (the cluster barrier comes before the copies, exchange_cluster_partials).
+// Before the first partial row of a cluster merge is pushed: every CTA of the cluster has finished
+// with its ring. All threads of the CTA take part (the producer in the kernel body).
 template <class Tr>
 __device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
-  return uses_cluster_merge<Tr>(p);
-}
-
-// The consumers' part of the cluster merge after the epilogue's staging writes: every CTA of the
-// cluster finishes with its ring (barrier 1; the producer warp takes part in the kernel body), thread 0
-// sends each rank its chunk, and every consumer waits until this CTA has received all num_splits chunks.
-template <class Tr>
-__device__ __forceinline__ void exchange_cluster_partials(SharedStorage<Tr>& ss, const DecodeParams& p, int row0,
-                                                         int ctid) {
-  const ClusterMerge<Tr> cm(ss, p, row0);
-  if (ctid == 0) ptx::mbarrier_arrive_expect_tx(&ss.merge_full, cm.ns * cm.chunk_bytes());  // before any copy
-  ptx::fence_proxy_async_shared();  // this thread's staging stores -> the bulk copies' (async proxy) reads
-  ptx::cluster_sync();
-  if (ctid == 0) {
-    const uint32_t split = ptx::cluster_ctarank();
-    const uint32_t slot = ptx::smem_addr(cm.recv + split * cm.rows_per_rank * ClusterMerge<Tr>::kStride);
-    const uint32_t bar = ptx::smem_addr(&ss.merge_full);
-    for (int r = 0; r < cm.ns; ++r)
-      ptx::bulk_copy_to_cluster(ptx::map_shared_rank(slot, r), cm.staging + r * cm.rows_per_rank * ClusterMerge<Tr>::kStride,
-                                cm.chunk_bytes(), ptx::map_shared_rank(bar, r));
-  }
-  ptx::mbarrier_wait_parity(&ss.merge_full, 0);  // one merge per launch: phase 0
+  const bool cluster = uses_cluster_merge<Tr>(p);
+  if (cluster) ptx::cluster_sync();
+  return cluster;
 }
 
 // Write this warpgroup's output columns (or the split partials) and the LSE.
@@ -1322,12 +1321,12 @@ __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, cons
   const ClusterMerge<Tr> cm(ss, p, row0);
   const int rank = static_cast<int>(ptx::cluster_ctarank());
   const int first = rank * cm.rows_per_rank;  // local row index in the block
-  const int n_rows = max(0, min(cm.rows_per_rank, min(Tr::kBlockM, p.rows - row0) - first));
+  const int n_rows = FMHA_SM90_PROBE_CLUSTER_NO_PUSH ? 0 : max(0, min(cm.rows_per_rank, min(Tr::kBlockM, p.rows - row0) - first));
   const float* buf = ss.merge_base();
   for (int c = ctid; c < n_rows * kChunksPerRow; c += Tr::kConsumerThreads) {
     const int lr = c / kChunksPerRow;
     const int col = (c % kChunksPerRow) * 4;
-    const float* lse_s = buf + lr * SharedStorage<Tr>::kMergeStride + Tr::kHeadDim;
+    const float* lse_s = buf + cm.ns * cm.rows_per_rank * SharedStorage<Tr>::kMergeStride + lr;
     SplitMerge merge;
     for (int s0 = 0; s0 < cm.ns; s0 += kMergeChunk) {
       float ls[kMergeChunk];
@@ -1335,7 +1334,7 @@ __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, cons
 #pragma unroll
       for (int j = 0; j < kMergeChunk; ++j) {
         const int s = s0 + j;
-        ls[j] = s < cm.ns ? lse_s[s * cm.rows_per_rank * SharedStorage<Tr>::kMergeStride] : -INFINITY;
+        ls[j] = s < cm.ns ? lse_s[s * cm.rows_per_rank] : -INFINITY;
         o[j] = s < cm.ns ? *reinterpret_cast<const float4*>(
                                buf + (s * cm.rows_per_rank + lr) * SharedStorage<Tr>::kMergeStride + col)
                          : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -1380,7 +1379,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
       ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
       ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
     }
-    ptx::mbarrier_init(&ss.merge_full, 1);  // thread 0's arrive.expect_tx (exchange_cluster_partials)
     ptx::fence_mbarrier_init();
     // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
     ptx::prefetch_tensormap(&tmap_k);
@@ -1438,9 +1436,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   }
   if (cluster_merge) {
-    exchange_cluster_partials<Tr>(ss, p, row0, threadIdx.x);  // cluster barrier 1
+    ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
     merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
-    ptx::cluster_sync();  // barrier 2: every copy out of this CTA's staging has landed
   }
   if (threadIdx.x == 0) probe_timeline(kTimelineEnd);
 }
