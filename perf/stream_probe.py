@@ -25,7 +25,7 @@ import argparse
 import ctypes
 import statistics
 
-TIMELINE = ("entry", "griddep", "first_k", "last_v", "end")  # the timeline row's stamps (ProbeTimeline)
+TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")  # the timeline row's stamps (ProbeTimeline)
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full")
 
 
@@ -63,6 +63,8 @@ def main():
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="calls back to back (no host sync between) before reading: the stamps are the last call's")
     a = ap.parse_args()
 
     import torch
@@ -73,11 +75,12 @@ def main():
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
     p = validate(q, k, v, None, None, a.causal, None)
     b, lib = probe_backend(a.flags.split())
-    print(f"shape {a.shape}{' causal' if a.causal else ''}: {b.launch_details(p)}", flush=True)
+    print(f"shape {a.shape}{' causal' if a.causal else ''}, {a.repeat} call(s): {b.launch_details(p)}", flush=True)
     b.run(p, q, k, v, None, out, lse)
     torch.cuda.synchronize()
     read_stamps(lib, clear=True)
-    b.run(p, q, k, v, None, out, lse)
+    for _ in range(a.repeat):
+        b.run(p, q, k, v, None, out, lse)
     torch.cuda.synchronize()
     stamps = read_stamps(lib, clear=False)
     try:
@@ -135,6 +138,15 @@ def print_timeline(rows):
             vals.sort()
             print(f"  {label:32s} min {vals[0]:7d}  median {statistics.median(vals):9.0f}  p90 "
                   f"{vals[int(0.9 * (len(vals) - 1))]:7d}  max {vals[-1]:7d}")
+    # Which SMs stream slowest and fastest (first K in -> last V in), to tell a systematic per-SM
+    # effect (the same SMs in every run) from noise.
+    per_sm = sorted((r[i["last_v"]] - r[i["first_k"]], r[i["smid"]]) for r in rows if r[i["first_k"]] and r[i["last_v"]])
+    fmt = lambda xs: " ".join(f"{sm}:{ns // 100 / 10:.1f}" for ns, sm in xs)
+    print(f"  stream us by SM, fastest: {fmt(per_sm[:10])}")
+    print(f"  stream us by SM, slowest: {fmt(per_sm[-10:])}")
+    from collections import Counter
+    ctas_per_sm = Counter(Counter(r[i["smid"]] for r in rows).values())
+    print(f"  CTAs per SM (of the probed CTAs): {dict(sorted(ctas_per_sm.items()))} (count: SMs)")
 
 
 if __name__ == "__main__":

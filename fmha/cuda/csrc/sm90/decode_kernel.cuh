@@ -361,13 +361,13 @@ constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T 
 // TMA, and when consumer thread 0 starts waiting for the tile and has it. perf/stream_probe.py reads
 // them (fmha_sm90_probe_read in capi.cu) and prints where a tile's time goes. The row after the ring
 // positions is the CTA's timeline in %globaltimer nanoseconds (one clock for the whole GPU, so CTAs
-// compare): entry, past griddepcontrol.wait, first K tile in, last V tile in, end (ProbeTimeline).
+// compare): entry, past griddepcontrol.wait, first K tile in, last V tile in, end, and the SM (%smid).
 enum ProbeEvent : int {
   kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
   kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull, kProbeEvents
 };
-enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd };
-static_assert(kTimelineEnd < kProbeEvents, "the timeline row holds kProbeEvents stamps");
+enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId };
+static_assert(kTimelineSmId < kProbeEvents, "the timeline row holds kProbeEvents stamps");
 constexpr int kProbeCtas = 256;
 constexpr int kProbeRingTiles = 64;               // ring positions stamped
 constexpr int kProbeTiles = kProbeRingTiles + 1;  // + the timeline row
@@ -390,7 +390,9 @@ __device__ __forceinline__ void probe_stamp(int it, int event) {
 __device__ __forceinline__ void probe_timeline(int event) {
 #if FMHA_SM90_PROBE_TIMESTAMPS
   const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (cta < kProbeCtas) g_probe_stamps[(cta * kProbeTiles + kProbeRingTiles) * kProbeEvents + event] = ptx::global_timer();
+  if (cta < kProbeCtas)
+    g_probe_stamps[(cta * kProbeTiles + kProbeRingTiles) * kProbeEvents + event] =
+        event == kTimelineSmId ? ptx::sm_id() : ptx::global_timer();
 #else
   (void)event;
 #endif
@@ -1366,7 +1368,10 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   const int kvh = blockIdx.y;
   const int b = blockIdx.z;
   const int row0 = row_block * Tr::kBlockM;
-  if (threadIdx.x == 0) probe_timeline(kTimelineEntry);
+  if (threadIdx.x == 0) {
+    probe_timeline(kTimelineEntry);
+    probe_timeline(kTimelineSmId);  // the SM it runs on (not a time)
+  }
 
   if (threadIdx.x == 0) {
 #pragma unroll
