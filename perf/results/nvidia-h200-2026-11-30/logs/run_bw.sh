@@ -10,5 +10,6 @@ $V --only 2 --variant head= --variant d32="@deep @splits=32" --variant d48="@dee
   --variant d64="@deep @splits=64" --variant w64="@wide @splits=64" --variant w96="@wide @splits=96" 2>&1 | grep -v Warn | sed 's/maxdiff \([0-9.e-]*\)/md=\1/g'
 $V --only 6 --variant head= --variant d3="@deep @splits=3" --variant d4="@deep @splits=4" \
   --variant d6="@deep @splits=6" --variant w8="@wide @splits=8" 2>&1 | grep -v Warn | sed 's/maxdiff \([0-9.e-]*\)/md=\1/g'
-$V --only 3,13 --variant head= --variant d4x="@deep @splits=32" 2>&1 | grep -v Warn | sed 's/maxdiff \([0-9.e-]*\)/md=\1/g'
+$V --only 3 --variant head= --variant d32="@deep @splits=32" 2>&1 | grep -v Warn | sed 's/maxdiff \([0-9.e-]*\)/md=\1/g'
+$V --only 13 --variant head= --variant d4="@deep @splits=4" --variant d6="@deep @splits=6" 2>&1 | grep -v Warn | sed 's/maxdiff \([0-9.e-]*\)/md=\1/g'
 date -u
