@@ -56,6 +56,12 @@ def parse_args(argv=None):
                     help="soft time budget: past it, peers are skipped (marked so); flex is skipped earlier "
                          "when its compile would not fit (default 500 full, 300 quick)")
     ap.add_argument("--no-graph", action="store_true", help="eager timing only")
+    ap.add_argument("--separate", action="store_true",
+                    help="follow every timed call by a one-element add, a kernel launched without PDL as the "
+                         "next op of a model would be. Without it a graph holds one contender's calls back to "
+                         "back, and fmha's PDL launches overlap a call's start with the previous call's tail "
+                         "(perf/RESULTS.md). Times then include one add per call: compare contenders within a "
+                         "shape; the GB/s and % columns understate every contender alike")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     args.replays = max(20, args.replays)
@@ -230,6 +236,19 @@ def _compile_s(c, t0) -> dict:
     return {"compile_s": round(time.perf_counter() - t0, 2)} if c.compiles else {}
 
 
+def _separated(fn, device):
+    """fn followed by a one-element add (see --separate)."""
+    import torch
+    buf = torch.zeros(1, device=device)
+
+    def call(i):
+        out = fn(i)
+        buf.add_(1.0)
+        return out
+
+    return call
+
+
 def run_contender(c, inputs, rows, ref, args, device) -> dict:
     import torch
     from perf.peers import short_reason, timed_first_call
@@ -250,6 +269,8 @@ def run_contender(c, inputs, rows, ref, args, device) -> dict:
                         "reason": f"{type(e).__name__}: {short_reason(e)}"}
             if c.compiles:
                 r["compile_s"] = round(first_s, 2)
+            if args.separate:
+                fn = _separated(fn, device)
             cos = cosine(out[rows], ref)
             del out
             r["cosine"] = cos
@@ -328,7 +349,7 @@ def environment(args, argv, device):
             "preset": args.preset, "shape_filter": args.shapes, "dry_run": args.dry_run,
             "fmha_backends_available": available_backends(), "fmha_backends_unavailable": unavailable,
             "min_cosine": MIN_COSINE, "replays": args.replays, "settle_ms": args.settle_ms,
-            "rotate_factor": args.rotate_factor,
+            "rotate_factor": args.rotate_factor, "separate": args.separate,
             "bandwidth_units": "GB/s = 1e9 bytes/s (decimal)",
             "bytes_moved": "q + k_cache + v_cache + out, as fmha.Problem.bytes_moved()"}
 
