@@ -19,13 +19,6 @@ BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
 # Kernel instantiations (fmha_capi.h): WIDE packs several CTAs per SM (grids that fill the GPU),
 # DEEP runs one CTA per SM with a deeper K/V ring (small grids, split-KV).
 WIDE, DEEP = 0, 1
-# Long caches: once each CTA of the wide instantiation (several per SM) would stream at least this many
-# keys, filling every SM's wide slots beats one deep CTA per SM: the per-SM stream rates differ
-# systematically (the same SMs slowest in every run, perf/RESULTS.md run bv), and two CTAs per SM let the
-# block scheduler even out what one CTA per SM cannot, while start-up is amortised over many tiles.
-# H200 (sustained, us): B1 S262144 244.7 -> 240.9 (33 wide splits), B16 S32768 472.4 -> 471.0 (2); with
-# about 2000 keys a CTA the wide plan is slower: B1 S65536 67.3 -> 69.6, T=16 70.8 -> 71.8 (runs br, bz).
-LONG_CACHE_KEYS_PER_WIDE_CTA = 8192
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -114,10 +107,8 @@ class CudaSm90Backend(Backend):
         """(variant, num_splits) for a problem on device `index`.
 
         A grid of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's
-        prologue and epilogue hide behind another's streaming). Long caches run WIDE too, split to
-        fill every SM's wide slots, when each CTA keeps at least LONG_CACHE_KEYS_PER_WIDE_CTA keys.
-        Otherwise one CTA per SM with the deeper ring (DEEP), and the keys are split when the grid
-        would leave SMs idle.
+        prologue and epilogue hide behind another's streaming). Otherwise one CTA per SM with the
+        deeper ring (DEEP), and the keys are split when the grid would leave SMs idle.
         """
         if self._fn is None:
             self._bind()
@@ -125,11 +116,6 @@ class CudaSm90Backend(Backend):
         sms = num_sms(index)
         if ctas > sms:
             return WIDE, 1
-        wide_slots = sms * self._ctas_per_sm[(p.head_dim, WIDE)]
-        if wide_slots > sms:  # see LONG_CACHE_KEYS_PER_WIDE_CTA
-            wide_splits = choose_num_splits(ctas, p.seqlen_k, self._tile_n[(p.head_dim, WIDE)], wide_slots)
-            if p.seqlen_k // wide_splits >= LONG_CACHE_KEYS_PER_WIDE_CTA:
-                return WIDE, wide_splits
         slots = sms * self._ctas_per_sm[(p.head_dim, DEEP)]
         return DEEP, choose_num_splits(ctas, p.seqlen_k, self._tile_n[(p.head_dim, DEEP)], slots)
 
