@@ -56,10 +56,6 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 // (decode_kernel.cuh, merge_cluster_splits); 0: always through the workspace and combine_splits_kernel
 #define FMHA_SM90_CLUSTER_MERGE 1
 #endif
-#ifndef FMHA_SM90_GRID_HEADS_FIRST  // 1: split-KV grids without cluster merge put the KV head in blockIdx.x (params.h
-// heads_first), so the CTAs reading one key range launch side by side (an experiment knob)
-#define FMHA_SM90_GRID_HEADS_FIRST 0
-#endif
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
 #define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
 #endif
@@ -293,12 +289,10 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   if (grid_x > 0x7fffffffLL || p.Hkv > 65535 || p.B > 65535)
     return fail("grid too large: row_blocks*num_splits=%lld Hkv=%d B=%d (limits 2^31-1, 65535, 65535)", grid_x,
                 p.Hkv, p.B);
+  dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   fmha::DecodeParams lp = p;
   lp.cluster_merge =
       use_cluster_merge<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
-  lp.heads_first = FMHA_SM90_GRID_HEADS_FIRST && !lp.cluster_merge && p.num_splits > 1 && grid_x <= 65535;
-  dim3 grid(static_cast<unsigned>(lp.heads_first ? p.Hkv : grid_x), static_cast<unsigned>(lp.heads_first ? grid_x : p.Hkv),
-            static_cast<unsigned>(p.B));
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.

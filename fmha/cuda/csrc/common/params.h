@@ -32,10 +32,6 @@ struct DecodeParams {
   // workspace, still passed, goes unused); 0: partials go to the workspace and combine_splits_kernel
   // merges them. Set by the host (capi.cu, use_cluster_merge), which also launches the clusters.
   int cluster_merge;
-  // Grid order. 0: blockIdx = (row_block * num_splits + split, KV head, sequence); 1: (KV head, row_block *
-  // num_splits + split, sequence), the KV heads of one key range adjacent in launch order (capi.cu,
-  // FMHA_SM90_GRID_HEADS_FIRST; never with cluster_merge, whose clusters run along x).
-  int heads_first;
 };
 
 // Split-KV workspace, all fp32, written by the attention kernel and read by

@@ -1,7 +1,7 @@
 // fmha: Hopper (sm_90a) decode attention, TMA + WGMMA.
 //
 // Grid -> work
-//   blockIdx.x = row_block * num_splits + split   (x and y swapped when p.heads_first, params.h)
+//   blockIdx.x = row_block * num_splits + split
 //   blockIdx.y = kvh  (KV head)
 //   blockIdx.z = b    (sequence)
 //   row_block: 64 packed query rows r in [64 row_block, 64 row_block + 64) of
@@ -1363,10 +1363,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;
   SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(smem_raw + pad);
 
-  const int xs = p.heads_first ? blockIdx.y : blockIdx.x;  // row_block * num_splits + split (params.h)
-  const int split = xs % p.num_splits;
-  const int row_block = xs / p.num_splits;
-  const int kvh = p.heads_first ? blockIdx.x : blockIdx.y;
+  const int split = blockIdx.x % p.num_splits;
+  const int row_block = blockIdx.x / p.num_splits;
+  const int kvh = blockIdx.y;
   const int b = blockIdx.z;
   const int row0 = row_block * Tr::kBlockM;
   if (threadIdx.x == 0) {
