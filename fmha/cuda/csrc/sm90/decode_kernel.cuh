@@ -176,10 +176,6 @@
 // into g_probe_stamps, read by perf/stream_probe.py through fmha_sm90_probe_read (correct results; off: no code)
 #define FMHA_SM90_PROBE_TIMESTAMPS 0
 #endif
-#ifndef FMHA_SM90_PROBE_CLUSTER_NO_PUSH  // timing probe only (wrong results by design): a cluster-merged launch
-// keeps its cluster barriers but pushes no partial rows and merges nothing (the cost of the cluster alone)
-#define FMHA_SM90_PROBE_CLUSTER_NO_PUSH 0
-#endif
 #ifndef FMHA_SM90_PROBE_STREAM_ONLY  // timing probe only (wrong results by design): consumers release each
 // stage as soon as it lands, with no MMA or softmax, to time the K/V stream alone
 #define FMHA_SM90_PROBE_STREAM_ONLY 0
@@ -375,10 +371,17 @@ constexpr int kProbeTiles = kProbeRingTiles + 1;  // + the timeline row
 __device__ unsigned long long g_probe_stamps[kProbeCtas * kProbeTiles * kProbeEvents];
 #endif
 
+#if FMHA_SM90_PROBE_TIMESTAMPS
+// The linear block index the probe files a CTA's stamps under.
+__device__ __forceinline__ unsigned probe_cta() {
+  return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+}
+#endif
+
 // A no-op unless the probe is compiled in.
 __device__ __forceinline__ void probe_stamp(int it, int event) {
 #if FMHA_SM90_PROBE_TIMESTAMPS
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned cta = probe_cta();
   if (cta < kProbeCtas && it < kProbeRingTiles) g_probe_stamps[(cta * kProbeTiles + it) * kProbeEvents + event] = clock64();
 #else
   (void)it;
@@ -389,7 +392,7 @@ __device__ __forceinline__ void probe_stamp(int it, int event) {
 // A CTA timeline stamp (%globaltimer) under the probe, from the thread that calls it; a no-op without it.
 __device__ __forceinline__ void probe_timeline(int event) {
 #if FMHA_SM90_PROBE_TIMESTAMPS
-  const unsigned cta = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const unsigned cta = probe_cta();
   if (cta < kProbeCtas)
     g_probe_stamps[(cta * kProbeTiles + kProbeRingTiles) * kProbeEvents + event] =
         event == kTimelineSmId ? ptx::sm_id() : ptx::global_timer();
@@ -747,25 +750,16 @@ struct PartialRow {
     }
   }
   __device__ __forceinline__ void put(int col, float x) const {
-    if (cluster) {
-      if constexpr (!FMHA_SM90_PROBE_CLUSTER_NO_PUSH) ptx::st_shared_cluster_f32(o_remote + 4u * col, x);
-    } else {
-      o[col] = x;
-    }
+    if (cluster) ptx::st_shared_cluster_f32(o_remote + 4u * col, x);
+    else o[col] = x;
   }
   __device__ __forceinline__ void put2(int col, float x, float y) const {  // col even
-    if (cluster) {
-      if constexpr (!FMHA_SM90_PROBE_CLUSTER_NO_PUSH) ptx::st_shared_cluster_v2f32(o_remote + 4u * col, x, y);
-    } else {
-      *reinterpret_cast<float2*>(o + col) = make_float2(x, y);
-    }
+    if (cluster) ptx::st_shared_cluster_v2f32(o_remote + 4u * col, x, y);
+    else *reinterpret_cast<float2*>(o + col) = make_float2(x, y);
   }
   __device__ __forceinline__ void put_lse(float x) const {
-    if (cluster) {
-      if constexpr (!FMHA_SM90_PROBE_CLUSTER_NO_PUSH) ptx::st_shared_cluster_f32(lse_remote, x);
-    } else {
-      *lse = x;
-    }
+    if (cluster) ptx::st_shared_cluster_f32(lse_remote, x);
+    else *lse = x;
   }
 };
 
@@ -1323,7 +1317,7 @@ __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, cons
   const ClusterMerge<Tr> cm(ss, p, row0);
   const int rank = static_cast<int>(ptx::cluster_ctarank());
   const int first = rank * cm.rows_per_rank;  // local row index in the block
-  const int n_rows = FMHA_SM90_PROBE_CLUSTER_NO_PUSH ? 0 : max(0, min(cm.rows_per_rank, min(Tr::kBlockM, p.rows - row0) - first));
+  const int n_rows = max(0, min(cm.rows_per_rank, min(Tr::kBlockM, p.rows - row0) - first));
   const float* buf = ss.merge_base();
   for (int c = ctid; c < n_rows * kChunksPerRow; c += Tr::kConsumerThreads) {
     const int lr = c / kChunksPerRow;
