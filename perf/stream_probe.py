@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import statistics
+from collections import Counter
 
 TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")  # the timeline row's stamps (ProbeTimeline)
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full")
@@ -143,10 +144,12 @@ def print_timeline(rows):
     # Which SMs stream slowest and fastest (first K in -> last V in), to tell a systematic per-SM
     # effect (the same SMs in every run) from noise.
     per_sm = sorted((r[i["last_v"]] - r[i["first_k"]], r[i["smid"]]) for r in rows if r[i["first_k"]] and r[i["last_v"]])
-    fmt = lambda xs: " ".join(f"{sm}:{ns // 100 / 10:.1f}" for ns, sm in xs)
+
+    def fmt(xs):
+        return " ".join(f"{sm}:{ns // 100 / 10:.1f}" for ns, sm in xs)
+
     print(f"  stream us by SM, fastest: {fmt(per_sm[:10])}")
     print(f"  stream us by SM, slowest: {fmt(per_sm[-10:])}")
-    from collections import Counter
     ctas_per_sm = Counter(Counter(r[i["smid"]] for r in rows).values())
     print(f"  CTAs per SM (of the probed CTAs): {dict(sorted(ctas_per_sm.items()))} (count: SMs)")
 
