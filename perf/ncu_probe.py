@@ -16,12 +16,22 @@ import torch
 import fmha
 
 
-def random_inputs(shape: str):
-    """bf16 q, k_cache, v_cache (full caches) and an output buffer for a "B,T,Hq,Hkv,S,D" shape."""
+def random_cache(B: int, S: int, Hkv: int, D: int, kv_layout: str = "bshd"):
+    """A bf16 cache of logical shape [B, S, Hkv, D]: stored so (bshd, the tokens of all heads side by side,
+    as flash_attn_with_kvcache's cache), or stored [B, Hkv, S, D] and viewed transposed (bhsd: each head's
+    tokens contiguous)."""
+    if kv_layout == "bshd":
+        return torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
+    if kv_layout == "bhsd":
+        return torch.randn(B, Hkv, S, D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
+    raise ValueError(f"kv_layout must be 'bshd' or 'bhsd', got {kv_layout!r}")
+
+
+def random_inputs(shape: str, kv_layout: str = "bshd"):
+    """bf16 q, k_cache, v_cache (full caches, see random_cache) and an output buffer for a "B,T,Hq,Hkv,S,D" shape."""
     B, T, Hq, Hkv, S, D = (int(x) for x in shape.split(","))
     q = torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16)
-    k = torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
-    return q, k, torch.randn_like(k), torch.empty_like(q)
+    return q, random_cache(B, S, Hkv, D, kv_layout), random_cache(B, S, Hkv, D, kv_layout), torch.empty_like(q)
 
 
 def main():

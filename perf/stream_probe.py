@@ -68,17 +68,19 @@ def main():
     ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test")
     ap.add_argument("--repeat", type=int, default=1,
                     help="calls back to back (no host sync between) before reading: the stamps are the last call's")
+    ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd",
+                    help="cache storage order (perf/ncu_probe.py random_cache): bhsd keeps each head's tokens contiguous")
     a = ap.parse_args()
 
     import torch
     from fmha.problem import validate
     from perf.ncu_probe import random_inputs
 
-    q, k, v, out = random_inputs(a.shape)
+    q, k, v, out = random_inputs(a.shape, a.kv_layout)
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
     p = validate(q, k, v, None, None, a.causal, None)
     b, lib = probe_backend(a.flags.split())
-    print(f"shape {a.shape}{' causal' if a.causal else ''}, {a.repeat} call(s): {b.launch_details(p)}", flush=True)
+    print(f"shape {a.shape}{' causal' if a.causal else ''} {a.kv_layout}, {a.repeat} call(s): {b.launch_details(p)}", flush=True)
     b.run(p, q, k, v, None, out, lse)
     torch.cuda.synchronize()
     read_stamps(lib, clear=True)

@@ -110,6 +110,9 @@ def main():
                          "another op of a model would be); without it, consecutive calls of one contender follow "
                          "each other directly, and fmha's PDL launches overlap a call with the previous one's tail. "
                          "Times then include one add per call: compare contenders within a row, not absolute GB/s")
+    ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd",
+                    help="cache storage order: bshd [B, S, Hkv, D] (the tokens of all heads side by side), or bhsd: "
+                         "stored [B, Hkv, S, D] and passed as its transposed view (each head's tokens contiguous)")
     args = ap.parse_args()
 
     import torch
@@ -118,12 +121,13 @@ def main():
 
     import fmha
     from fmha.problem import validate
+    from perf.ncu_probe import random_cache
     from perf.timing import time_graph
 
     variants = [v.split("=", 1) for v in args.variant] or ([] if args.lib else [["base", ""]])
     backends = {name: variant_backend(flags) for name, flags in variants}
     backends.update({name: library_backend(path) for name, path in (x.split("=", 1) for x in args.lib)})
-    print("variants: " + "; ".join([f"{n} = {f or 'defaults'}" for n, f in variants] +
+    print(f"kv layout {args.kv_layout}; variants: " + "; ".join([f"{n} = {f or 'defaults'}" for n, f in variants] +
                                    [f"{x.split('=', 1)[0]} = library {x.split('=', 1)[1]}" for x in args.lib]), flush=True)
 
     capture_stream = torch.cuda.Stream()
@@ -188,8 +192,8 @@ def main():
         per = 2 * B * S * Hkv * D * 2
         n = max(2, min(16, -(-3 * 60 * 2 ** 20 // per)))
         sets = [(torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16),
-                 torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16),
-                 torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)) for _ in range(n)]
+                 random_cache(B, S, Hkv, D, args.kv_layout), random_cache(B, S, Hkv, D, args.kv_layout))
+                for _ in range(n)]
         p = validate(*sets[0], None, None, causal, None)
         outs = [torch.empty_like(q) for q, _, _ in sets]
         lse = torch.empty(B, Hq, T, device="cuda")
