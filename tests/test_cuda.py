@@ -130,6 +130,17 @@ def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"{variant} splits={num_splits} D={D}")
 
 
+@pytest.mark.parametrize("num_splits", (1, 2, 3))
+def test_deep_64_rows(num_splits, monkeypatch):
+    """64 packed rows on the deep instantiation (the T=16 plan): T=16 with 4 query heads per KV head,
+    causal, sequences of 8, 2 and 0 tiles (D=128) and 1-3 splits; repeated runs are bit-identical."""
+    force_launch_plan(monkeypatch, "deep", num_splits)
+    q, k, v, sl = make_inputs(3, 16, 32, 8, 1000, 128, device=DEV, seqlens=[1000, 129, 0], seed=11 + num_splits)
+    out, lse = check_backend("cuda", q, k, v, sl, causal=True, what=f"deep 64 rows splits={num_splits}")
+    again = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=poisoned_out(q))
+    assert torch.equal(again[0], out) and torch.equal(again[1], lse)
+
+
 @pytest.mark.parametrize("D", (64, 128, 256))
 @pytest.mark.parametrize("variant", ("wide", "deep"))
 @pytest.mark.parametrize("num_splits", (2, 5, 16))
