@@ -145,11 +145,6 @@
 // stages 201.2 vs 202.6, run ar): D = 128 only
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
-#ifndef FMHA_SM90_DEEP_TILE_GROUPS  // deep D = 128, 64-row loop: consumer warpgroups taking alternate K/V tiles (1 or 2;
-// see consumer_loop_overlapped). One warpgroup keeps the tensor core ~60% busy at 64 rows and drains the ring slowly:
-// T=16 65.6 us without the merge against 60.5 for the stream alone (run cc)
-#define FMHA_SM90_DEEP_TILE_GROUPS 2
-#endif
 #ifndef FMHA_SM90_PRODUCER_REGS  // D = 512: registers the producer warpgroup keeps (setmaxnreg); the consumers get the
 // rest (40: 232; 24: 240). 24 vs 40 alone: no difference (runs am, ax); Q_REGS=192 was measured with 24 (run ax)
 #define FMHA_SM90_PRODUCER_REGS 24
@@ -244,23 +239,16 @@ struct DecodeTraits {
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
-  static constexpr int kConsumerThreads = 128 * kConsumerWGs;  // the warpgroup(s) computing one tile
-  // Tile groups: kTileGroups sets of kConsumerWGs warpgroups, group g taking ring positions g, g + kTileGroups, ...
-  // with its own softmax state and accumulator, merged at the end (merge_tile_groups). The overlapped 64-row loop
-  // only; the narrow loop runs on group 0 and the others wait.
-  static constexpr int kTileGroups = (D == 128 && kIsDeep && kOverlap) ? FMHA_SM90_DEEP_TILE_GROUPS : 1;
-  static constexpr int kMathThreads = kConsumerThreads * kTileGroups;
+  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg
   // can move its registers to the two consumer warpgroups (acc alone is 128
   // registers per thread there). Budget: the CTA's pool is what the launch bounds give every thread
   // (65536 / kThreads rounded down to a multiple of 8: 168 at 384 threads); setmaxnreg.inc waits
   // until the pool has the registers, so 128 x kProducerRegs + 256 x kConsumerRegs must fit in it.
-  // (Two tile groups are two consumer warpgroups as well: ptxas budgets a 288-thread CTA like a 384-thread
-  // one, 168 registers, and the 64-row loop spilled.)
-  static constexpr bool kSetMaxNReg = kMathThreads == 256;
+  static constexpr bool kSetMaxNReg = kConsumerWGs == 2;
   static constexpr int kProducerThreads = kSetMaxNReg ? 128 : 32;
-  static constexpr int kProducerWarp = kMathThreads / 32;  // the producer's first warp issues the TMA
-  static constexpr int kThreads = kMathThreads + kProducerThreads;
+  static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
+  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
   static constexpr int kProducerRegs = FMHA_SM90_PRODUCER_REGS;
   static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
@@ -286,10 +274,8 @@ struct DecodeTraits {
   // consumer_loop_overlapped waits for the next tile's operands before P V(it)'s wgmma wait (measured at D = 128 only).
   // It waits for K(it+2) and V(it+1) before V(it) is released: needs K released on its own (split
   // release) and at least two stages in each ring, or a ring would wait on itself.
-  // Not with tile groups: a group would wait for K(it + 2 kTileGroups) while holding V(it), and with three
-  // stages the producer needs V(it) back to get that far.
   static constexpr bool kEarlyOperandWait =
-      FMHA_SM90_EARLY_OPERAND_WAIT && D == 128 && kTileGroups == 1 &&
+      FMHA_SM90_EARLY_OPERAND_WAIT && D == 128 &&
       FMHA_SM90_SPLIT_RELEASE && kStages >= 2 && kStagesV >= 2;
   // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
   __host__ __device__ static constexpr int q_smem_box(int bx) {
@@ -309,8 +295,6 @@ struct DecodeTraits {
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
   static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
-  static_assert(kTileGroups == 1 || (kTileGroups == 2 && kConsumerWGs == 1), "tile groups: 1 or 2 groups of one "
-                "warpgroup");
 };
 
 template <class Tr>
@@ -366,8 +350,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarVTailGroup1 = 6;  // kBarVTail of tile group 1 (each group clears the V stages it reads)
-constexpr uint32_t kBarTileGroups = 7;   // every tile group: loops done (rings idle) / group 1's state written
 
 // Timing probe (FMHA_SM90_PROBE_TIMESTAMPS): for the first kProbeTiles ring positions of the first
 // kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
@@ -857,25 +839,21 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
   if (lane == 0) ptx::mbarrier_arrive(empty);
 }
 
-// Consumer start: Q into shared memory by tile group 0 (fenced for the wgmma, every tile group synced)
-// and the per-row key limits. ctid: 0 .. kMathThreads - 1.
+// Consumer start: Q into shared memory (fenced for the wgmma, all consumer threads synced) and
+// the per-row key limits.
 template <class Tr>
 __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                                   int b, int kvh, int row0, int ctid, int (&limit_abs)[2]) {
   const int tid_wg = ctid % 128;
-  if (Tr::kTileGroups == 1 || ctid < Tr::kConsumerThreads) {
-    load_q_tile<Tr>(ss, p, b, kvh, row0, ctid);
-    ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
-  }
-  ptx::named_barrier_sync(kBarQReady, Tr::kMathThreads);
+  load_q_tile<Tr>(ss, p, b, kvh, row0, ctid);
+  ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
+  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
   row_key_limits<Tr>(p, tr, row0, tid_wg / 32, (tid_wg % 32) / 4, limit_abs);
 }
 
 // Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail).
-// ctid: the thread's index in its tile group; bar_vtail: that group's barrier.
 template <class Tr>
-__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid,
-                                            uint32_t bar_vtail = kBarVTail) {
+__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid) {
   const int stage = it % Tr::kStagesV;
   wait_full_stage(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStagesV) & 1u, it, kProbeVFullWait, ctid);
   if constexpr (FMHA_SM90_ZERO_V_TAIL) {
@@ -883,7 +861,7 @@ __device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRan
     if (valid < Tr::kBlockN) {
       zero_v_tail<Tr>(ss, stage, valid, ctid);
       ptx::fence_proxy_async_shared();  // generic stores -> the wgmma's async-proxy reads
-      ptx::named_barrier_sync(bar_vtail, Tr::kConsumerThreads);
+      ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
     }
   }
 }
@@ -963,85 +941,18 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
   store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
 }
 
-// Tile groups (Tr::kTileGroups == 2): group 1 hands its softmax state and accumulator to group 0 through
-// the idle K ring, and group 0 merges the two as split-KV partials are merged (a fixed order, so the result
-// does not depend on timing). Returns false for group 1 (it stores nothing); for group 0, 1/l and the LSE
-// of its rows with acc rescaled to the merged maximum.
-template <class Tr>
-struct TileGroupExchange {
-  static constexpr int kAccFloat4s = Tr::kOutCols / 8;  // a thread's acc as float4s
-  // [kAccFloat4s][128] float4 of acc, then [128] float4 of (m_0, m_1, l_0, l_1): thread t of each group owns
-  // the same fragment positions, so t reads what t wrote, and consecutive threads touch consecutive 16 B.
-  static_assert((kAccFloat4s + 1) * 128 * 16 <= sizeof(SharedStorage<Tr>::k), "tile-group exchange fits the K ring");
-  __device__ static float4* base(SharedStorage<Tr>& ss) { return reinterpret_cast<float4*>(&ss.k[0][0][0]); }
-};
-
-template <class Tr>
-__device__ __forceinline__ bool merge_tile_groups(SharedStorage<Tr>& ss, RowState& st, float (&acc)[Tr::kOutCols / 2],
-                                                  int group, int tid_wg, float (&inv_l)[2], float (&lse)[2]) {
-  using X = TileGroupExchange<Tr>;
-  float l[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) l[h] = quad_sum(st.l_i[h]);
-  float4* xa = X::base(ss);
-  float4* xs = xa + X::kAccFloat4s * 128;
-  // Both groups' last wgmmas completed and every TMA write landed (each group waited for all of its tiles):
-  // the K ring is free.
-  ptx::named_barrier_sync(kBarTileGroups, Tr::kMathThreads);
-  if (group == 1) {
-#pragma unroll
-    for (int j = 0; j < X::kAccFloat4s; ++j)
-      xa[j * 128 + tid_wg] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
-    xs[tid_wg] = make_float4(st.m_i[0], st.m_i[1], l[0], l[1]);
-  }
-  ptx::named_barrier_sync(kBarTileGroups, Tr::kMathThreads);
-  if (group == 1) return false;
-  const float4 o = xs[tid_wg];
-  const float m1[2] = {o.x, o.y}, l1[2] = {o.z, o.w};
-  float s0[2], s1[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float m = fmaxf(st.m_i[h], m1[h]);
-    const float ref = m == -INFINITY ? 0.f : m;
-    s0[h] = exp2_approx(st.m_i[h] - ref);  // -inf -> 0: that group saw no key of the row
-    s1[h] = exp2_approx(m1[h] - ref);
-    const float lt = l[h] * s0[h] + l1[h] * s1[h];
-    const bool empty = !(lt > 0.f);
-    inv_l[h] = empty ? 0.f : 1.f / lt;
-    lse[h] = empty ? -INFINITY : (m + __log2f(lt)) * kLn2;
-  }
-#pragma unroll
-  for (int j = 0; j < X::kAccFloat4s; ++j) {
-    const float4 a = xa[j * 128 + tid_wg];
-    const float other[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int i = 4 * j + e, h = frag_row_half(i);
-      acc[i] = acc[i] * s0[h] + other[e] * s1[h];
-    }
-  }
-  return true;
-}
-
 // The consumer loop with the tensor core kept busy across tiles (FMHA_SM90_OVERLAP):
-//   step it:  issue S(next) = Q K(next)^T  and  O += P(it) V(it)   (two wgmma groups)
-//             wait for S(next) only; softmax(next) runs while P V(it) is in flight
-//             wait for P V(it); rescale O by alpha(next); P(next) becomes P
+//   iteration it:  issue S(it+1) = Q K(it+1)^T  and  O += P(it) V(it)   (two wgmma groups)
+//                  wait for S(it+1) only; softmax(it+1) runs while P V(it) is in flight
+//                  wait for P V(it); rescale O by alpha(it+1); P(it+1) becomes P
 // Groups complete in order, so wait_group<1> after committing [QK, PV] means QK is done.
-// With Tr::kTileGroups == 2 two warpgroups run this loop side by side on alternate ring positions
-// (next = it + 2), each with its own m_i, l_i and acc, so one's softmax overlaps the other's MMAs;
-// merge_tile_groups combines them. ctid: 0 .. kMathThreads - 1. Returns whether this thread stored (group 0).
 template <class Tr, bool kBf16>
-__device__ __forceinline__ bool consumer_loop_overlapped(SharedStorage<Tr>& ss, const DecodeParams& p,
+__device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                          const TileRange& tr, int b, int kvh, int row0, int split,
                                                          int ctid) {
-  constexpr int kStep = Tr::kTileGroups;  // ring positions between two tiles of one group
-  const int group = Tr::kTileGroups == 1 ? 0 : ctid / Tr::kConsumerThreads;
-  const int gtid = Tr::kTileGroups == 1 ? ctid : ctid % Tr::kConsumerThreads;  // index in the tile group
-  const int wg = gtid / 128;
+  const int wg = ctid / 128;
   const int tid_wg = ctid % 128;
   const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
-  const uint32_t bar_vtail = group == 0 ? kBarVTail : kBarVTailGroup1;
 
   int limit_abs[2];
   consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
@@ -1062,7 +973,7 @@ __device__ __forceinline__ bool consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   // peeled off the loop), so ptxas can follow the two groups without serialising them.
   auto wait_k = [&](int it) {
     wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
-                    gtid);
+                    ctid);
   };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
     const int stage = it % Tr::kStages;
@@ -1098,77 +1009,67 @@ __device__ __forceinline__ bool consumer_loop_overlapped(SharedStorage<Tr>& ss, 
       for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
   };
   const int n = tr.end - tr.begin;
-  // Before P V(it) and Q K^T(it + kStep) are issued: V(it) and, unless it is the group's last, K(it + kStep) landed.
+  // Before P V(it) and Q K^T(it + 1) are issued: V(it) and, unless it is the last, K(it + 1) landed.
   auto wait_operands = [&](int it) {
-    wait_v_tile<Tr>(ss, tr, it, gtid, bar_vtail);
-    if (it + kStep < n) wait_k(it + kStep);
+    wait_v_tile<Tr>(ss, tr, it, ctid);
+    if (it + 1 < n) wait_k(it + 1);
   };
   auto release_after_pv = [&](int it) {
     release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
     if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane);
   };
-  if constexpr (Tr::kTileGroups == 1) {
-    if (n == 0) {  // (its own copy of the epilogue: the instantiations without tile groups keep their code)
-      float inv_l[2], lse[2];
-      finalize_rows(st, inv_l, lse);
-      store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
-      return true;
-    }
+  if (n == 0) {
+    float inv_l[2], lse[2];
+    finalize_rows(st, inv_l, lse);
+    store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+    return;
   }
-  if (Tr::kTileGroups == 1 || group < n) {  // else this group has no tile (acc = 0, m_i = -inf: it adds nothing to the merge)
-    {
-      float alpha[2];
-      wait_k(group);
-      fence_regs(s);
-      ptx::wgmma_fence();
-      issue_qk(group);
-      ptx::wgmma_wait_group<0>();
-      softmax_scores(group, alpha);  // acc is zero: nothing to rescale
-      pack_p();
-      if constexpr (Tr::kEarlyOperandWait) wait_operands(group);
-    }
-    const int last = group + (n - 1 - group) / kStep * kStep;  // this group's last ring position
-    for (int it = group; it + kStep < n; it += kStep) {
-      if constexpr (!Tr::kEarlyOperandWait) wait_operands(it);
-      fence_regs(acc);
-      fence_regs(pa);
-      fence_regs(s);
-      ptx::wgmma_fence();
-      issue_qk(it + kStep);
-      issue_pv(it);
-      float alpha[2];
-      ptx::wgmma_wait_group<1>();  // S(next) landed; P V(it) may still run (pa is repacked only after it)
-      softmax_scores(it + kStep, alpha);
-      // Tr::kEarlyOperandWait: the next iteration's operands are waited for here, before P V(it) is.
-      // ptxas places the wgmma wait below as early as its dependencies allow, ahead of the softmax's
-      // exponentials (out of the overlap with P V); the mbarrier wait loops are a boundary it keeps. But
-      // V(it) is then released later, which costs D = 512 8% (run an).
-      if constexpr (Tr::kEarlyOperandWait) wait_operands(it + kStep);
-      ptx::wgmma_wait_group<0>();  // P V(it) done: acc and pa are ours again
-      fence_regs(acc);
-      fence_regs(pa);
-      release_after_pv(it);
-      rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
-      pack_p();
-    }
-    if constexpr (!Tr::kEarlyOperandWait) wait_operands(last);
+  {
+    float alpha[2];
+    wait_k(0);
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_qk(0);
+    ptx::wgmma_wait_group<0>();
+    softmax_scores(0, alpha);  // acc is zero: nothing to rescale
+    pack_p();
+    if constexpr (Tr::kEarlyOperandWait) wait_operands(0);
+  }
+  for (int it = 0; it + 1 < n; ++it) {
+    if constexpr (!Tr::kEarlyOperandWait) wait_operands(it);
     fence_regs(acc);
     fence_regs(pa);
+    fence_regs(s);
     ptx::wgmma_fence();
-    issue_pv(last);
-    ptx::wgmma_wait_group<0>();
+    issue_qk(it + 1);
+    issue_pv(it);
+    float alpha[2];
+    ptx::wgmma_wait_group<1>();  // S(it+1) landed; P V(it) may still run (pa is repacked only after it)
+    softmax_scores(it + 1, alpha);
+    // Tr::kEarlyOperandWait: the next iteration's operands are waited for here, before P V(it) is.
+    // ptxas places the wgmma wait below as early as its dependencies allow, ahead of the softmax's
+    // exponentials (out of the overlap with P V); the mbarrier wait loops are a boundary it keeps. But
+    // V(it) is then released later, which costs D = 512 8% (run an).
+    if constexpr (Tr::kEarlyOperandWait) wait_operands(it + 1);
+    ptx::wgmma_wait_group<0>();  // P V(it) done: acc and pa are ours again
     fence_regs(acc);
-    release_after_pv(last);
+    fence_regs(pa);
+    release_after_pv(it);
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
+    pack_p();
   }
+  if constexpr (!Tr::kEarlyOperandWait) wait_operands(n - 1);
+  fence_regs(acc);
+  fence_regs(pa);
+  ptx::wgmma_fence();
+  issue_pv(n - 1);
+  ptx::wgmma_wait_group<0>();
+  fence_regs(acc);
+  release_after_pv(n - 1);
 
   float inv_l[2], lse[2];
-  if constexpr (Tr::kTileGroups > 1) {
-    if (!merge_tile_groups<Tr>(ss, st, acc, group, tid_wg, inv_l, lse)) return false;
-  } else {
-    finalize_rows(st, inv_l, lse);
-  }
+  finalize_rows(st, inv_l, lse);
   store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
-  return true;
 }
 
 // ----------------------------------------------------------------------------
@@ -1508,11 +1409,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   }
   // Consumer
   if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
-  // Tile group (Tr::kTileGroups): group 0 runs every loop; later groups join the overlapped 64-row loop only.
-  const bool first_group = Tr::kTileGroups == 1 || threadIdx.x < Tr::kConsumerThreads;
   if constexpr (FMHA_SM90_PROBE_STREAM_ONLY) {
     const int lane = threadIdx.x % 32;
-    for (int it = 0; first_group && it < tr.end - tr.begin; ++it) {
+    for (int it = 0; it < tr.end - tr.begin; ++it) {
       const int stage = it % Tr::kStages;
       const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
       ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
@@ -1528,19 +1427,16 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   }
   bool narrow = false;
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
-  bool stored = first_group;  // this thread ran store_output, and with it the cluster merge's first barrier
   if (narrow) {
-    if constexpr (Tr::kNarrow)
-      if (first_group) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+    if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
   } else if constexpr (Tr::kOverlap) {
-    stored = consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
+    consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else {
     consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   }
   if (cluster_merge) {
-    if (!stored) ptx::cluster_sync();  // the barrier store_output's threads passed before their pushes
     ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
-    if (first_group) merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
+    merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
   }
   if (threadIdx.x == 0) probe_timeline(kTimelineEnd);
 }
