@@ -62,11 +62,17 @@ def parse_args(argv=None):
                          "back, and fmha's PDL launches overlap a call's start with the previous call's tail "
                          "(perf/RESULTS.md). Times then include one add per call: compare contenders within a "
                          "shape; the GB/s and % columns understate every contender alike")
+    ap.add_argument("--also-separate", action="store_true",
+                    help="time every contender in both regimes in this run: calls back to back (the main table) "
+                         "and, as --separate does, each call followed by a one-element add (a second table, and "
+                         "separate_us in results.json)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     args.replays = max(20, args.replays)
     if args.budget_s is None:
         args.budget_s = DEFAULT_BUDGET_S.get(args.preset, 500)
+    if args.also_separate and args.separate:
+        ap.error("--also-separate already times the --separate regime beside the main one; give one of them")
     return args
 
 
@@ -284,6 +290,11 @@ def run_contender(c, inputs, rows, ref, args, device) -> dict:
                 r["note"] = f"{c.note}; {note}"
             r.update(t)
             r["us"] = t["graph_us"] if t["graph_us"] is not None else t["eager_us"]
+            if args.also_separate:  # the same calls, each followed by an add (the --separate regime)
+                ts = measure(_separated(fn, device), inputs.n_sets, device, replays=args.replays,
+                             capture=not args.no_graph, settle_s=args.settle_ms / 1e3)
+                r["separate_us"] = ts["graph_us"] if ts["graph_us"] is not None else ts["eager_us"]
+                r["separate_raw_us"] = ts["graph_raw_us"] or ts["eager_raw_us"]
     except Exception as e:
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -350,6 +361,7 @@ def environment(args, argv, device):
             "fmha_backends_available": available_backends(), "fmha_backends_unavailable": unavailable,
             "min_cosine": MIN_COSINE, "replays": args.replays, "settle_ms": args.settle_ms,
             "rotate_factor": args.rotate_factor, "separate": args.separate,
+            "also_separate": args.also_separate,
             "bandwidth_units": "GB/s = 1e9 bytes/s (decimal)",
             "bytes_moved": "q + k_cache + v_cache + out, as fmha.Problem.bytes_moved()"}
 
@@ -376,7 +388,8 @@ def shape_line(rec) -> str:
     parts = []
     for name, r in rec["results"].items():
         if r.get("us"):
-            parts.append(f"{name} {r['us']:.1f}us {r['gbps']:.0f}GB/s{'' if r['status'] == 'ok' else ' ' + r['status']}")
+            sep = f" (with add {r['separate_us']:.1f}us)" if r.get("separate_us") else ""
+            parts.append(f"{name} {r['us']:.1f}us {r['gbps']:.0f}GB/s{sep}{'' if r['status'] == 'ok' else ' ' + r['status']}")
         else:
             parts.append(f"{name} {r['status']}")
     sp = ", ".join(f"{n} {x:.2f}x" for n, x in rec["speedup_vs_best_peer"].items() if x)

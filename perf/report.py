@@ -13,7 +13,7 @@ import copy
 import json
 import os
 
-RAW_KEYS = ("graph_raw_us", "eager_raw_us", "raw_us")
+RAW_KEYS = ("graph_raw_us", "eager_raw_us", "raw_us", "separate_raw_us")
 PLOTS = ("bandwidth_vs_cache_tokens.png", "bandwidth_by_shape.png", "speedup_vs_best_peer.png")
 
 
@@ -144,6 +144,30 @@ def markdown(results: dict) -> str:
             x = rec["speedup_vs_best_peer"].get(n)
             row.append(f"{x:.2f}x" if x else "-")
         L.append("| " + " | ".join(row) + " |")
+
+    if meta.get("also_separate"):
+        L += ["", "## Per call, CUDA graph, each call followed by a one-element add (--also-separate)", "",
+              "The same contenders and inputs, every call followed in the graph by an add on a one-element "
+              "tensor (a kernel launched without PDL, as the next op of a model would be): a call cannot overlap "
+              "the previous call of the same op, which fmha's programmatic dependent launches otherwise do. Times "
+              "include the add; compare within a row.", "",
+              "| shape | " + " | ".join(names) + " | best peer | "
+              + " | ".join(f"{n} vs best peer" for n in fmha_names) + " |",
+              "|---|" + "---:|" * (len(names) + 1 + len(fmha_names))]
+        for rec in results["shapes"]:
+            res = rec["results"]
+            sep = {n: r["separate_us"] for n, r in res.items() if r.get("separate_us") and r["status"] == "ok"}
+            fastest = min(sep, key=sep.get) if sep else None
+            peers = {n: t for n, t in sep.items() if not res[n].get("is_fmha")}
+            best = min(peers, key=peers.get) if peers else None
+            cells = []
+            for n in names:
+                t = res.get(n, {}).get("separate_us")
+                cells.append(("**{:.1f} µs**" if n == fastest else "{:.1f} µs").format(t) if t
+                             else (res.get(n, {}).get("status") or "not run"))
+            row = [_shape_label(rec)] + cells + [f"{best} {peers[best]:.1f} µs" if best else "none"]
+            row += [f"{peers[best] / sep[n]:.2f}x" if best and n in sep else "-" for n in fmha_names]
+            L.append("| " + " | ".join(row) + " |")
 
     L += ["", "## Per call, eager (Python and launch overhead included)", "",
           "| shape | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]

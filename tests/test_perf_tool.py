@@ -1,0 +1,36 @@
+"""The benchmark tool's CPU smoke run (`python -m perf --dry-run`): every output file, both timing regimes.
+
+The figures of a dry run mean nothing (tiny shapes, wall-clock timing on the CPU); this checks that the
+suite's plumbing (contenders, reference check, tables, JSON) works without a GPU.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_dry_run_writes_both_regimes(tmp_path):
+    out = tmp_path / "perf"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": REPO}
+    cmd = [sys.executable, "-m", "perf", "--dry-run", "--also-separate", "--preset", "quick", "--shapes", "S512",
+           "--contenders", "triton,sdpa-flash", "--out", str(out)]
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    md = (out / "results.md").read_text()
+    assert "## Per call, CUDA graph" in md and "each call followed by a one-element add" in md
+    res = json.loads((out / "results.json").read_text())
+    assert res["meta"]["also_separate"] is True
+    (shape,) = res["shapes"]
+    triton = shape["results"]["triton"]
+    assert triton["status"] == "ok" and triton["us"] > 0 and triton["separate_us"] > 0
+
+
+def test_separate_and_also_separate_exclude_each_other():
+    from perf.bench import parse_args
+    import pytest
+    with pytest.raises(SystemExit):
+        parse_args(["--separate", "--also-separate"])
