@@ -6,7 +6,7 @@
 Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the narrow loop
 (at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
-variant; the combine kernel with several row groups per CTA."""
+variant; a combine grid of many CTAs."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -25,7 +25,7 @@ for D in (64, 128, 256, 512):
         cases.append((48, 1, Hq, Hkv, 300, D, [300, 0] * 24))   # narrow loop on the wide variant (7 rows)
     if D == 128:  # 64 rows on the deep variant (the T=16 plan), odd and even tile counts
         cases.append((2, 16, 32, 8, 1000, D, [1000, 300]))
-        cases.append((6, 13, 28, 4, 700, D, [700, 0, 13, 650, 129, 700]))  # 2 splits, 2184 rows: grouped combine
+        cases.append((6, 13, 28, 4, 700, D, [700, 0, 13, 650, 129, 700]))  # 2 splits, 2184 rows: a combine grid of many CTAs
 for (B, T, Hq, Hkv, S, D, sl) in cases:
     q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
     out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)

@@ -144,9 +144,8 @@ def test_deep_64_rows(num_splits, monkeypatch):
 @pytest.mark.parametrize("D", (64, 128, 256))
 @pytest.mark.parametrize("num_splits", (2, 3, 4))
 def test_combine_many_rows(D, num_splits, monkeypatch):
-    """The combine kernel on 2184 output rows (B=6, T=13, 28 query heads): at D=128 and 256 enough row
-    groups that a CTA merges several (FMHA_COMBINE_ROW_GROUPS, capi.cu), a last CTA with fewer; at D=64 one
-    group a CTA; 2 splits take 2-split chunks, 3 and 4 splits 4-split chunks. Varlen with an empty row."""
+    """The combine kernel on 2184 output rows (B=6, T=13, 28 query heads: 273 to 1092 CTAs, the last one
+    partly past the end at D=64 and 256) with 2-4 splits, varlen with an empty row."""
     force_launch_plan(monkeypatch, "deep", num_splits)
     q, k, v, sl = make_inputs(6, 13, 28, 4, 700, D, device=DEV, seqlens=[700, 0, 13, 650, 129, 700],
                               seed=D + 5 * num_splits)

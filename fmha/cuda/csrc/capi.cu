@@ -59,12 +59,6 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
 #define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
 #endif
-#ifndef FMHA_COMBINE_ROW_GROUPS  // row groups per combine CTA on grids of many rows and at most 4 splits (1: one)
-#define FMHA_COMBINE_ROW_GROUPS 4
-#endif
-// From this many row groups (4 rows each at D = 128) the combine kernel takes FMHA_COMBINE_ROW_GROUPS per CTA:
-// T=16's 1024 (B=8, 32 query heads).
-constexpr long long kCombineGroupedMinRowGroups = 512;
 #ifndef FMHA_SM90_PROBE_NO_COMBINE  // timing probe only (wrong results by design): split-KV partials are not merged
 #define FMHA_SM90_PROBE_NO_COMBINE 0
 #endif
@@ -327,10 +321,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   if (p.num_splits > 1 && !lp.cluster_merge && !FMHA_SM90_PROBE_NO_COMBINE) {
     using Ct = fmha::CombineTraits<D>;
     const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
-    const long long row_groups = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
-    // Many rows and few splits: kCombineRowGroups row groups per CTA (see combine_splits_kernel).
-    const bool grouped = FMHA_COMBINE_ROW_GROUPS > 1 && p.num_splits <= 4 && row_groups >= kCombineGroupedMinRowGroups;
-    const long long ctas = grouped ? (row_groups + FMHA_COMBINE_ROW_GROUPS - 1) / FMHA_COMBINE_ROW_GROUPS : row_groups;
+    const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
     if (ctas > 0x7fffffffLL) return fail("combine grid too large (%lld CTAs)", ctas);
     cudaLaunchConfig_t ccfg = {};
     ccfg.gridDim = dim3(static_cast<unsigned>(ctas));
@@ -339,13 +330,9 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     ccfg.stream = stream;
     ccfg.attrs = attr;
     ccfg.numAttrs = n_attr_combine;  // PDL only (FMHA_SM90_PDL: sm90/decode_kernel.cuh)
-    const cudaError_t e =
-        grouped ? (p.num_splits <= 2  // (registers: o and LSE loads of kChunk splits for each row group)
-                       ? cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 2, FMHA_COMBINE_ROW_GROUPS>, lp)
-                       : cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 4, FMHA_COMBINE_ROW_GROUPS>, lp))
-        : p.num_splits <= 2 ? cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 2>, lp)
-        : p.num_splits <= 4 ? cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 4>, lp)
-                            : cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 16>, lp);
+    const cudaError_t e = p.num_splits <= 4
+                              ? cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 4>, lp)
+                              : cudaLaunchKernelEx(&ccfg, fmha::combine_splits_kernel<D, kBf16, 16>, lp);
     if (check_cuda(e, "combine kernel launch")) return 1;
   }
   return 0;

@@ -79,10 +79,7 @@ struct SplitMerge {
 // kChunk: splits whose loads are issued together (see below). 16 for many splits; 4 where there are
 // at most 4, so that a grid of many rows keeps its occupancy (16 float4 in flight per thread cost
 // ~90 registers: T=16, 2 splits, 4096 rows measured 2 us slower on an H200, run ad).
-// kRowGroups: row groups (kRowsPerCta rows each) per CTA, blockIdx.x + j gridDim.x for j < kRowGroups, their
-// loads issued together: a grid of many rows then fits beside the attention grid's last CTAs (the combine
-// grid is scheduled while the attention grid runs, see griddep_wait below) instead of waiting for SMs.
-template <int D, bool kBf16, int kChunk, int kRowGroups = 1>
+template <int D, bool kBf16, int kChunk>
 __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const DecodeParams p) {
   using Tr = CombineTraits<D>;
   // Launched as a programmatic dependent of the attention grid: wait for its partials.
@@ -90,49 +87,35 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();  // the next call's decode grid may be scheduled (it waits too)
   const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
+  if (row >= total_rows) return;
   const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4;
+  const int hq = static_cast<int>(row % p.Hq);
+  const int t = static_cast<int>((row / p.Hq) % p.T);
+  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
+
+  const int64_t lse_row = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;   // [B][Hq][T]
   const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
   const int64_t o_split_stride = total_rows * D;
 
-  int64_t row[kRowGroups], lse_row[kRowGroups];
-  uint16_t* out[kRowGroups];
-#pragma unroll
-  for (int j = 0; j < kRowGroups; ++j) {
-    row[j] = (blockIdx.x + static_cast<int64_t>(j) * gridDim.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
-    const int64_t r = min(row[j], total_rows - 1);  // rows past the end load a valid row and store nothing
-    const int hq = static_cast<int>(r % p.Hq);
-    const int t = static_cast<int>((r / p.Hq) % p.T);
-    const int b = static_cast<int>(r / (static_cast<int64_t>(p.Hq) * p.T));
-    lse_row[j] = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;  // [B][Hq][T]
-    out[j] = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
-  }
-  if (row[0] >= total_rows) return;  // (row groups of a CTA only grow)
-
-  // Splits in chunks of kChunk, each chunk's LSEs and o loads issued together for every row group (one
-  // L2 round trip per chunk, not one per split and row).
-  SplitMerge merge[kRowGroups];
+  // Splits in chunks of kChunk, each chunk's LSEs and o loads issued together (one L2 round trip
+  // per chunk, not one per split).
+  SplitMerge merge;
   for (int s0 = 0; s0 < p.num_splits; s0 += kChunk) {
-    float ls[kRowGroups][kChunk];
-    float4 o[kRowGroups][kChunk];
+    float ls[kChunk];
+    float4 o[kChunk];
 #pragma unroll
-    for (int j = 0; j < kRowGroups; ++j)
-#pragma unroll
-      for (int c = 0; c < kChunk; ++c) {
-        const int s = s0 + c;
-        const bool use = s < p.num_splits && row[j] < total_rows;
-        ls[j][c] = use ? p.lse_partial[s * lse_split_stride + lse_row[j]] : -INFINITY;
-        o[j][c] = use ? *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row[j] * D + col)
-                      : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-#pragma unroll
-    for (int j = 0; j < kRowGroups; ++j) merge[j].add(ls[j], o[j]);
+    for (int j = 0; j < kChunk; ++j) {
+      const int s = s0 + j;
+      ls[j] = s < p.num_splits ? p.lse_partial[s * lse_split_stride + lse_row] : -INFINITY;
+      o[j] = s < p.num_splits ? *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D + col)
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    merge.add(ls, o);
   }
-#pragma unroll
-  for (int j = 0; j < kRowGroups; ++j) {
-    if (row[j] >= total_rows) break;
-    *reinterpret_cast<uint2*>(out[j]) = merge[j].template packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B, col of 4 elements
-    if (col == 0) p.lse[lse_row[j]] = merge[j].lse();
-  }
+  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
+  *reinterpret_cast<uint2*>(out) = merge.packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B, col of 4 elements
+  if (col == 0) p.lse[lse_row] = merge.lse();
 }
 
 }  // namespace fmha
