@@ -19,14 +19,15 @@ def test_dry_run_writes_both_regimes(tmp_path):
     cmd = [sys.executable, "-m", "perf", "--dry-run", "--also-separate", "--preset", "quick", "--shapes", "S512",
            "--contenders", "triton,sdpa-flash", "--out", str(out)]
     r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    log = r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, log
     md = (out / "results.md").read_text()
-    assert "## Per call, CUDA graph" in md and "each call followed by a one-element add" in md
+    assert "## Per call, CUDA graph" in md and "each call followed by a one-element add" in md, md
     res = json.loads((out / "results.json").read_text())
     assert res["meta"]["also_separate"] is True
     (shape,) = res["shapes"]
     triton = shape["results"]["triton"]
-    assert triton["status"] == "ok" and triton["us"] > 0 and triton["separate_us"] > 0
+    assert triton["status"] == "ok" and triton["us"] > 0 and triton["separate_us"] > 0, (triton, log)
 
 
 def test_separate_and_also_separate_exclude_each_other():
