@@ -578,28 +578,6 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint3
 #endif
 }
 
-// m64n128k16, A from registers (a Q fragment held across tiles), B from a K-major descriptor (imm-trans-b = 0):
-// S = Q K^T of the deep D = 128 64-row loop (decode_kernel.cuh, FMHA_SM90_DEEP_D128_Q_REGS).
-template <bool kBf16>
-__device__ __forceinline__ void wgmma_rs_m64n128k16_kmajor(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b,
-                                                           int scale_d) {
-#if FMHA_SM90_ENABLED
-  if constexpr (kBf16)
-    asm volatile(FMHA_WGMMA_ASM("m64n128k16", "bf16", FMHA_ACC_REGS_64, "{%64, %65, %66, %67}, %68, p, 1, 1, 0", "%69")
-                 : FMHA_ACC_OPERANDS_64(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
-                 : "memory");
-  else
-    asm volatile(FMHA_WGMMA_ASM("m64n128k16", "f16", FMHA_ACC_REGS_64, "{%64, %65, %66, %67}, %68, p, 1, 1, 0", "%69")
-                 : FMHA_ACC_OPERANDS_64(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
-                 : "memory");
-#else
-  (void)d; (void)a; (void)desc_b; (void)scale_d;
-  FMHA_TRAP_UNSUPPORTED();
-#endif
-}
-
 // m64n32k16, A from registers (a Q fragment held across tiles), B from a K-major descriptor (imm-trans-b = 0):
 // part of S = Q K^T at D = 512 (decode_kernel.cuh, FMHA_SM90_D512_Q_REGS).
 template <bool kBf16>
@@ -656,14 +634,6 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
   if constexpr (N == 32) wgmma_ss_m64n32k16<kBf16>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 64) wgmma_ss_m64n64k16<kBf16>(d, desc_a, desc_b, scale_d);
   else wgmma_ss_m64n128k16<kBf16>(d, desc_a, desc_b, scale_d);
-}
-
-// A from registers, B K-major, N = 32 or 128.
-template <int N, bool kBf16>
-__device__ __forceinline__ void wgmma_rs_kmajor(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
-  static_assert(N == 32 || N == 128, "wgmma_rs_kmajor: N not instantiated");
-  if constexpr (N == 32) wgmma_rs_m64n32k16_kmajor<kBf16>(d, a, desc_b, scale_d);
-  else wgmma_rs_m64n128k16_kmajor<kBf16>(d, a, desc_b, scale_d);
 }
 
 template <int N, bool kBf16>

@@ -162,11 +162,6 @@
 #define FMHA_SM90_D512_Q_REGS 192
 #endif
 
-#ifndef FMHA_SM90_DEEP_D128_Q_REGS  // deep D = 128, 64-row loop: Q K^T takes all of Q (A) from registers, 32 a thread
-// (Q stays in shared memory for the narrow loop). T=16 runs at the 700 W cap (run ce); Q in registers helped D = 512 there
-#define FMHA_SM90_DEEP_D128_Q_REGS 1
-#endif
-
 #ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
 #define FMHA_SM90_D512_V_STAGES 3
 #endif
@@ -270,9 +265,6 @@ struct DecodeTraits {
   // kQSmemBoxesPerWg boxes a warpgroup (all kBoxes without it).
   static constexpr int kQRegCols = (kSplitQk && D == 512) ? FMHA_SM90_D512_Q_REGS : 0;
   static constexpr int kQRegSteps = kQRegCols / 16;
-  // The 64-row loop's Q K^T with A (all of Q) from registers: kQFullRegSteps k16 steps of 4 registers each.
-  static constexpr bool kQkAFromRegs = FMHA_SM90_DEEP_D128_Q_REGS && D == 128 && kIsDeep && kConsumerWGs == 1;
-  static constexpr int kQFullRegSteps = kQkAFromRegs ? D / 16 : 0;
   static constexpr int kQSmemBoxesPerWg = (D / kConsumerWGs - kQRegCols) / kBoxCols;
   static constexpr int kQSmemBoxes = kQSmemBoxesPerWg * kConsumerWGs;
   // V ring depth: the K ring's, except at D = 512 with Q in registers, where the shared memory Q gives
@@ -570,18 +562,15 @@ __device__ __forceinline__ void load_q_tile(SharedStorage<Tr>& ss, const DecodeP
 // step kk holds two 16-bit values of row 16 w + g + 8 (j & 1), columns 16 kk + 8 (j >> 1) + 2 q, +1.
 template <class Tr>
 struct QRegs {
-  static constexpr int kSteps = Tr::kQRegSteps > Tr::kQFullRegSteps ? Tr::kQRegSteps : Tr::kQFullRegSteps;
-  uint32_t r[kSteps > 0 ? kSteps : 1][4];
+  uint32_t r[Tr::kQRegSteps > 0 ? Tr::kQRegSteps : 1][4];
 };
 
 template <class Tr>
 __device__ __forceinline__ void load_q_regs(QRegs<Tr>& qr, const DecodeParams& p, int b, int kvh, int row0, int wg,
                                             int tid_wg) {
-  if constexpr (Tr::kQRegSteps > 0 || Tr::kQFullRegSteps > 0) {
-    constexpr int kSteps = Tr::kQFullRegSteps > 0 ? Tr::kQFullRegSteps : Tr::kQRegSteps;
+  if constexpr (Tr::kQRegSteps > 0) {
     const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
-    const int col_base = Tr::kQFullRegSteps > 0 ? 2 * ql
-                                                : (wg + 1) * (Tr::kHeadDim / Tr::kConsumerWGs) - Tr::kQRegCols + 2 * ql;
+    const int col_base = (wg + 1) * (Tr::kHeadDim / Tr::kConsumerWGs) - Tr::kQRegCols + 2 * ql;
     const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -590,7 +579,7 @@ __device__ __forceinline__ void load_q_regs(QRegs<Tr>& qr, const DecodeParams& p
       const uint16_t* src = q;
       if (valid) src = q + b * p.q_b + (row / p.G) * p.q_t + (kvh * p.G + row % p.G) * p.q_h + col_base;
 #pragma unroll
-      for (int kk = 0; kk < kSteps; ++kk)
+      for (int kk = 0; kk < Tr::kQRegSteps; ++kk)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
           qr.r[kk][h + 2 * half] = valid ? __ldg(reinterpret_cast<const uint32_t*>(src + 16 * kk + 8 * half)) : 0u;
@@ -634,14 +623,6 @@ __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const Share
   constexpr int kSteps = kCols / 16;
   constexpr int kSmemSteps = kSteps - (kCols == Tr::kHeadDim ? 0 : Tr::kQRegSteps);
   static_assert(kCols != Tr::kHeadDim || Tr::kQRegSteps == 0, "Q in registers: split Q K^T only");
-  if constexpr (kCols == Tr::kHeadDim && Tr::kQkAFromRegs) {  // A = all of Q, from qr
-    const ptx::SmemDescSw128 dk(ptx::smem_addr(&ss.k[stage][0][0]), kLboUnused, kSbo);
-#pragma unroll
-    for (int kk = 0; kk < kSteps; ++kk)
-      ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr->r[kk], dk.at((kk / 4) * Tr::kKvBoxBytes + (kk % 4) * 32),
-                                               kk > 0 ? 1 : 0);
-    return;
-  }
   const int box0 = col0 / Tr::kBoxCols;
   const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[Tr::q_smem_box(box0)][0]), kLboUnused, kSbo);
   const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[stage][box0][0]), kLboUnused, kSbo);
@@ -914,7 +895,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
     else
-      qk_gemm<Tr, kBf16>(s, ss, stage, 0, Tr::kQkAFromRegs ? &qr : nullptr);
+      qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
     fence_regs(s);
@@ -999,7 +980,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
     else
-      qk_gemm<Tr, kBf16>(s, ss, stage, 0, Tr::kQkAFromRegs ? &qr : nullptr);
+      qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
   };
   auto issue_pv = [&](int it) {  // O += P V of ring position `it`, committed as one group
