@@ -145,11 +145,6 @@
 // stages 201.2 vs 202.6, run ar): D = 128 only
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
-#ifndef FMHA_SM90_DEEP_NARROW_GROUPS  // deep D = 128, narrow loop: warpgroups taking alternate K/V tiles (1 or 2; see
-// consumer_loop_narrow). Its one warpgroup waits for a K tile a median ~680 of ~3300 cycles on B1 S65536 (run bs), and
-// the kernel without merge takes 63.5 us against 60.3 for the stream alone (run cc)
-#define FMHA_SM90_DEEP_NARROW_GROUPS 2
-#endif
 #ifndef FMHA_SM90_PRODUCER_REGS  // D = 512: registers the producer warpgroup keeps (setmaxnreg); the consumers get the
 // rest (40: 232; 24: 240). 24 vs 40 alone: no difference (runs am, ax); Q_REGS=192 was measured with 24 (run ax)
 #define FMHA_SM90_PRODUCER_REGS 24
@@ -244,24 +239,16 @@ struct DecodeTraits {
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
-  static constexpr int kConsumerThreads = 128 * kConsumerWGs;  // the warpgroup(s) computing one tile
-  // Tile groups of the narrow loop: group g (one warpgroup) takes ring positions g, g + kTileGroups, ... with its
-  // own softmax state and accumulator, merged at the end (merge_narrow_groups). Needs a Q box per group for its
-  // P^T and reductions (NarrowSmem). The 64-row loops run on group 0; the others wait (two groups there measured no
-  // faster: T=16 69.9 vs 68.6 us, run cd).
-  static constexpr int kTileGroups = (D == 128 && kIsDeep && kNarrow) ? FMHA_SM90_DEEP_NARROW_GROUPS : 1;
-  static constexpr int kMathThreads = kConsumerThreads * kTileGroups;
+  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg
   // can move its registers to the two consumer warpgroups (acc alone is 128
   // registers per thread there). Budget: the CTA's pool is what the launch bounds give every thread
   // (65536 / kThreads rounded down to a multiple of 8: 168 at 384 threads); setmaxnreg.inc waits
   // until the pool has the registers, so 128 x kProducerRegs + 256 x kConsumerRegs must fit in it.
-  // (Two tile groups are two consumer warpgroups as well: ptxas budgets a 288-thread CTA like a 384-thread
-  // one, 168 registers, which spilled the 64-row loop in run cd's build.)
-  static constexpr bool kSetMaxNReg = kConsumerWGs * kTileGroups == 2;
+  static constexpr bool kSetMaxNReg = kConsumerWGs == 2;
   static constexpr int kProducerThreads = kSetMaxNReg ? 128 : 32;
-  static constexpr int kProducerWarp = kMathThreads / 32;  // the producer's first warp issues the TMA
-  static constexpr int kThreads = kMathThreads + kProducerThreads;
+  static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
+  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
   static constexpr int kProducerRegs = FMHA_SM90_PRODUCER_REGS;
   static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
@@ -308,8 +295,6 @@ struct DecodeTraits {
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
   static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
-  static_assert(kTileGroups == 1 || (kTileGroups == 2 && kConsumerWGs == 1 && kQSmemBoxes >= 2),
-                "narrow tile groups: two groups of one warpgroup, a Q box each");
 };
 
 template <class Tr>
@@ -365,11 +350,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarGroups = 6;     // narrow tile groups: loops done (rings idle) / group 1's state written
-// Tile group 1's own kBarVTail, kBarNarrowMax and kBarNarrowP (each group syncs its own warps).
-constexpr uint32_t kBarVTailGroup1 = 7;
-constexpr uint32_t kBarNarrowMaxGroup1 = 8;
-constexpr uint32_t kBarNarrowPGroup1 = 9;
 
 // Timing probe (FMHA_SM90_PROBE_TIMESTAMPS): for the first kProbeTiles ring positions of the first
 // kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
@@ -872,10 +852,8 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
 }
 
 // Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail).
-// ctid: the thread's index in its tile group; bar_vtail: that group's barrier.
 template <class Tr>
-__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid,
-                                            uint32_t bar_vtail = kBarVTail) {
+__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid) {
   const int stage = it % Tr::kStagesV;
   wait_full_stage(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStagesV) & 1u, it, kProbeVFullWait, ctid);
   if constexpr (FMHA_SM90_ZERO_V_TAIL) {
@@ -883,7 +861,7 @@ __device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRan
     if (valid < Tr::kBlockN) {
       zero_v_tail<Tr>(ss, stage, valid, ctid);
       ptx::fence_proxy_async_shared();  // generic stores -> the wgmma's async-proxy reads
-      ptx::named_barrier_sync(bar_vtail, Tr::kConsumerThreads);
+      ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
     }
   }
 }
@@ -1122,35 +1100,20 @@ struct NarrowSmem {
   static constexpr int kRedRow = 48;  // Q-box rows 48-49: the cross-warp reductions (64 floats)
   static_assert(kPRow0 + 16 * kMBlocks <= kRedRow, "narrow: P^T blocks must fit below the reduction row");
   static_assert(Tr::kBlockM == 64, "narrow: spare rows of the 64-row Q box");
-  // Tile group g (Tr::kTileGroups) keeps its P^T and reductions in Q box g (rows 0-15 of every box stay Q).
-  __device__ static uint16_t* p_block(SharedStorage<Tr>& ss, int mb, int group = 0) {
-    return &ss.q[group][(kPRow0 + 16 * mb) * Tr::kBoxCols];
-  }
-  __device__ static float* red(SharedStorage<Tr>& ss, int group = 0) {
-    return reinterpret_cast<float*>(&ss.q[group][kRedRow * Tr::kBoxCols]);
-  }
-};
-
-// The named barriers of one tile group's narrow loop.
-struct NarrowBarriers {
-  uint32_t max, p, vtail;
-  __device__ __forceinline__ explicit NarrowBarriers(int group)
-      : max(group == 0 ? kBarNarrowMax : kBarNarrowMaxGroup1),
-        p(group == 0 ? kBarNarrowP : kBarNarrowPGroup1),
-        vtail(group == 0 ? kBarVTail : kBarVTailGroup1) {}
+  __device__ static uint16_t* p_block(SharedStorage<Tr>& ss, int mb) { return &ss.q[0][(kPRow0 + 16 * mb) * Tr::kBoxCols]; }
+  __device__ static float* red(SharedStorage<Tr>& ss) { return reinterpret_cast<float*>(&ss.q[0][kRedRow * Tr::kBoxCols]); }
 };
 
 // Column reduction across the 4 warps: lanes 0-3 (g = 0) of each warp hold the warp's values for
 // columns 8 c + 2 q + e; every thread gets the combined value of its 4 columns.
 template <class Tr, bool kMax>
-__device__ __forceinline__ void narrow_cross_warp(SharedStorage<Tr>& ss, float (&v)[4], int w, int lane, int group,
-                                                  uint32_t bar) {
-  float* red = NarrowSmem<Tr>::red(ss, group);
+__device__ __forceinline__ void narrow_cross_warp(SharedStorage<Tr>& ss, float (&v)[4], int w, int lane) {
+  float* red = NarrowSmem<Tr>::red(ss);
   const int q = lane % 4;
   if (lane < 4)
 #pragma unroll
     for (int j = 0; j < 4; ++j) red[w * 16 + 8 * (j >> 1) + 2 * q + (j & 1)] = v[j];
-  ptx::named_barrier_sync(bar, Tr::kConsumerThreads);
+  ptx::named_barrier_sync(kBarNarrowMax, Tr::kConsumerThreads);
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int col = 8 * (j >> 1) + 2 * q + (j & 1);
@@ -1172,83 +1135,19 @@ __device__ __forceinline__ float narrow_lanes_reduce(float v) {
   return v;
 }
 
-// Narrow tile groups (Tr::kTileGroups == 2): group 1 hands its column maxima, column sums and O^T accumulator to
-// group 0 through the idle K ring, and group 0 merges them as split-KV partials are merged (a fixed order, so the
-// result does not depend on timing). Thread t of each group owns the same fragment positions, so t reads what t
-// wrote, and consecutive threads touch consecutive 16 B. Returns false for group 1 (it stores nothing); for group 0
-// the merged m_i, l_tot and acc.
-template <class Tr>
-__device__ __forceinline__ bool merge_narrow_groups(SharedStorage<Tr>& ss, float (&m_i)[4], float (&l_tot)[4],
-                                                    float (&acc)[Tr::kHeadDim / 64][8], int group, int gtid) {
-  constexpr int kDB = Tr::kHeadDim / 64;
-  constexpr int kAccFloat4s = kDB * 2;  // a thread's acc as float4s
-  static_assert((kAccFloat4s + 2) * 128 * 16 <= sizeof(SharedStorage<Tr>::k), "narrow group exchange fits the K ring");
-  float4* xa = reinterpret_cast<float4*>(&ss.k[0][0][0]);  // [kAccFloat4s][128], then [2][128]: m_i, l_tot
-  float4* xs = xa + kAccFloat4s * 128;
-  // Both groups' last wgmmas completed and every TMA write landed (each group waited for all of its tiles):
-  // the K ring is free.
-  ptx::named_barrier_sync(kBarGroups, Tr::kMathThreads);
-  if (group == 1) {
-#pragma unroll
-    for (int db = 0; db < kDB; ++db)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        xa[(2 * db + h) * 128 + gtid] =
-            make_float4(acc[db][4 * h], acc[db][4 * h + 1], acc[db][4 * h + 2], acc[db][4 * h + 3]);
-    xs[gtid] = make_float4(m_i[0], m_i[1], m_i[2], m_i[3]);
-    xs[128 + gtid] = make_float4(l_tot[0], l_tot[1], l_tot[2], l_tot[3]);
-  }
-  ptx::named_barrier_sync(kBarGroups, Tr::kMathThreads);
-  if (group == 1) return false;
-  const float4 om = xs[gtid], ol = xs[128 + gtid];
-  const float m1[4] = {om.x, om.y, om.z, om.w}, l1[4] = {ol.x, ol.y, ol.z, ol.w};
-  float s0[4], s1[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float m = fmaxf(m_i[j], m1[j]);
-    const float ref = m == -INFINITY ? 0.f : m;
-    s0[j] = exp2_approx(m_i[j] - ref);  // -inf -> 0: that group saw no key of the column
-    s1[j] = exp2_approx(m1[j] - ref);
-    l_tot[j] = l_tot[j] * s0[j] + l1[j] * s1[j];
-    m_i[j] = m;
-  }
-#pragma unroll
-  for (int db = 0; db < kDB; ++db)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float4 a = xa[(2 * db + h) * 128 + gtid];
-      const float other[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = 4 * h + e, j = 2 * (i >> 2) + (i & 1);  // column slot of acc element i
-        acc[db][i] = acc[db][i] * s0[j] + other[e] * s1[j];
-      }
-    }
-  return true;
-}
-
-// With Tr::kTileGroups == 2 two warpgroups run this loop side by side on alternate ring positions, each with its
-// own m_i, l_i, acc, P^T buffer and barriers, so that one's softmax and barriers overlap the other's MMAs;
-// merge_narrow_groups combines them. ctid: 0 .. kMathThreads - 1. Returns whether this thread stored (group 0).
 template <class Tr, bool kBf16>
-__device__ __forceinline__ bool consumer_loop_narrow(SharedStorage<Tr>& ss, const DecodeParams& p,
+__device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                      const TileRange& tr, int b, int kvh, int split, int ctid) {
   using Ns = NarrowSmem<Tr>;
-  static_assert(Tr::kConsumerThreads == 128, "narrow: one consumer warpgroup per tile group");
+  static_assert(Tr::kConsumerThreads == 128, "narrow: one consumer warpgroup");
   constexpr int kMB = Ns::kMBlocks;
   constexpr int kDB = Tr::kHeadDim / 64;  // 64-column blocks of O^T
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
-  constexpr int kStep = Tr::kTileGroups;  // ring positions between two tiles of one group
-  const int group = Tr::kTileGroups == 1 ? 0 : ctid / Tr::kConsumerThreads;
-  const int gtid = Tr::kTileGroups == 1 ? ctid : ctid % Tr::kConsumerThreads;  // index in the tile group
-  const int w = gtid / 32, lane = gtid % 32, g = lane / 4, q = lane % 4;
-  const NarrowBarriers bars(group);
+  const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
 
-  if (Tr::kTileGroups == 1 || group == 0) {
-    load_q_tile<Tr>(ss, p, b, kvh, 0, gtid);
-    ptx::fence_proxy_async_shared();
-  }
-  ptx::named_barrier_sync(kBarQReady, Tr::kMathThreads);
+  load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+  ptx::fence_proxy_async_shared();
+  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
 
   // Per column slot j (query row n = 8 (j >> 1) + 2 q + (j & 1)): visible-key limit and state.
   int limit_abs[4];
@@ -1266,14 +1165,14 @@ __device__ __forceinline__ bool consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     for (int i = 0; i < 8; ++i) acc[db][i] = 0.f;
 
   const ptx::SmemDescSw128 dq(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);                  // Q rows 0-15 (B of S^T)
-  const ptx::SmemDescSw128 dp(ptx::smem_addr(Ns::p_block(ss, 0, group)), 16, kSbo);  // P^T blocks (B of O^T)
-  for (int tile = tr.begin + group, it = group; tile < tr.end; tile += kStep, it += kStep) {
+  const ptx::SmemDescSw128 dp(ptx::smem_addr(Ns::p_block(ss, 0)), 16, kSbo);          // P^T blocks (B of O^T)
+  for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
 
     // S^T = K Q^T
     float s[kMB][8];
-    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, gtid);
+    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid);
     ptx::wgmma_fence();
     const ptx::SmemDescSw128 dk(ptx::smem_addr(&ss.k[stage][0][0]), 16, kSbo);
 #pragma unroll
@@ -1310,7 +1209,7 @@ __device__ __forceinline__ bool consumer_loop_narrow(SharedStorage<Tr>& ss, cons
       }
 #pragma unroll
     for (int j = 0; j < 4; ++j) mx[j] = narrow_lanes_reduce<true>(mx[j]);
-    narrow_cross_warp<Tr, true>(ss, mx, w, lane, group, bars.max);
+    narrow_cross_warp<Tr, true>(ss, mx, w, lane);
     float alpha[4], ref[4], sum[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -1323,7 +1222,7 @@ __device__ __forceinline__ bool consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     // P^T into shared memory: row n (query row), 64 keys per M block, 128B-swizzled.
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb) {
-      uint16_t* pb = Ns::p_block(ss, mb, group);
+      uint16_t* pb = Ns::p_block(ss, mb);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int j = 2 * (i >> 2) + (i & 1);
@@ -1341,10 +1240,10 @@ __device__ __forceinline__ bool consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     for (int db = 0; db < kDB; ++db)
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[db][i] *= alpha[2 * (i >> 2) + (i & 1)];
-    ptx::named_barrier_sync(bars.p, Tr::kConsumerThreads);
+    ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
 
     // O^T += V^T P^T
-    wait_v_tile<Tr>(ss, tr, it, gtid, bars.vtail);
+    wait_v_tile<Tr>(ss, tr, it, ctid);
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
     ptx::wgmma_fence();
@@ -1368,9 +1267,7 @@ __device__ __forceinline__ bool consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   float l_tot[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) l_tot[j] = narrow_lanes_reduce<false>(l_i[j]);
-  narrow_cross_warp<Tr, false>(ss, l_tot, w, lane, group, bars.max);
-  if constexpr (Tr::kTileGroups > 1)
-    if (!merge_narrow_groups<Tr>(ss, m_i, l_tot, acc, group, gtid)) return false;
+  narrow_cross_warp<Tr, false>(ss, l_tot, w, lane);
   float inv_l[4], lse[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -1404,7 +1301,6 @@ __device__ __forceinline__ bool consumer_loop_narrow(SharedStorage<Tr>& ss, cons
       if (w == 0 && g == 0) dst.put_lse(lse[j]);
     }
   }
-  return true;
 }
 
 // ----------------------------------------------------------------------------
@@ -1513,11 +1409,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   }
   // Consumer
   if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
-  // Tile group (Tr::kTileGroups): the narrow loop runs on every group, the other loops on group 0 only.
-  const bool first_group = Tr::kTileGroups == 1 || threadIdx.x < Tr::kConsumerThreads;
   if constexpr (FMHA_SM90_PROBE_STREAM_ONLY) {
     const int lane = threadIdx.x % 32;
-    for (int it = 0; first_group && it < tr.end - tr.begin; ++it) {
+    for (int it = 0; it < tr.end - tr.begin; ++it) {
       const int stage = it % Tr::kStages;
       const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
       ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
@@ -1533,19 +1427,16 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   }
   bool narrow = false;
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
-  bool stored = first_group;  // this thread ran an epilogue, and with it the cluster merge's first barrier
   if (narrow) {
-    if constexpr (Tr::kNarrow) stored = consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
-  } else if (first_group) {
-    if constexpr (Tr::kOverlap)
-      consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
-    else
-      consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
+    if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+  } else if constexpr (Tr::kOverlap) {
+    consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
+  } else {
+    consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   }
   if (cluster_merge) {
-    if (!stored) ptx::cluster_sync();  // the barrier the epilogue's threads passed before their pushes
     ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
-    if (first_group) merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
+    merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
   }
   if (threadIdx.x == 0) probe_timeline(kTimelineEnd);
 }
