@@ -14,6 +14,7 @@ import time
 import torch
 
 import fmha
+from perf.shapes import KV_LAYOUTS
 
 
 def random_cache(B: int, S: int, Hkv: int, D: int, kv_layout: str = "bshd"):
@@ -24,7 +25,7 @@ def random_cache(B: int, S: int, Hkv: int, D: int, kv_layout: str = "bshd"):
         return torch.randn(B, S, Hkv, D, device="cuda", dtype=torch.bfloat16)
     if kv_layout == "bhsd":
         return torch.randn(B, Hkv, S, D, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
-    raise ValueError(f"kv_layout must be 'bshd' or 'bhsd', got {kv_layout!r}")
+    raise ValueError(f"kv_layout must be one of {KV_LAYOUTS}, got {kv_layout!r}")
 
 
 def random_inputs(shape: str, kv_layout: str = "bshd"):

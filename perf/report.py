@@ -88,6 +88,17 @@ def _note_index(text: str, notes: list) -> int:
     return notes.index(text) + 1
 
 
+def _fastest(res: dict, key: str, peers_only: bool = False):
+    """(name, time) of the fastest correct contender of one shape by timing `key` ("us", "separate_us"),
+    among the peers only if asked; (None, None) when none has that time."""
+    times = {n: r[key] for n, r in res.items()
+             if r.get(key) and r["status"] == "ok" and not (peers_only and r.get("is_fmha"))}
+    if not times:
+        return None, None
+    best = min(times, key=times.get)
+    return best, times[best]
+
+
 def _shape_label(rec: dict) -> str:
     return (f"{rec['family']} B{rec['B']} T{rec['T']} {rec['Hq']}/{rec['Hkv']}h S{rec['S']} D{rec['D']}"
             f"{' causal' if rec['causal'] and rec['T'] > 1 else ''}")
@@ -135,8 +146,7 @@ def markdown(results: dict) -> str:
           "|" + "---|" * 3 + "---:|" * (len(names) + 1 + len(fmha_names))]
     for rec in results["shapes"]:
         res = rec["results"]
-        ok = {n: r["us"] for n, r in res.items() if r.get("us") and r["status"] == "ok"}
-        fastest = min(ok, key=ok.get) if ok else None
+        fastest, _ = _fastest(res, "us")
         row = [_shape_label(rec), f"{rec['bytes_moved'] / 1e6:.1f}", str(rec["n_sets"])]
         row += [_time_cell(res[n], notes, n == fastest) if n in res else "not run" for n in names]
         row.append(f"{rec['best_peer']} {rec['best_peer_us']:.1f} µs" if rec["best_peer"] else "none")
@@ -156,17 +166,17 @@ def markdown(results: dict) -> str:
               "|---|" + "---:|" * (len(names) + 1 + len(fmha_names))]
         for rec in results["shapes"]:
             res = rec["results"]
-            sep = {n: r["separate_us"] for n, r in res.items() if r.get("separate_us") and r["status"] == "ok"}
-            fastest = min(sep, key=sep.get) if sep else None
-            peers = {n: t for n, t in sep.items() if not res[n].get("is_fmha")}
-            best = min(peers, key=peers.get) if peers else None
+            fastest, _ = _fastest(res, "separate_us")
+            best, best_us = _fastest(res, "separate_us", peers_only=True)
             cells = []
             for n in names:
                 t = res.get(n, {}).get("separate_us")
                 cells.append(("**{:.1f} µs**" if n == fastest else "{:.1f} µs").format(t) if t
                              else (res.get(n, {}).get("status") or "not run"))
-            row = [_shape_label(rec)] + cells + [f"{best} {peers[best]:.1f} µs" if best else "none"]
-            row += [f"{peers[best] / sep[n]:.2f}x" if best and n in sep else "-" for n in fmha_names]
+            row = [_shape_label(rec)] + cells + [f"{best} {best_us:.1f} µs" if best else "none"]
+            row += [f"{best_us / res[n]['separate_us']:.2f}x"
+                    if best and res.get(n, {}).get("separate_us") and res[n]["status"] == "ok" else "-"
+                    for n in fmha_names]
             L.append("| " + " | ".join(row) + " |")
 
     L += ["", "## Per call, eager (Python and launch overhead included)", "",

@@ -28,6 +28,8 @@ import ctypes
 import statistics
 from collections import Counter
 
+from perf.shapes import KV_LAYOUTS
+
 TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")  # the timeline row's stamps (ProbeTimeline)
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full")
 
@@ -68,7 +70,7 @@ def main():
     ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test")
     ap.add_argument("--repeat", type=int, default=1,
                     help="calls back to back (no host sync between) before reading: the stamps are the last call's")
-    ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd",
+    ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd",
                     help="cache storage order (perf/ncu_probe.py random_cache): bhsd keeps each head's tokens contiguous")
     a = ap.parse_args()
 

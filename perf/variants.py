@@ -26,6 +26,8 @@ import shlex
 import statistics
 from unittest import mock
 
+from perf.shapes import KV_LAYOUTS
+
 SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j picks some)
     (128, 1, 32, 8, 8192, 128), (32, 1, 32, 8, 4096, 128), (1, 1, 32, 8, 65536, 128), (1, 1, 32, 8, 8192, 128),
     (4, 1, 32, 8, 512, 128), (32, 4, 32, 8, 4096, 128), (8, 16, 32, 8, 8192, 128), (32, 1, 32, 8, 8192, 64),
@@ -110,7 +112,7 @@ def main():
                          "another op of a model would be); without it, consecutive calls of one contender follow "
                          "each other directly, and fmha's PDL launches overlap a call with the previous one's tail. "
                          "Times then include one add per call: compare contenders within a row, not absolute GB/s")
-    ap.add_argument("--kv-layout", choices=("bshd", "bhsd"), default="bshd",
+    ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd",
                     help="cache storage order: bshd [B, S, Hkv, D] (the tokens of all heads side by side), or bhsd: "
                          "stored [B, Hkv, S, D] and passed as its transposed view (each head's tokens contiguous)")
     args = ap.parse_args()
