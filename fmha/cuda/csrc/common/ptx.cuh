@@ -110,39 +110,43 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t par
   }
 }
 
-// mbarrier.try_wait.parity.acquire.cluster (9.7.13.15.16, .scope = .cluster): as above, for a barrier
-// that also collects arrivals from another CTA of the cluster (mbarrier_arrive_remote), whose
-// releases this wait acquires.
-__device__ __forceinline__ bool mbarrier_try_wait_parity_cluster(uint64_t* bar, uint32_t parity) {
-#if FMHA_SM90_BASE
-  uint32_t done;
-  asm volatile(
-      "{\n.reg .pred p;\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-#else
-  (void)bar; (void)parity;
-  FMHA_TRAP_UNSUPPORTED();
-  return true;
+// mbarrier.arrive.shared::cluster (9.7.13.15.13): one arrival on the barrier at a shared::cluster
+// address (map_shared_rank: the same barrier in another CTA of the cluster). Default semantics
+// (.release, .cta scope), as CUTLASS's ClusterBarrier::arrive(cta_id) uses for a consumer's release of
+// a multicast stage. FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE=1: .release.cluster instead (run ck: D = 512
+// paired CTAs ran at half speed with it and the producer's .acquire.cluster wait).
+#ifndef FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE
+#define FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE 0
 #endif
-}
-__device__ __forceinline__ void mbarrier_wait_parity_cluster(uint64_t* bar, uint32_t parity) {
-  while (!mbarrier_try_wait_parity_cluster(bar, parity)) {
-  }
-}
-
-// mbarrier.arrive.release.cluster.shared::cluster (9.7.13.15.13): one arrival on the barrier at a
-// shared::cluster address (map_shared_rank: the same barrier in another CTA of the cluster).
 __device__ __forceinline__ void mbarrier_arrive_remote(uint32_t cluster_address) {
 #if FMHA_SM90_BASE
+#if FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_address) : "memory");
+#else
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_address) : "memory");
+#endif
 #else
   (void)cluster_address;
   FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// With FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE=1: mbarrier.try_wait.parity.acquire.cluster (9.7.13.15.16)
+// for a barrier that collects arrivals from another CTA; otherwise the CTA-scope wait above.
+__device__ __forceinline__ void mbarrier_wait_parity_cluster(uint64_t* bar, uint32_t parity) {
+#if FMHA_SM90_BASE && FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  }
+#else
+  mbarrier_wait_parity(bar, parity);
 #endif
 }
 
