@@ -6,7 +6,7 @@
 Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the narrow loop
 (at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
-variant; a combine grid of many CTAs; D=512 row blocks paired by K/V multicast."""
+variant; a combine grid of many CTAs."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -17,9 +17,8 @@ for D in (64, 128, 256, 512):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     cases.append((2, 3, Hq, Hkv, 129, D, [0, 129]))       # causal T>1, varlen with an empty row, unsplit or lightly split
     cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine (deep variant)
-    if D == 512:  # two row blocks (DeepSeek-like 128 heads, paired by K/V multicast): odd and even tile counts, 1-tile rows
+    if D == 512:  # two row blocks (DeepSeek-like 128 heads): odd and even tile counts, 1-tile rows
         cases.append((3, 1, 128, 1, 200, D, [200, 33, 20]))
-        cases.append((2, 4, 32, 1, 129, D, [129, 0]))  # a multicast pair of row blocks of different tokens, causal
     if D != 512:
         cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide variant
         cases.append((2, 3, 16, 4, 129, D, [129, 0]))           # narrow loop (12 rows), causal, empty row

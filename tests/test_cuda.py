@@ -166,28 +166,6 @@ def test_cluster_merge(D, variant, num_splits, monkeypatch):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} splits={num_splits} D={D}")
 
 
-@pytest.mark.parametrize("T,Hq,seqlens,num_splits", [
-    (1, 128, [1000, 129, 7, 0], None),  # the DeepSeek shape: 2 row blocks, one pair
-    (4, 32, [1000, 129, 1, 0], None),   # a pair of row blocks of different tokens (causal tile counts differ)
-    (2, 128, [129, 1000, 3, 0], 3),     # 4 row blocks (two pairs), forced split-KV + combine kernel
-    (3, 64, [1000, 5, 129, 0], None),   # 3 row blocks: odd, not paired
-])
-def test_kv_multicast(T, Hq, seqlens, num_splits, monkeypatch):
-    """D=512 row blocks paired in clusters of two that share every K/V tile by TMA multicast (each
-    CTA fetches half of the tile for both), varlen with an empty and a 1-token sequence, S=1000
-    (a partial last tile); the launch is paired exactly when the row-block count is even, and a
-    repeat is bit-identical."""
-    if num_splits is not None:
-        force_launch_plan(monkeypatch, "wide", num_splits)
-    q, k, v, sl = make_inputs(4, T, Hq, 1, 1000, 512, device=DEV, seqlens=seqlens, seed=T + Hq)
-    launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
-    paired = -(-T * Hq // 64) % 2 == 0
-    assert ("TMA multicast" in launch) == paired, launch
-    out, lse = check_backend("cuda", q, k, v, sl, causal=True, what=f"kv multicast T={T} Hq={Hq}")
-    again = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=poisoned_out(q))
-    assert torch.equal(again[0], out) and torch.equal(again[1], lse)
-
-
 @pytest.mark.parametrize("D", (64, 128, 256, 512))
 @pytest.mark.parametrize("T,S", ((1, 4096), (4, 777)))
 def test_matches_triton(D, T, S):

@@ -97,7 +97,6 @@ class CudaSm90Backend(Backend):
         self._narrow_rows = {(d, v): lib.fmha_sm90_narrow_rows(d, v) for d in SUPPORTED_HEAD_DIMS
                              for v in (WIDE, DEEP)}
         self._cluster_merge = lib.fmha_sm90_cluster_merge
-        self._kv_multicast = lib.fmha_sm90_kv_multicast
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
         self._last_error = lib.fmha_last_error
@@ -129,9 +128,6 @@ class CudaSm90Backend(Backend):
         loop = ("narrow loop (keys in the MMA's M, query rows in N)" if rows <= self._narrow_rows[(p.head_dim, variant)]
                 else "64-row loop (packed query rows in the MMA's M)")
         merge = ""
-        with torch.cuda.device(index):
-            if self._kv_multicast(p.head_dim, variant, rows) == 1:
-                loop += ", row blocks paired in clusters of 2 sharing each K/V tile (TMA multicast)"
         if num_splits > 1:
             with torch.cuda.device(index):
                 in_cluster = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p),

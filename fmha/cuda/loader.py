@@ -170,8 +170,6 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.fmha_sm90_cluster_merge.restype = i32
     lib.fmha_sm90_max_active_clusters.argtypes = [i32, i32, i32]
     lib.fmha_sm90_max_active_clusters.restype = i32
-    lib.fmha_sm90_kv_multicast.argtypes = [i32, i32, i32]
-    lib.fmha_sm90_kv_multicast.restype = i32
     lib.fmha_sm90_probe_layout.argtypes = [ctypes.POINTER(i32)] * 3
     lib.fmha_sm90_probe_layout.restype = i32
     lib.fmha_sm90_probe_read.argtypes = [vp, ctypes.c_size_t, i32]

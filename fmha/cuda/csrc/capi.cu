@@ -266,22 +266,6 @@ bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   return max_active_clusters<D, kBf16, kVariant>(num_splits) >= clusters;
 }
 
-// Whether the row blocks of this launch share their K/V tiles in clusters of two (decode_kernel.cuh,
-// KvPair): instantiations built for it (D = 512), an even number of 64-row blocks, and a GPU that can
-// run such a cluster of this kernel.
-template <int D, bool kBf16, int kVariant>
-bool use_kv_multicast(int rows) {
-  using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
-  if constexpr (!Tr::kKvMulticast) {
-    (void)rows;
-    return false;
-  } else {
-    const int row_blocks = (rows + Tr::kBlockM - 1) / Tr::kBlockM;
-    return row_blocks % fmha::sm90::kKvPairCtas == 0 &&
-           max_active_clusters<D, kBf16, kVariant>(fmha::sm90::kKvPairCtas) > 0;
-  }
-}
-
 template <int D, bool kBf16, int kVariant>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
            int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
@@ -309,7 +293,6 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   fmha::DecodeParams lp = p;
   lp.cluster_merge =
       use_cluster_merge<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
-  lp.kv_multicast = !lp.cluster_merge && use_kv_multicast<D, kBf16, kVariant>(p.rows);
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
@@ -323,11 +306,6 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   if (lp.cluster_merge) {  // the splits of one (row block, KV head, sequence): blockIdx.x = row_block * num_splits + split
     attr[n_attr].id = cudaLaunchAttributeClusterDimension;
     attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.num_splits);
-    attr[n_attr].val.clusterDim.y = 1;
-    attr[n_attr++].val.clusterDim.z = 1;
-  } else if (lp.kv_multicast) {  // row blocks 2m, 2m + 1: blockIdx.x = split * row_blocks + row_block
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(fmha::sm90::kKvPairCtas);
     attr[n_attr].val.clusterDim.y = 1;
     attr[n_attr++].val.clusterDim.z = 1;
   }
@@ -391,12 +369,6 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
 int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows) {
   return with_instance(D, variant, 0, [&](auto d, auto v) {
     return static_cast<int>(use_cluster_merge<decltype(d)::value, true, decltype(v)::value>(num_splits, clusters, rows));
-  });
-}
-
-int fmha_sm90_kv_multicast(int D, int variant, int rows) {
-  return with_instance(D, variant, 0, [&](auto d, auto v) {
-    return static_cast<int>(use_kv_multicast<decltype(d)::value, true, decltype(v)::value>(rows));
   });
 }
 

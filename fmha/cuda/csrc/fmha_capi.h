@@ -33,9 +33,6 @@ int fmha_sm90_narrow_rows(int D, int variant);
 int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once.
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);
-// 1 if a launch of this head dim / variant with `rows` packed query rows (T x Hq/Hkv) runs its row
-// blocks as clusters of two that share every K/V tile by TMA multicast (D = 512), 0 if not.
-int fmha_sm90_kv_multicast(int D, int variant, int rows);
 
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);

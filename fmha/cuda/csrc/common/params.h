@@ -32,10 +32,6 @@ struct DecodeParams {
   // workspace, still passed, goes unused); 0: partials go to the workspace and combine_splits_kernel
   // merges them. Set by the host (capi.cu, use_cluster_merge), which also launches the clusters.
   int cluster_merge;
-  // 1: row blocks 2m and 2m + 1 of one (KV head, sequence, split) run as a cluster of two and share
-  // every K/V tile through TMA multicast (sm90/decode_kernel.cuh, KvPair); blockIdx.x is then
-  // split * row_blocks + row_block. Set by the host (capi.cu, use_kv_multicast) with the cluster launch.
-  int kv_multicast;
 };
 
 // Split-KV workspace, all fp32, written by the attention kernel and read by

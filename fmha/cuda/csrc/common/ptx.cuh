@@ -110,46 +110,6 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t par
   }
 }
 
-// mbarrier.arrive.shared::cluster (9.7.13.15.13): one arrival on the barrier at a shared::cluster
-// address (map_shared_rank: the same barrier in another CTA of the cluster). Default semantics
-// (.release, .cta scope), as CUTLASS's ClusterBarrier::arrive(cta_id) uses for a consumer's release of
-// a multicast stage. FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE=1: .release.cluster instead (run ck: D = 512
-// paired CTAs ran at half speed with it and the producer's .acquire.cluster wait).
-#ifndef FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE
-#define FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE 0
-#endif
-__device__ __forceinline__ void mbarrier_arrive_remote(uint32_t cluster_address) {
-#if FMHA_SM90_BASE
-#if FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_address) : "memory");
-#else
-  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_address) : "memory");
-#endif
-#else
-  (void)cluster_address;
-  FMHA_TRAP_UNSUPPORTED();
-#endif
-}
-
-// With FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE=1: mbarrier.try_wait.parity.acquire.cluster (9.7.13.15.16)
-// for a barrier that collects arrivals from another CTA; otherwise the CTA-scope wait above.
-__device__ __forceinline__ void mbarrier_wait_parity_cluster(uint64_t* bar, uint32_t parity) {
-#if FMHA_SM90_BASE && FMHA_PTX_REMOTE_ARRIVE_CLUSTER_SCOPE
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_addr(bar)), "r"(parity)
-        : "memory");
-  }
-#else
-  mbarrier_wait_parity(bar, parity);
-#endif
-}
-
 // ---------------------------------------------------------------------------
 // Proxy fences and named barriers
 // ---------------------------------------------------------------------------
@@ -324,25 +284,6 @@ __device__ __forceinline__ void tma_load_4d_hint(void* smem_dst, const void* tma
       : "memory");
 #else
   (void)smem_dst; (void)tmap; (void)bar; (void)c0; (void)c1; (void)c2; (void)c3; (void)policy;
-  FMHA_TRAP_UNSUPPORTED();
-#endif
-}
-
-// Same with .multicast::cluster (9.7.9.25.5.1): the box lands at the same shared-memory offset in
-// every CTA of the cluster whose bit is set in cta_mask, and completes bytes on the mbarrier at the
-// same offset in each of them. Issued by one thread.
-__device__ __forceinline__ void tma_load_4d_multicast_hint(void* smem_dst, const void* tmap, uint64_t* bar, int c0,
-                                                           int c1, int c2, int c3, uint16_t cta_mask,
-                                                           uint64_t policy) {
-#if FMHA_SM90_BASE
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-      ".L2::cache_hint [%0], [%1, {%2, %3, %4, %5}], [%6], %7, %8;\n" ::"r"(smem_addr(smem_dst)),
-      "l"(reinterpret_cast<uint64_t>(tmap)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar)),
-      "h"(cta_mask), "l"(policy)
-      : "memory");
-#else
-  (void)smem_dst; (void)tmap; (void)bar; (void)c0; (void)c1; (void)c2; (void)c3; (void)cta_mask; (void)policy;
   FMHA_TRAP_UNSUPPORTED();
 #endif
 }

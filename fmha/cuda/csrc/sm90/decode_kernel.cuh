@@ -2,8 +2,6 @@
 //
 // Grid -> work
 //   blockIdx.x = row_block * num_splits + split
-//                (p.kv_multicast: split * row_blocks + row_block, so that row blocks 2m and 2m + 1
-//                form a cluster of two, see KvPair)
 //   blockIdx.y = kvh  (KV head)
 //   blockIdx.z = b    (sequence)
 //   row_block: 64 packed query rows r in [64 row_block, 64 row_block + 64) of
@@ -41,8 +39,6 @@
 //   head, or T x G <= 16) take consumer_loop_narrow instead, where keys and
 //   head-dim columns fill the MMA's M and the 16 rows its N (see its comment);
 //   the D = 128 wide instantiation keeps the 64-row loop (measured faster).
-//   At D = 512 with an even number of row blocks (128 query heads per KV head) the row blocks of one
-//   sequence share every K/V tile through TMA multicast in clusters of two (KvPair).
 //   Split-KV partials are merged inside a thread-block cluster when the host
 //   launches the splits of a row block as one (p.cluster_merge, see ClusterMerge:
 //   at most 16 splits, every cluster resident at once, <= 16 packed rows), else
@@ -166,12 +162,6 @@
 #define FMHA_SM90_D512_Q_REGS 192
 #endif
 
-#ifndef FMHA_SM90_D512_KV_MULTICAST  // D = 512, an even number of 64-row blocks (Hq/Hkv = 128 at T = 1): the row
-// blocks of one (KV head, sequence, split) run as clusters of two, and each CTA fetches half of every K/V tile's
-// boxes for both (TMA multicast), so the cache crosses L2 -> SM once per pair instead of twice (KvPair)
-#define FMHA_SM90_D512_KV_MULTICAST 1
-#endif
-
 #ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
 #define FMHA_SM90_D512_V_STAGES 3
 #endif
@@ -246,9 +236,6 @@ struct DecodeTraits {
   // D = 512: its consumer registers are tight, and compiling the merge in moved the hot loop's register
   // allocation (MQA Hq=128 213.1 -> 225.7 us, run ag, same process); it gains only on <= 16 rows.
   static constexpr bool kClusterMerge = D != 512;
-  // K/V multicast to a cluster of two row blocks (FMHA_SM90_D512_KV_MULTICAST, see KvPair). The 64-row
-  // loops release stages through release_stage (the narrow loop is not used at D = 512).
-  static constexpr bool kKvMulticast = D == 512 && FMHA_SM90_D512_KV_MULTICAST && kOverlap && !kClusterMerge;
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -458,58 +445,19 @@ __device__ __forceinline__ TileRange tile_range(const DecodeParams& p, int b, in
 }
 
 // ----------------------------------------------------------------------------
-// KvPair: K/V multicast to a cluster of two row blocks (p.kv_multicast, Tr::kKvMulticast)
-// ----------------------------------------------------------------------------
-// At D = 512 with 128 query heads per KV head, the two 64-row blocks of a sequence read the same
-// K/V tiles; unpaired, the second CTA finds them in L2 (run bx), so every byte crosses L2 -> SM
-// twice. Paired, the host launches row blocks 2m and 2m + 1 as a cluster of two and each CTA's
-// producer fetches half of every tile's boxes (rank r: boxes [r kBoxes / 2, (r + 1) kBoxes / 2))
-// with .multicast::cluster into the same stage of both CTAs:
-//  - full_k/full_v[stage]: one arrival, the CTA's own producer expecting the whole tile's bytes,
-//    which come from both producers. The peer's half may land before that expect_tx: the phase's
-//    transaction count goes negative, and the phase cannot complete before the arrival;
-//  - empty_k/empty_v[stage]: one arrival per consumer warp of both CTAs (release_stage also arrives
-//    on the peer's barrier), since either producer overwrites the stage in both CTAs; the producer
-//    waits with cluster scope;
-//  - both CTAs walk the same tiles (tile_range of the pair's later row block; masks are per row);
-//  - a cluster barrier after the mbarrier inits, before any remote arrival or multicast, and one
-//    before exit, so that no CTA leaves while its peer may still arrive on its barriers.
-constexpr int kKvPairCtas = 2;
-constexpr uint16_t kKvPairMask = (1u << kKvPairCtas) - 1;
-
-template <class Tr>
-__device__ __forceinline__ bool uses_kv_multicast(const DecodeParams& p) {
-  if constexpr (Tr::kKvMulticast)
-    return p.kv_multicast != 0;
-  else
-    return false;
-}
-
-// ----------------------------------------------------------------------------
 // Producer: one thread streams K and V tiles into the ring.
 // ----------------------------------------------------------------------------
 // One K or V tile (kBlockN tokens from token0, all boxes) into one ring stage, completing on `full`.
 // Pieces of kTmaRows tokens, box after box within a piece, so the halves of a D = 128 cache row
 // are requested close together when kTmaRows < kBlockN.
-// multicast (KvPair): only this CTA's half of the boxes, into both CTAs of the pair.
-template <class Tr, bool kMulticast>
+template <class Tr>
 __device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
                                              const CUtensorMap* tmap, uint64_t* full, int token0, int kvh, int b,
-                                             int head_major, uint64_t policy, int rank) {
+                                             int head_major, uint64_t policy) {
 #pragma unroll
   for (int r = 0; r < Tr::kBlockN; r += Tr::kTmaRows) {
     // Coordinates of dims 1 and 2: (token, head) or (head, token), see DecodeParams.
     const int c1 = head_major ? kvh : token0 + r, c2 = head_major ? token0 + r : kvh;
-    if constexpr (kMulticast) {
-      constexpr int kHalf = Tr::kBoxes / kKvPairCtas;
-#pragma unroll
-      for (int i = 0; i < kHalf; ++i) {
-        const int bx = rank * kHalf + i;
-        ptx::tma_load_4d_multicast_hint(&dst[bx][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, b,
-                                        kKvPairMask, policy);
-      }
-      continue;
-    }
 #pragma unroll
     for (int bx = 0; bx < Tr::kBoxes; ++bx) {
       uint16_t* d = &dst[bx][r * Tr::kBoxCols];
@@ -521,39 +469,27 @@ __device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBl
   }
 }
 
-// kMulticast (KvPair): half of every tile's boxes, into both CTAs of the pair. A template parameter
-// rather than a flag: the producer warpgroup runs on FMHA_SM90_PRODUCER_REGS registers.
-template <class Tr, bool kMulticast = false>
+template <class Tr>
 __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUtensorMap* tmap_k,
                                               const CUtensorMap* tmap_v, const TileRange& tr, int kvh, int b,
                                               int k_head_major, int v_head_major) {
   ptx::prefetch_tensormap(tmap_k);
   ptx::prefetch_tensormap(tmap_v);
   const uint64_t policy = ptx::create_policy_evict_first();
-  const int rank = kMulticast ? static_cast<int>(ptx::cluster_ctarank()) : 0;
-  // multicast: the empty barriers also collect the peer's consumers (KvPair)
-  auto wait_empty = [&](uint64_t* bar, uint32_t parity) {
-    if constexpr (kMulticast)
-      ptx::mbarrier_wait_parity_cluster(bar, parity);
-    else
-      ptx::mbarrier_wait_parity(bar, parity);
-  };
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
     probe_stamp(it, kProbeKEmptyWait);
-    wait_empty(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
+    ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
-    load_kv_tile<Tr, kMulticast>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major,
-                                 policy, rank);
+    load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
     probe_stamp(it, kProbeKIssued);
     const int stage_v = it % Tr::kStagesV;
     const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
     probe_stamp(it, kProbeVEmptyWait);
-    if constexpr (FMHA_SM90_SPLIT_RELEASE) wait_empty(&ss.empty_v[stage_v], phase_v ^ 1u);
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
-    load_kv_tile<Tr, kMulticast>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b,
-                                 v_head_major, policy, rank);
+    load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
     probe_stamp(it, kProbeVIssued);
   }
 }
@@ -897,14 +833,10 @@ __device__ __forceinline__ void row_key_limits(const DecodeParams& p, const Tile
 }
 
 
-// One warp's arrival on a stage's "empty" barrier, once its wgmmas reading the stage completed;
-// to_peer (KvPair): also on the same barrier of the other CTA of the pair.
-__device__ __forceinline__ void release_stage(uint64_t* empty, int lane, bool to_peer = false) {
+// One warp's arrival on a stage's "empty" barrier, once its wgmmas reading the stage completed.
+__device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
   __syncwarp();
-  if (lane == 0) {
-    ptx::mbarrier_arrive(empty);
-    if (to_peer) ptx::mbarrier_arrive_remote(ptx::map_shared_rank(ptx::smem_addr(empty), ptx::cluster_ctarank() ^ 1u));
-  }
+  if (lane == 0) ptx::mbarrier_arrive(empty);
 }
 
 // Consumer start: Q into shared memory (fenced for the wgmma, all consumer threads synced) and
@@ -1033,7 +965,6 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 #pragma unroll
   for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
   uint32_t pa[Tr::kBlockN / 16][4];  // P of the tile whose P V is next, as the PV wgmma's A fragment
-  const bool multicast = uses_kv_multicast<Tr>(p);  // stages are released to both CTAs of the pair
   float s[Tr::kBlockN / 2];
 
   // Keys below this are visible to every row of the block (causal rows start at L - T + 1).
@@ -1060,7 +991,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   auto softmax_scores = [&](int it, float (&alpha)[2]) {
     fence_regs(s);
     if constexpr (FMHA_SM90_SPLIT_RELEASE) {
-      release_stage(&ss.empty_k[it % Tr::kStages], lane, multicast);
+      release_stage(&ss.empty_k[it % Tr::kStages], lane);
       fence_regs(s);  // the softmax reads s after the arrive: ptxas would otherwise sink the arrive below it
     }
     if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
@@ -1084,8 +1015,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if (it + 1 < n) wait_k(it + 1);
   };
   auto release_after_pv = [&](int it) {
-    release_stage(&ss.empty_v[it % Tr::kStagesV], lane, multicast);
-    if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane, multicast);
+    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane);
   };
   if (n == 0) {
     float inv_l[2], lse[2];
@@ -1426,16 +1357,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;
   SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(smem_raw + pad);
 
-  const bool multicast = uses_kv_multicast<Tr>(p);
-  int split, row_block;
-  if (multicast) {  // see KvPair: the two row blocks of a pair are adjacent in x
-    const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
-    split = blockIdx.x / row_blocks;
-    row_block = blockIdx.x % row_blocks;
-  } else {
-    split = blockIdx.x % p.num_splits;
-    row_block = blockIdx.x / p.num_splits;
-  }
+  const int split = blockIdx.x % p.num_splits;
+  const int row_block = blockIdx.x / p.num_splits;
   const int kvh = blockIdx.y;
   const int b = blockIdx.z;
   const int row0 = row_block * Tr::kBlockM;
@@ -1445,17 +1368,15 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   }
 
   if (threadIdx.x == 0) {
-    // one arrival per consumer warp (of both CTAs of a KvPair)
-    const uint32_t empty_arrivals = Tr::kConsumerThreads / 32 * (multicast ? kKvPairCtas : 1);
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
-      ptx::mbarrier_init(&ss.empty_k[s], empty_arrivals);
+      ptx::mbarrier_init(&ss.empty_k[s], Tr::kConsumerThreads / 32);  // one arrival per consumer warp
     }
 #pragma unroll
     for (int s = 0; s < Tr::kStagesV; ++s) {
       ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
-      ptx::mbarrier_init(&ss.empty_v[s], empty_arrivals);
+      ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
     }
     ptx::fence_mbarrier_init();
     // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
@@ -1471,33 +1392,19 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     ptx::griddep_launch_dependents();
   }
   if (threadIdx.x == 0) probe_timeline(kTimelineGridDep);
-  if (multicast)
-    ptx::cluster_sync();  // both CTAs' barriers are initialised before either's remote arrivals and multicasts
-  else
-    __syncthreads();
-  // A KvPair walks the tiles of its later row block (causal: at least as many as the earlier one's).
-  const TileRange tr = tile_range<Tr>(p, b, multicast ? (row_block | 1) : row_block, split);
+  __syncthreads();
+  const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 
   const int warp = threadIdx.x / 32;
   const bool cluster_merge = uses_cluster_merge<Tr>(p);
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
-    if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) {
-      if constexpr (Tr::kKvMulticast) {
-        if (multicast)
-          producer_loop<Tr, true>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
-        else
-          producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
-      } else {
-        producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
-      }
-    }
+    if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
     if (cluster_merge) {  // every thread of the cluster takes part in both cluster barriers (see ClusterMerge)
       ptx::cluster_sync();
       ptx::cluster_sync();
     }
-    if (multicast) ptx::cluster_sync();  // the exit barrier (KvPair)
     return;
   }
   // Consumer
@@ -1508,15 +1415,14 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
       const int stage = it % Tr::kStages;
       const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
       ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
-      release_stage(&ss.empty_k[stage], lane, multicast);
+      release_stage(&ss.empty_k[stage], lane);
       ptx::mbarrier_wait_parity(&ss.full_v[it % Tr::kStagesV], static_cast<uint32_t>(it / Tr::kStagesV) & 1u);
-      release_stage(&ss.empty_v[it % Tr::kStagesV], lane, multicast);
+      release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
     }
     if (cluster_merge) {
       ptx::cluster_sync();
       ptx::cluster_sync();
     }
-    if (multicast) ptx::cluster_sync();
     return;
   }
   bool narrow = false;
@@ -1532,7 +1438,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
     merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
   }
-  if (multicast) ptx::cluster_sync();  // the exit barrier (KvPair)
   if (threadIdx.x == 0) probe_timeline(kTimelineEnd);
 }
 
