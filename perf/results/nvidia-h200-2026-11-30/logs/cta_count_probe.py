@@ -1,6 +1,6 @@
 """Run cp: would a grid of 132 CTAs (every SM) beat 128 on the split-KV shapes? The split-KV plans run
 128 CTAs (8 KV heads x 16 splits, or 64 row blocks x 2). Shapes whose units divide 132 stand in:
-forced (deep, n) plans of the same per-CTA work at 128 and 132 CTAs, compared per byte (GB/s),
+forced (deep, n) plans of the same per-CTA work (16, 64 or 32 tiles of 128 keys) at 128 and 132 CTAs, compared per byte (GB/s),
 interleaved over rounds (median of per-round medians; CUDA-graph replay over rotating inputs > 3x L2,
 200 ms settle). Arguments: rounds."""
 import statistics, sys
@@ -18,8 +18,8 @@ plan = b.launch_plan
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 # (label, shape B,T,Hq,Hkv,S,D, causal, splits)
 CASES = [
-    ("B1-like 128", (1, 1, 16, 4, 65536, 128), False, 32), ("B1-like 132", (1, 1, 16, 4, 65536, 128), False, 33),
-    ("long 128", (1, 1, 16, 4, 262144, 128), False, 32), ("long 132", (1, 1, 16, 4, 262144, 128), False, 33),
+    ("B1-like 128", (1, 1, 16, 4, 65536, 128), False, 32), ("B1-like 132", (1, 1, 16, 4, 67584, 128), False, 33),
+    ("long 128", (1, 1, 16, 4, 262144, 128), False, 32), ("long 132", (1, 1, 16, 4, 270336, 128), False, 33),
     ("T16-like 128", (32, 16, 8, 2, 8192, 128), True, 2), ("T16-like 132", (33, 16, 8, 2, 8192, 128), True, 2),
     ("T16 itself", (8, 16, 32, 8, 8192, 128), True, 2),
 ]
