@@ -1086,31 +1086,21 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 //   O^T += V^T P^T  per 64 head-dim columns: wgmma m64n16k16, A = V tile read transposed (MN-major)
 // Accumulator fragments (see softmax.cuh): element i of a thread holds M row 16 w + g + 8 h and
 // column n = 8 c + 2 q + e, h = (i >> 1) & 1, c = i >> 2, e = i & 1; column slot j = 2 c + e.
-// Shared memory: rows 0-15 of Q's boxes hold the 16 query rows (64 head-dim columns a box); rows
-// 16-47 of a box hold P^T (one 16-row, 1024 B aligned block per 64-key M block) and rows 48-49 of
-// box 0 the per-warp column reductions (64 floats), so no buffer is added. The reductions are read
-// before kBarNarrowP and written again after it.
-// Serial loop (FMHA_SM90_NARROW_OVERLAP=0, or one Q box: D = 64): one P^T buffer (box 0). P V reads
-// it, which each warp waits for before the next tile; a warp writes P^T again only after the next
-// tile's kBarNarrowMax, which no warp passes before all have finished that wait.
-// Pipelined loop (NarrowPipe): S^T of tile it+1 is issued with P V of tile it, and its softmax runs
-// while P V(it) is in flight, writing P^T(it+1) into the other buffer (box (it+1) % 2). P V(it-1),
-// the last reader of that buffer, was waited for by every warp before it reached kBarNarrowMax of
-// tile it+1 (program order, then the barrier).
-#ifndef FMHA_SM90_NARROW_OVERLAP  // 1: the narrow loop overlaps S^T(it+1) and its softmax with P V(it) (NarrowPipe)
-#define FMHA_SM90_NARROW_OVERLAP 1
-#endif
+// Shared memory: rows 0-15 of Q's first box hold the 16 query rows' first 64 head-dim columns; rows
+// 16-47 hold P^T (one 16-row, 1024 B aligned block per 64-key M block) and rows 48-49 the per-warp
+// column reductions (64 floats), so no buffer is added. Both are single-buffered. The reductions
+// are read before kBarNarrowP and written again after it. P^T is read by the P V wgmma, which each
+// warp waits for before the next tile; a warp writes P^T again only after the next tile's
+// kBarNarrowMax, which no warp passes before all have finished that wait. (A pipelined version
+// that leaves P V in flight across that barrier would need two P^T buffers.)
 template <class Tr>
 struct NarrowSmem {
   static constexpr int kMBlocks = Tr::kBlockN / 64;
   static constexpr int kPRow0 = 16;   // first Q-box row used for P^T
   static constexpr int kRedRow = 48;  // Q-box rows 48-49: the cross-warp reductions (64 floats)
-  static constexpr int kPBuffers = FMHA_SM90_NARROW_OVERLAP && Tr::kQSmemBoxes >= 2 ? 2 : 1;
   static_assert(kPRow0 + 16 * kMBlocks <= kRedRow, "narrow: P^T blocks must fit below the reduction row");
   static_assert(Tr::kBlockM == 64, "narrow: spare rows of the 64-row Q box");
-  __device__ static uint16_t* p_block(SharedStorage<Tr>& ss, int buf, int mb) {
-    return &ss.q[buf][(kPRow0 + 16 * mb) * Tr::kBoxCols];
-  }
+  __device__ static uint16_t* p_block(SharedStorage<Tr>& ss, int mb) { return &ss.q[0][(kPRow0 + 16 * mb) * Tr::kBoxCols]; }
   __device__ static float* red(SharedStorage<Tr>& ss) { return reinterpret_cast<float*>(&ss.q[0][kRedRow * Tr::kBoxCols]); }
 };
 
@@ -1145,40 +1135,45 @@ __device__ __forceinline__ float narrow_lanes_reduce(float v) {
   return v;
 }
 
-// The narrow loop's state and steps, shared by the serial and the pipelined loop.
 template <class Tr, bool kBf16>
-struct NarrowLoop {
+__device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, const DecodeParams& p,
+                                                     const TileRange& tr, int b, int kvh, int split, int ctid) {
   using Ns = NarrowSmem<Tr>;
-  static constexpr int kMB = Ns::kMBlocks;
-  static constexpr int kDB = Tr::kHeadDim / 64;  // 64-column blocks of O^T
-  static constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
   static_assert(Tr::kConsumerThreads == 128, "narrow: one consumer warpgroup");
+  constexpr int kMB = Ns::kMBlocks;
+  constexpr int kDB = Tr::kHeadDim / 64;  // 64-column blocks of O^T
+  constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
+  const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
 
-  SharedStorage<Tr>& ss;
-  const int w, lane, g, q;
+  load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+  ptx::fence_proxy_async_shared();
+  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+
   // Per column slot j (query row n = 8 (j >> 1) + 2 q + (j & 1)): visible-key limit and state.
   int limit_abs[4];
   float m_i[4], l_i[4];
-  float acc[kDB][8];  // O^T
-  float s[kMB][8];    // S^T of the tile in hand, then its P^T values
-
-  __device__ __forceinline__ NarrowLoop(SharedStorage<Tr>& ss_, const DecodeParams& p, const TileRange& tr, int ctid)
-      : ss(ss_), w(ctid / 32), lane(ctid % 32), g(ctid % 32 / 4), q(ctid % 4) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      limit_abs[j] = row_key_limit(p, tr, 8 * (j >> 1) + 2 * q + (j & 1));
-      m_i[j] = -INFINITY;
-      l_i[j] = 0.f;
-    }
-#pragma unroll
-    for (int db = 0; db < kDB; ++db)
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc[db][i] = 0.f;
+  for (int j = 0; j < 4; ++j) {
+    limit_abs[j] = row_key_limit(p, tr, 8 * (j >> 1) + 2 * q + (j & 1));
+    m_i[j] = -INFINITY;
+    l_i[j] = 0.f;
   }
+  float acc[kDB][8];
+#pragma unroll
+  for (int db = 0; db < kDB; ++db)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[db][i] = 0.f;
 
-  // S^T = K Q^T of the K tile in `stage` (not committed).
-  __device__ __forceinline__ void issue_st(int stage) {
-    const ptx::SmemDescSw128 dq(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);  // Q rows 0-15 (B of S^T)
+  const ptx::SmemDescSw128 dq(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);                  // Q rows 0-15 (B of S^T)
+  const ptx::SmemDescSw128 dp(ptx::smem_addr(Ns::p_block(ss, 0)), 16, kSbo);          // P^T blocks (B of O^T)
+  for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
+    const int stage = it % Tr::kStages;
+    const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+
+    // S^T = K Q^T
+    float s[kMB][8];
+    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid);
+    ptx::wgmma_fence();
     const ptx::SmemDescSw128 dk(ptx::smem_addr(&ss.k[stage][0][0]), 16, kSbo);
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
@@ -1189,32 +1184,18 @@ struct NarrowLoop {
             s[mb], dk.at((kk / 4) * Tr::kKvBoxBytes + mb * 64 * Tr::kRowBytes + in_row),
             dq.at((kk / 4) * Tr::kQBoxBytes + in_row), kk > 0 ? 1 : 0);
       }
-  }
-
-  // O^T += V^T P^T with the V tile in `stage_v` and P^T buffer `buf` (not committed).
-  __device__ __forceinline__ void issue_pv(int stage_v, int buf) {
-    const ptx::SmemDescSw128 dp(ptx::smem_addr(Ns::p_block(ss, buf, 0)), 16, kSbo);  // P^T blocks (B of O^T)
-    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[stage_v][0][0]), Tr::kKvBoxBytes, kSbo);
-#pragma unroll
-    for (int db = 0; db < kDB; ++db)
-#pragma unroll
-      for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
-        ptx::wgmma_ss_m64n16k16<kBf16, true>(acc[db], dv.at(db * Tr::kKvBoxBytes + kk * 16 * Tr::kRowBytes),
-                                             dp.at((kk / 4) * 16 * Tr::kRowBytes + (kk % 4) * 32), 1);
-  }
-
-  __device__ __forceinline__ void fence_s() {
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);
-  }
-  __device__ __forceinline__ void fence_acc() {
+    if constexpr (FMHA_SM90_SPLIT_RELEASE) {
+      release_stage(&ss.empty_k[stage], lane);
 #pragma unroll
-    for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
-  }
+      for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);  // keep the arrive ahead of the softmax (as in the overlapped loop)
+    }
 
-  // Online softmax down the columns of S^T (keys from key0): P^T into buffer `buf`, fenced for the
-  // P V wgmma (the caller syncs kBarNarrowP); alpha for the caller's rescale of acc.
-  __device__ __forceinline__ void softmax(int key0, float qk_scale, int buf, float (&alpha)[4]) {
+    // Online softmax down the columns.
+    const int key0 = tile * Tr::kBlockN;
     float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb)
@@ -1222,14 +1203,14 @@ struct NarrowLoop {
       for (int i = 0; i < 8; ++i) {
         const int j = 2 * (i >> 2) + (i & 1);
         const int key = key0 + mb * 64 + 16 * w + g + 8 * frag_row_half(i);
-        const float v = key < limit_abs[j] ? s[mb][i] * qk_scale : -INFINITY;
+        const float v = key < limit_abs[j] ? s[mb][i] * p.qk_scale : -INFINITY;
         s[mb][i] = v;
         mx[j] = fmaxf(mx[j], v);
       }
 #pragma unroll
     for (int j = 0; j < 4; ++j) mx[j] = narrow_lanes_reduce<true>(mx[j]);
     narrow_cross_warp<Tr, true>(ss, mx, w, lane);
-    float ref[4], sum[4];
+    float alpha[4], ref[4], sum[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float m_new = fmaxf(m_i[j], mx[j]);
@@ -1238,10 +1219,10 @@ struct NarrowLoop {
       m_i[j] = m_new;
       sum[j] = 0.f;
     }
-    // P^T: row n (query row), 64 keys per M block, 128B-swizzled.
+    // P^T into shared memory: row n (query row), 64 keys per M block, 128B-swizzled.
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb) {
-      uint16_t* pb = Ns::p_block(ss, buf, mb);
+      uint16_t* pb = Ns::p_block(ss, mb);
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int j = 2 * (i >> 2) + (i & 1);
@@ -1255,150 +1236,71 @@ struct NarrowLoop {
 #pragma unroll
     for (int j = 0; j < 4; ++j) l_i[j] = l_i[j] * alpha[j] + sum[j];
     ptx::fence_proxy_async_shared();  // generic P^T stores -> the PV wgmma's async-proxy reads
-  }
-
-  __device__ __forceinline__ void rescale(const float (&alpha)[4]) {
 #pragma unroll
     for (int db = 0; db < kDB; ++db)
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[db][i] *= alpha[2 * (i >> 2) + (i & 1)];
-  }
+    ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
 
-  // Row sums over all keys, then O^T / l -> out (or the split partials); the LSE once per column.
-  // The reduction row is free: every warp passed the last kBarNarrowP (or none ran) after its last
-  // read of it.
-  __device__ __forceinline__ void epilogue(const DecodeParams& p, int b, int kvh, int split) {
-    float l_tot[4];
+    // O^T += V^T P^T
+    wait_v_tile<Tr>(ss, tr, it, ctid);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) l_tot[j] = narrow_lanes_reduce<false>(l_i[j]);
-    narrow_cross_warp<Tr, false>(ss, l_tot, w, lane);
-    float inv_l[4], lse[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const bool empty = !(l_tot[j] > 0.f);
-      inv_l[j] = empty ? 0.f : 1.f / l_tot[j];
-      lse[j] = empty ? -INFINITY : (m_i[j] + __log2f(l_tot[j])) * kLn2;
-    }
-    // O^T element (d, n) -> out[b, t, hq, d].
-    const ClusterMerge<Tr> cm(ss, p, 0);
-    const bool in_cluster = begin_cluster_push<Tr>(p);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int n = 8 * (j >> 1) + 2 * q + (j & 1);
-      if (n >= p.rows) continue;  // padding column
-      const OutRow r(p, b, kvh, n);
-      if (p.num_splits == 1) {
-        uint16_t* dst = r.out(p, b);
-#pragma unroll
-        for (int db = 0; db < kDB; ++db)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            dst[db * 64 + 16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
-        if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
-      } else {
-        const PartialRow<Tr> dst(p, r, b, split, n, cm, in_cluster);
-#pragma unroll
-        for (int db = 0; db < kDB; ++db)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) dst.put(db * 64 + 16 * w + g + 8 * h, acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
-        if (w == 0 && g == 0) dst.put_lse(lse[j]);
-      }
-    }
-  }
-};
-
-template <class Tr, bool kBf16>
-__device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, const DecodeParams& p,
-                                                     const TileRange& tr, int b, int kvh, int split, int ctid) {
-  load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
-  ptx::fence_proxy_async_shared();
-  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
-  NarrowLoop<Tr, kBf16> nl(ss, p, tr, ctid);
-  const int lane = nl.lane;
-  auto wait_k = [&](int it) {
-    wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
-                    ctid);
-  };
-  auto release_v = [&](int it) {
-    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
-    if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[it % Tr::kStages], lane);
-  };
-  auto release_k = [&](int it) {
-    if constexpr (FMHA_SM90_SPLIT_RELEASE) {
-      release_stage(&ss.empty_k[it % Tr::kStages], lane);
-      nl.fence_s();  // keep the arrive ahead of the softmax (as in the overlapped loop)
-    }
-  };
-  const int n = tr.end - tr.begin;
-  if constexpr (NarrowSmem<Tr>::kPBuffers == 1) {
-    for (int it = 0; it < n; ++it) {
-      wait_k(it);
-      ptx::wgmma_fence();
-      nl.issue_st(it % Tr::kStages);
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      nl.fence_s();
-      release_k(it);
-      float alpha[4];
-      nl.softmax((tr.begin + it) * Tr::kBlockN, p.qk_scale, 0, alpha);
-      nl.rescale(alpha);
-      ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
-      wait_v_tile<Tr>(ss, tr, it, ctid);
-      nl.fence_acc();
-      ptx::wgmma_fence();
-      nl.issue_pv(it % Tr::kStagesV, 0);
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      nl.fence_acc();
-      release_v(it);
-    }
-  } else if (n > 0) {
-    // NarrowPipe. Every wgmma issue below is unconditional between its fence and its wait (the last
-    // tile's P V is peeled off the loop), as in consumer_loop_overlapped.
-    {
-      float alpha[4];
-      wait_k(0);
-      nl.fence_s();
-      ptx::wgmma_fence();
-      nl.issue_st(0);
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<0>();
-      nl.fence_s();
-      release_k(0);
-      nl.softmax(tr.begin * Tr::kBlockN, p.qk_scale, 0, alpha);  // acc is zero: nothing to rescale
-      ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
-    }
-    for (int it = 0; it + 1 < n; ++it) {
-      wait_v_tile<Tr>(ss, tr, it, ctid);
-      wait_k(it + 1);
-      nl.fence_acc();
-      nl.fence_s();
-      ptx::wgmma_fence();
-      nl.issue_st((it + 1) % Tr::kStages);
-      ptx::wgmma_commit_group();
-      nl.issue_pv(it % Tr::kStagesV, it % 2);
-      ptx::wgmma_commit_group();
-      ptx::wgmma_wait_group<1>();  // S^T(it+1) landed; P V(it) may still run
-      nl.fence_s();
-      release_k(it + 1);
-      float alpha[4];
-      nl.softmax((tr.begin + it + 1) * Tr::kBlockN, p.qk_scale, (it + 1) % 2, alpha);
-      ptx::wgmma_wait_group<0>();  // P V(it) done: acc is ours again
-      nl.fence_acc();
-      release_v(it);
-      nl.rescale(alpha);
-      ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);  // every warp's P^T(it+1) written
-    }
-    wait_v_tile<Tr>(ss, tr, n - 1, ctid);
-    nl.fence_acc();
+    for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
     ptx::wgmma_fence();
-    nl.issue_pv((n - 1) % Tr::kStagesV, (n - 1) % 2);
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[it % Tr::kStagesV][0][0]), Tr::kKvBoxBytes, kSbo);
+#pragma unroll
+    for (int db = 0; db < kDB; ++db)
+#pragma unroll
+      for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
+        ptx::wgmma_ss_m64n16k16<kBf16, true>(acc[db], dv.at(db * Tr::kKvBoxBytes + kk * 16 * Tr::kRowBytes),
+                                             dp.at((kk / 4) * 16 * Tr::kRowBytes + (kk % 4) * 32), 1);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
-    nl.fence_acc();
-    release_v(n - 1);
+#pragma unroll
+    for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
+    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[stage], lane);
   }
-  nl.epilogue(p, b, kvh, split);
+
+  // Row sums over all keys: this thread's, its column's 8 lanes, the 4 warps. The reduction row
+  // is free: every warp passed the last kBarNarrowP (or none ran) after its last read of it.
+  float l_tot[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) l_tot[j] = narrow_lanes_reduce<false>(l_i[j]);
+  narrow_cross_warp<Tr, false>(ss, l_tot, w, lane);
+  float inv_l[4], lse[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const bool empty = !(l_tot[j] > 0.f);
+    inv_l[j] = empty ? 0.f : 1.f / l_tot[j];
+    lse[j] = empty ? -INFINITY : (m_i[j] + __log2f(l_tot[j])) * kLn2;
+  }
+
+  // Epilogue: O^T element (d, n) -> out[b, t, hq, d] (or the split partials); the LSE once per column.
+  const ClusterMerge<Tr> cm(ss, p, 0);
+  const bool in_cluster = begin_cluster_push<Tr>(p);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int n = 8 * (j >> 1) + 2 * q + (j & 1);
+    if (n >= p.rows) continue;  // padding column
+    const OutRow r(p, b, kvh, n);
+    if (p.num_splits == 1) {
+      uint16_t* dst = r.out(p, b);
+#pragma unroll
+      for (int db = 0; db < kDB; ++db)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          dst[db * 64 + 16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
+      if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
+    } else {
+      const PartialRow<Tr> dst(p, r, b, split, n, cm, in_cluster);
+#pragma unroll
+      for (int db = 0; db < kDB; ++db)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) dst.put(db * 64 + 16 * w + g + 8 * h, acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
+      if (w == 0 && g == 0) dst.put_lse(lse[j]);
+    }
+  }
 }
 
 // ----------------------------------------------------------------------------
