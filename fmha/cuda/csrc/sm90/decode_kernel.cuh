@@ -121,8 +121,9 @@
 #define FMHA_SM90_OVERLAP 1
 #endif
 #ifndef FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D  // head dims from which a warp skips O *= alpha when none of its rows
-// changed its max (alpha == 1): D = 512 -2% (MQA Hq=128 232.3 -> 227.7 us), D = 64 +11% (126.9 -> 141.0)
-#define FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D 256
+// changed its max (alpha == 1): D = 512 -2% (MQA Hq=128 232.3 -> 227.7 us), D = 64 +11% (126.9 -> 141.0);
+// D = 128 (run cr, 7 rounds): B128 S8192 926.3 -> 922.5 us, T=4 121.6 -> 121.1, B32 S4096 121.1 -> 120.8, T=16 level
+#define FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D 128
 #endif
 #ifndef FMHA_SM90_NARROW  // 1: problems of at most 16 packed query rows take consumer_loop_narrow (keys in M)
 // H200 (run s, interleaved, us): D=64 131.9 -> 127.3 (SM clock at the power cap 1545 -> 1965 MHz),
