@@ -27,9 +27,9 @@ pytestmark = [pytest.mark.gpu,
 
 
 def test_offsets_past_2_31_elements():
-    """Two sequences of 2^18 + 1000 and 2^18 + 223 keys in a [2, S, 64, 128] allocation (2^31 + 8M
-    elements each for K and V) read as a 2-head cache: the last 1000 keys of sequence 0 and all of
-    sequence 1 lie past 2^31 elements. One test (not parametrised) so that parallel workers do not
+    """Two sequences of 2^18 + 1000 and 2^18 + 223 keys in a [2, S, 64, 128] allocation (2^32 + 16M
+    elements each for K and V, 2^31 + 8M a sequence) read as a 2-head cache: the last 1000 keys of
+    sequence 0 and all of sequence 1 lie past 2^31 elements. One test (not parametrised) so that parallel workers do not
     hold several such caches at once."""
     g = torch.Generator(device="cuda").manual_seed(31)
 
