@@ -28,6 +28,11 @@ MIN_COSINE = 0.99999
 POISON = float("nan")
 
 
+def is_hopper() -> bool:
+    """A CUDA GPU of compute capability 9.0 (what the cuda backend's sm_90a kernels run on)."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
 def make_inputs(B, T, Hq, Hkv, S, D, dtype=torch.bfloat16, device="cpu", seqlens=None,
                 fused_qkv=False, seed=0):
     """Fresh random q/k/v (never zeros). With fused_qkv, q is a strided slice of one QKV tensor."""

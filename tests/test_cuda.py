@@ -10,18 +10,14 @@ import os
 import pytest
 import torch
 
-from _util import check_backend, compare, make_inputs, poisoned_out, tolerance
+from _util import check_backend, compare, is_hopper, make_inputs, poisoned_out, tolerance
 
 import fmha
 
 
-def _hopper():
-    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
-
-
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not _hopper(), reason="needs a CUDA GPU with compute capability 9.0 (Hopper, sm_90a)"),
+    pytest.mark.skipif(not is_hopper(), reason="needs a CUDA GPU with compute capability 9.0 (Hopper, sm_90a)"),
 ]
 
 DEV = "cuda"
