@@ -1415,9 +1415,16 @@ __device__ __forceinline__ void merge_workspace_rows(const DecodeParams& p, int 
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void merge_by_last_split(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
                                                     int row_block, int row0, int ctid) {
-  __threadfence();
+#ifndef FMHA_SM90_LSM_FENCE_ALL
+#define FMHA_SM90_LSM_FENCE_ALL 1
+#endif
+#ifndef FMHA_SM90_LSM_ITEMS
+#define FMHA_SM90_LSM_ITEMS 2
+#endif
+  if (FMHA_SM90_LSM_FENCE_ALL) __threadfence();
   ptx::named_barrier_sync(kBarSplitArrive, Tr::kConsumerThreads);
   if (ctid == 0) {
+    if (!FMHA_SM90_LSM_FENCE_ALL) __threadfence();
     const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
     unsigned* counter = p.merge_counters + (static_cast<int64_t>(b) * p.Hkv + kvh) * row_blocks + row_block;
     const unsigned arrived_before = atomicInc(counter, static_cast<unsigned>(p.num_splits - 1));
@@ -1426,8 +1433,8 @@ __device__ __forceinline__ void merge_by_last_split(SharedStorage<Tr>& ss, const
   }
   ptx::named_barrier_sync(kBarSplitArrive, Tr::kConsumerThreads);
   if (!ss.last_split) return;
-  __threadfence();
-  if (p.num_splits <= 4) merge_workspace_rows<Tr, kBf16, 4, 2>(p, b, kvh, row0, ctid);  // the combine's chunks
+  if (FMHA_SM90_LSM_FENCE_ALL) __threadfence();
+  if (p.num_splits <= 4) merge_workspace_rows<Tr, kBf16, 4, FMHA_SM90_LSM_ITEMS>(p, b, kvh, row0, ctid);  // the combine's chunks
   else merge_workspace_rows<Tr, kBf16, 16, 1>(p, b, kvh, row0, ctid);
 }
 
