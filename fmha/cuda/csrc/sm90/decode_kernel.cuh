@@ -370,8 +370,12 @@ enum ProbeEvent : int {
   kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
   kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull, kProbeEvents
 };
-enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId };
-static_assert(kTimelineSmId < kProbeEvents, "the timeline row holds kProbeEvents stamps");
+enum ProbeTimeline : int {
+  kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId,
+  kTimelineArrived,  // merge_by_last_split: the split's arrival answered (every CTA)
+  kTimelineMerging   // ... the same moment, stamped by the last CTAs only (they merge)
+};
+static_assert(kTimelineMerging < kProbeEvents, "the timeline row holds kProbeEvents stamps");
 constexpr int kProbeCtas = 256;
 constexpr int kProbeRingTiles = 64;               // ring positions stamped
 constexpr int kProbeTiles = kProbeRingTiles + 1;  // + the timeline row
@@ -1432,6 +1436,10 @@ __device__ __forceinline__ void merge_by_last_split(SharedStorage<Tr>& ss, const
     __threadfence();
   }
   ptx::named_barrier_sync(kBarSplitArrive, Tr::kConsumerThreads);
+  if (ctid == 0) {
+    probe_timeline(kTimelineArrived);
+    if (ss.last_split) probe_timeline(kTimelineMerging);
+  }
   if (!ss.last_split) return;
   if (FMHA_SM90_LSM_FENCE_ALL) __threadfence();
   if (p.num_splits <= 4) merge_workspace_rows<Tr, kBf16, 4, FMHA_SM90_LSM_ITEMS>(p, b, kvh, row0, ctid);  // the combine's chunks

@@ -3,10 +3,10 @@
 # with the merge in the last CTA and with the combine kernel, the 3rd of 3 calls back to back; B1 S65536 too.
 export PYTHONPATH=. FMHA_CACHE_DIR=$PWD/.build/cache89
 date -u
-for f in "" "-DFMHA_SM90_LAST_SPLIT_MERGE=0"; do
+for f in "${@:-}"; do
   for s in "8,16,32,8,8192,128 --causal" "1,1,32,8,65536,128"; do
     echo "=== flags [$f] shape $s"
-    timeout 120 python -W ignore perf/stream_probe.py --repeat 3 --shape $s --flags "$f" 2>&1 | grep -v Warn | tail -25
+    timeout 120 python -W ignore perf/stream_probe.py --repeat 3 --shape $s --flags="$f" 2>&1 | grep -v Warn | tail -25
   done
 done
 date -u
