@@ -1393,9 +1393,15 @@ __device__ __forceinline__ void merge_workspace_rows(const DecodeParams& p, int 
 #pragma unroll
         for (int j = 0; j < kChunk; ++j) {
           const int s = s0 + j;
+          if (FMHA_SM90_LSM_PROBE == 2) {
+            ls[u][j] = s < p.num_splits ? l0[u][s * lse_split_stride] : -INFINITY;
+            o[u][j] = s < p.num_splits ? *reinterpret_cast<const float4*>(o0[u] + s * o_split_stride)
+                                       : make_float4(0.f, 0.f, 0.f, 0.f);
+          } else {
           ls[u][j] = s < p.num_splits ? __ldcg(l0[u] + s * lse_split_stride) : -INFINITY;
           o[u][j] = s < p.num_splits ? __ldcg(reinterpret_cast<const float4*>(o0[u] + s * o_split_stride))
                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
         }
 #pragma unroll
       for (int u = 0; u < kItems; ++u) merge[u].add(ls[u], o[u]);
@@ -1441,6 +1447,10 @@ __device__ __forceinline__ void merge_by_last_split(SharedStorage<Tr>& ss, const
     if (ss.last_split) probe_timeline(kTimelineMerging);
   }
   if (!ss.last_split) return;
+#ifndef FMHA_SM90_LSM_PROBE  // experiment: 1 = the last CTA does not merge (wrong results), 2 = plain loads
+#define FMHA_SM90_LSM_PROBE 0
+#endif
+  if (FMHA_SM90_LSM_PROBE == 1) return;
   if (FMHA_SM90_LSM_FENCE_ALL) __threadfence();
   if (p.num_splits <= 4) merge_workspace_rows<Tr, kBf16, 4, FMHA_SM90_LSM_ITEMS>(p, b, kvh, row0, ctid);  // the combine's chunks
   else merge_workspace_rows<Tr, kBf16, 16, 1>(p, b, kvh, row0, ctid);
