@@ -1358,6 +1358,9 @@ __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, cons
 // ----------------------------------------------------------------------------
 // Split-KV merge by the last CTA of a row block to finish (p.merge_counters)
 // ----------------------------------------------------------------------------
+#ifndef FMHA_SM90_LSM_PROBE  // experiment: 1 = the last CTA does not merge (wrong results), 2 = plain loads
+#define FMHA_SM90_LSM_PROBE 0
+#endif
 template <class Tr>
 __device__ __forceinline__ bool uses_last_split_merge(const DecodeParams& p) {
   if constexpr (!Tr::kLastSplitMerge) return false;
@@ -1447,9 +1450,6 @@ __device__ __forceinline__ void merge_by_last_split(SharedStorage<Tr>& ss, const
     if (ss.last_split) probe_timeline(kTimelineMerging);
   }
   if (!ss.last_split) return;
-#ifndef FMHA_SM90_LSM_PROBE  // experiment: 1 = the last CTA does not merge (wrong results), 2 = plain loads
-#define FMHA_SM90_LSM_PROBE 0
-#endif
   if (FMHA_SM90_LSM_PROBE == 1) return;
   if (FMHA_SM90_LSM_FENCE_ALL) __threadfence();
   if (p.num_splits <= 4) merge_workspace_rows<Tr, kBf16, 4, FMHA_SM90_LSM_ITEMS>(p, b, kvh, row0, ctid);  // the combine's chunks
