@@ -30,8 +30,7 @@ from collections import Counter
 
 from perf.shapes import KV_LAYOUTS
 
-# the timeline row's stamps (ProbeTimeline); "arrived" and "merging" only where split-KV merges in its last CTAs
-TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid", "arrived", "merging")
+TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")  # the timeline row's stamps (ProbeTimeline)
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full")
 
 
@@ -140,9 +139,7 @@ def print_timeline(rows):
     for label, a, b in (("entry", None, "entry"), ("griddep wait done", None, "griddep"),
                         ("first K tile in", None, "first_k"), ("last V tile in", None, "last_v"), ("end", None, "end"),
                         ("entry -> griddep done", "entry", "griddep"), ("griddep -> first K in", "griddep", "first_k"),
-                        ("first K -> last V in (stream)", "first_k", "last_v"), ("last V in -> end (tail)", "last_v", "end"),
-                        ("last V in -> arrival (last-CTA merge)", "last_v", "arrived"),
-                        ("arrival -> end, merging CTAs", "merging", "end")):
+                        ("first K -> last V in (stream)", "first_k", "last_v"), ("last V in -> end (tail)", "last_v", "end")):
         vals = [r[i[b]] - (r[i[a]] if a else t0) for r in rows if r[i[b]] != 0 and (a is None or r[i[a]] != 0)]
         if vals:
             vals.sort()

@@ -42,8 +42,7 @@
 //   Split-KV partials are merged inside a thread-block cluster when the host
 //   launches the splits of a row block as one (p.cluster_merge, see ClusterMerge:
 //   at most 16 splits, every cluster resident at once, <= 16 packed rows), else
-//   by the last CTA of the row block to finish (p.merge_counters, see merge_by_last_split; not at
-//   D = 512), else by combine_splits_kernel (launched as a programmatic dependent).
+//   by combine_splits_kernel (launched as a programmatic dependent).
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
@@ -238,10 +237,6 @@ struct DecodeTraits {
   // D = 512: its consumer registers are tight, and compiling the merge in moved the hot loop's register
   // allocation (MQA Hq=128 213.1 -> 225.7 us, run ag, same process); it gains only on <= 16 rows.
   static constexpr bool kClusterMerge = D != 512;
-  // Split-KV partials merged by the last CTA of a row block to finish (merge_by_last_split), where the
-  // host passes counters. The deep variant only (the host splits only deep grids; compiled into the wide
-  // D = 64 kernel it took 151 -> 168 registers) and not at D = 512, for the same reason as kClusterMerge.
-  static constexpr bool kLastSplitMerge = kIsDeep && D != 512;
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -313,7 +308,6 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kStagesV];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
   alignas(8) uint64_t empty_v[Tr::kStagesV];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
-  int last_split;  // merge_by_last_split: this CTA's arrival was its row block's last
   // p.cluster_merge: the K and V rings (idle by then) receive the rows this CTA merges, from every
   // split of its cluster: o [num_splits][rows_per_rank][kMergeStride] fp32, then the LSEs
   // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats at D <= 256 so that the
@@ -357,7 +351,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarSplitArrive = 6;  // consumers (merge_by_last_split): partials written and fenced; the arrival's answer
 
 // Timing probe (FMHA_SM90_PROBE_TIMESTAMPS): for the first kProbeTiles ring positions of the first
 // kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
@@ -370,12 +363,8 @@ enum ProbeEvent : int {
   kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
   kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull, kProbeEvents
 };
-enum ProbeTimeline : int {
-  kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId,
-  kTimelineArrived,  // merge_by_last_split: the split's arrival answered (every CTA)
-  kTimelineMerging   // ... the same moment, stamped by the last CTAs only (they merge)
-};
-static_assert(kTimelineMerging < kProbeEvents, "the timeline row holds kProbeEvents stamps");
+enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId };
+static_assert(kTimelineSmId < kProbeEvents, "the timeline row holds kProbeEvents stamps");
 constexpr int kProbeCtas = 256;
 constexpr int kProbeRingTiles = 64;               // ring positions stamped
 constexpr int kProbeTiles = kProbeRingTiles + 1;  // + the timeline row
@@ -1356,107 +1345,6 @@ __device__ __forceinline__ void merge_cluster_splits(SharedStorage<Tr>& ss, cons
 }
 
 // ----------------------------------------------------------------------------
-// Split-KV merge by the last CTA of a row block to finish (p.merge_counters)
-// ----------------------------------------------------------------------------
-#ifndef FMHA_SM90_LSM_PROBE  // experiment: 1 = the last CTA does not merge (wrong results), 2 = plain loads
-#define FMHA_SM90_LSM_PROBE 0
-#endif
-template <class Tr>
-__device__ __forceinline__ bool uses_last_split_merge(const DecodeParams& p) {
-  if constexpr (!Tr::kLastSplitMerge) return false;
-  return p.num_splits > 1 && !p.cluster_merge && p.merge_counters != nullptr;
-}
-
-// The num_splits workspace partials of this row block's rows, merged with combine_splits_kernel's
-// arithmetic and chunking (SplitMerge over kChunk splits at a time), so that both paths give the same
-// bits. kItems (row, 4-column) items per thread per pass, their loads issued together; ld.global.cg:
-// the other splits' partials were written by other SMs (not through this SM's L1).
-template <class Tr, bool kBf16, int kChunk, int kItems>
-__device__ __forceinline__ void merge_workspace_rows(const DecodeParams& p, int b, int kvh, int row0, int ctid) {
-  constexpr int kChunksPerRow = Tr::kHeadDim / 4;
-  const int items = min(Tr::kBlockM, p.rows - row0) * kChunksPerRow;
-  const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
-  const int64_t o_split_stride = lse_split_stride * Tr::kHeadDim;
-  for (int i0 = ctid; i0 < items; i0 += kItems * Tr::kConsumerThreads) {
-    const float* o0[kItems];
-    const float* l0[kItems];
-#pragma unroll
-    for (int u = 0; u < kItems; ++u) {
-      const int c = min(i0 + u * Tr::kConsumerThreads, items - 1);  // a spare item re-reads the last one
-      const OutRow r(p, b, kvh, row0 + c / kChunksPerRow);
-      o0[u] = r.partial(p, b, 0, Tr::kHeadDim) + (c % kChunksPerRow) * 4;
-      l0[u] = r.partial_lse(p, 0);
-    }
-    SplitMerge merge[kItems];
-    for (int s0 = 0; s0 < p.num_splits; s0 += kChunk) {
-      float ls[kItems][kChunk];
-      float4 o[kItems][kChunk];
-#pragma unroll
-      for (int u = 0; u < kItems; ++u)
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) {
-          const int s = s0 + j;
-          if (FMHA_SM90_LSM_PROBE == 2) {
-            ls[u][j] = s < p.num_splits ? l0[u][s * lse_split_stride] : -INFINITY;
-            o[u][j] = s < p.num_splits ? *reinterpret_cast<const float4*>(o0[u] + s * o_split_stride)
-                                       : make_float4(0.f, 0.f, 0.f, 0.f);
-          } else {
-          ls[u][j] = s < p.num_splits ? __ldcg(l0[u] + s * lse_split_stride) : -INFINITY;
-          o[u][j] = s < p.num_splits ? __ldcg(reinterpret_cast<const float4*>(o0[u] + s * o_split_stride))
-                                     : make_float4(0.f, 0.f, 0.f, 0.f);
-          }
-        }
-#pragma unroll
-      for (int u = 0; u < kItems; ++u) merge[u].add(ls[u], o[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kItems; ++u) {
-      const int c = i0 + u * Tr::kConsumerThreads;
-      if (c >= items) break;
-      const int col = (c % kChunksPerRow) * 4;
-      const OutRow r(p, b, kvh, row0 + c / kChunksPerRow);
-      *reinterpret_cast<uint2*>(r.out(p, b) + col) = merge[u].template packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B
-      if (col == 0) p.lse[r.lse_idx] = merge[u].lse();
-    }
-  }
-}
-
-// After this CTA's consumers wrote its split's partials: arrive on the row block's counter; the
-// num_splits-th arrival (the counter wraps back to 0 for the next launch) merges every split. The
-// fences make each CTA's partial stores visible GPU-wide before its arrival, and the last CTA's
-// loads follow its arrival (the threadFenceReduction pattern of the CUDA samples).
-template <class Tr, bool kBf16>
-__device__ __forceinline__ void merge_by_last_split(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
-                                                    int row_block, int row0, int ctid) {
-#ifndef FMHA_SM90_LSM_FENCE_ALL
-#define FMHA_SM90_LSM_FENCE_ALL 1
-#endif
-#ifndef FMHA_SM90_LSM_ITEMS
-#define FMHA_SM90_LSM_ITEMS 2
-#endif
-  if (FMHA_SM90_LSM_FENCE_ALL) __threadfence();
-  ptx::named_barrier_sync(kBarSplitArrive, Tr::kConsumerThreads);
-  if (ctid == 0) {
-    if (!FMHA_SM90_LSM_FENCE_ALL) __threadfence();
-    const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
-    unsigned* counter = p.merge_counters + (static_cast<int64_t>(b) * p.Hkv + kvh) * row_blocks + row_block;
-    const unsigned arrived_before = atomicInc(counter, static_cast<unsigned>(p.num_splits - 1));
-    ss.last_split = arrived_before == static_cast<unsigned>(p.num_splits - 1);
-    __threadfence();
-  }
-  ptx::named_barrier_sync(kBarSplitArrive, Tr::kConsumerThreads);
-  if (ctid == 0) {
-    probe_timeline(kTimelineArrived);
-    if (ss.last_split) probe_timeline(kTimelineMerging);
-  }
-  if (!ss.last_split) return;
-  if (FMHA_SM90_LSM_PROBE == 1) return;
-  if (FMHA_SM90_LSM_FENCE_ALL) __threadfence();
-  if (p.num_splits <= 4) merge_workspace_rows<Tr, kBf16, 4, FMHA_SM90_LSM_ITEMS>(p, b, kvh, row0, ctid);  // the combine's chunks
-  else merge_workspace_rows<Tr, kBf16, 16, 1>(p, b, kvh, row0, ctid);
-}
-
-// ----------------------------------------------------------------------------
 // The kernel
 // ----------------------------------------------------------------------------
 template <int D, bool kBf16, int kVariant>
@@ -1550,8 +1438,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   if (cluster_merge) {
     ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
     merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
-  } else if (uses_last_split_merge<Tr>(p)) {
-    merge_by_last_split<Tr, kBf16>(ss, p, b, kvh, row_block, row0, threadIdx.x);
   }
   if (threadIdx.x == 0) probe_timeline(kTimelineEnd);
 }
