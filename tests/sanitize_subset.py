@@ -6,8 +6,7 @@
 Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the narrow loop
 (at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
-variant; a combine grid of many CTAs; the merge by the last CTA of each row block and the combine
-kernel, forced on the same shapes."""
+variant; a combine grid of many CTAs."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -50,20 +49,3 @@ for D in (64, 128, 256):
             print("ran cluster merge", D, variant, num_splits, "in clusters" if "merged inside clusters" in launch
                   else "NOT in clusters: " + launch, "nan" if torch.isnan(out).any() else "ok", flush=True)
 
-
-# Split merges forced on the deep variant: by the last CTA of each row block (merge counters), then by the
-# combine kernel (no counters); 21 rows (GQA 28/4, T=3), 2 and 4 splits, an empty row.
-for D in (64, 128, 256):
-    for num_splits in (2, 4):
-        for counters in (True, False):
-            b.launch_plan = lambda p, index, n=num_splits: (cb.DEEP, n)
-            b._launches = {}
-            if counters:
-                b._merge_counters.__dict__.pop("pointer", None)  # the class's method again
-            else:
-                b._merge_counters.pointer = lambda index, stream: 0
-            q, k, v, cs = make_inputs(3, 3, 28, 4, 3000, D, device="cuda", seqlens=[3000, 129, 0])
-            out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
-            torch.cuda.synchronize()
-            print("ran split merge", D, num_splits, "last CTA" if counters else "combine kernel",
-                  "nan" if torch.isnan(out).any() else "ok", flush=True)

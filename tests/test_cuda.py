@@ -117,10 +117,9 @@ def force_launch_plan(monkeypatch, variant, num_splits):
 def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
     """Both instantiations (wide: several CTAs per SM; deep: one CTA per SM, deeper ring), split
     and unsplit, whatever the shape-based plan would pick: GQA 28/4, causal T=3, varlen. At 21
-    packed rows both split counts go through the workspace (twenty, most of them empty at S=1000,
-    also above the 16-CTA cluster limit), merged by the last CTA of each row block on the deep
-    variant and by the combine kernel on the wide one; the in-cluster merge serves at most 16 rows:
-    test_cluster_merge."""
+    packed rows both split counts go through the workspace and the combine kernel (twenty, most of
+    them empty at S=1000, also above the 16-CTA cluster limit); the in-cluster merge serves at most
+    16 rows: test_cluster_merge."""
     force_launch_plan(monkeypatch, variant, num_splits)
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     q, k, v, sl = make_inputs(3, 3, Hq, Hkv, 1000, D, device=DEV, seqlens=[1000, 0, 129], seed=D + num_splits)
@@ -138,23 +137,12 @@ def test_deep_64_rows(num_splits, monkeypatch):
     assert torch.equal(again[0], out) and torch.equal(again[1], lse)
 
 
-def force_combine_kernel(monkeypatch):
-    """Split launches get no merge counters, so they take the combine kernel (not the last-CTA merge)."""
-    from fmha.backends import registry
-
-    b = registry()["cuda"]
-    if b._fn is None:
-        b._bind()
-    monkeypatch.setattr(b._merge_counters, "pointer", lambda index, stream: 0)
-
-
 @pytest.mark.parametrize("D", (64, 128, 256))
 @pytest.mark.parametrize("num_splits", (2, 3, 4))
 def test_combine_many_rows(D, num_splits, monkeypatch):
     """The combine kernel on 2184 output rows (B=6, T=13, 28 query heads: 273 to 1092 CTAs, the last one
     partly past the end at D=64 and 256) with 2-4 splits, varlen with an empty row."""
     force_launch_plan(monkeypatch, "deep", num_splits)
-    force_combine_kernel(monkeypatch)
     q, k, v, sl = make_inputs(6, 13, 28, 4, 700, D, device=DEV, seqlens=[700, 0, 13, 650, 129, 700],
                               seed=D + 5 * num_splits)
     check_backend("cuda", q, k, v, sl, causal=True, what=f"combine many rows D={D} splits={num_splits}")
@@ -172,111 +160,6 @@ def test_cluster_merge(D, variant, num_splits, monkeypatch):
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     assert "merged inside clusters" in launch, launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} splits={num_splits} D={D}")
-
-
-# (T, Hq, Hkv, num_splits): 21 rows (GQA 28/4, T=3) with 2-4 splits; 64 rows (the T=16 plan) and 112 rows
-# (two row blocks, the second partly padding).
-LAST_SPLIT_CASES = ((3, 28, 4, 2), (3, 28, 4, 3), (3, 28, 4, 4), (16, 32, 8, 2), (16, 28, 4, 3))
-
-
-@pytest.mark.parametrize("D", (64, 128, 256))
-@pytest.mark.parametrize("T,Hq,Hkv,num_splits", LAST_SPLIT_CASES)
-def test_last_split_merge(D, T, Hq, Hkv, num_splits, monkeypatch):
-    """Split-KV partials merged by the last CTA of each row block to finish (deep variant, 64-row loop,
-    merge counters): against the reference and the combine kernel, bit-identical across repeats
-    (whichever split finishes last), on sequences of 3000, 129 and 0 keys (empty splits, an empty row)."""
-    force_launch_plan(monkeypatch, "deep", num_splits)
-    q, k, v, sl = make_inputs(3, T, Hq, Hkv, 3000, D, device=DEV, seqlens=[3000, 129, 0], seed=D + T + num_splits)
-    launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
-    assert "merged by the last CTA of each row block" in launch, launch
-    out, lse = check_backend("cuda", q, k, v, sl, causal=True, what=f"last-CTA merge D={D} T={T} splits={num_splits}")
-    for _ in range(5):
-        again = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=poisoned_out(q))
-        assert torch.equal(again[0], out) and torch.equal(again[1], lse)
-    force_combine_kernel(monkeypatch)
-    assert "combine kernel" in fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
-    combined, combined_lse = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda",
-                                            out=poisoned_out(q))
-    # two fp32 merges of the same partials in different orders: a few ulps of fp32 before rounding to bf16
-    assert (combined.float() - out.float()).abs().max().item() <= 2 * tolerance(q.dtype, v.abs().max().item())
-    assert torch.equal(torch.isneginf(combined_lse), torch.isneginf(lse))
-    fin = torch.isfinite(lse)
-    assert (combined_lse[fin] - lse[fin]).abs().max().item() <= 1e-5
-
-
-def _counter_slices():
-    """(key, int32 view of the slice) of every merge-counter slice handed out so far."""
-    from fmha.backends import registry
-    from fmha.cuda import backend as cb
-
-    mc = registry()["cuda"]._merge_counters
-    views = []
-    for key, ptr in mc._slices.items():
-        if ptr == 0:
-            continue
-        for reserve in mc._reserves:
-            off = ptr - reserve.data_ptr()
-            if 0 <= off < reserve.numel() * 4:
-                views.append((key, reserve[off // 4: off // 4 + cb.COUNTER_SLICE]))
-    return views
-
-
-def test_merge_counters_per_stream_and_back_to_zero(monkeypatch):
-    """Launches with 2, 5, 3 and 4 splits back to back on two streams at once (each stream has its own
-    counters; 5 splits take the combine kernel), none waiting for the host: every result matches the
-    reference, and every counter is zero again afterwards."""
-    q, k, v, sl = make_inputs(2, 16, 28, 4, 3000, 128, device=DEV, seqlens=[3000, 700], seed=21)
-    ref, ref_lse = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="reference")
-    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
-    for s in streams:
-        s.wait_stream(torch.cuda.current_stream())
-    outs = []
-    for num_splits in (2, 5, 3, 4):
-        force_launch_plan(monkeypatch, "deep", num_splits)
-        for s in streams:
-            with torch.cuda.stream(s):
-                for _ in range(3):
-                    outs.append((num_splits, fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda",
-                                                            out=poisoned_out(q))))
-    torch.cuda.synchronize()
-    for num_splits, (out, lse) in outs:
-        compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"two streams, splits={num_splits}")
-    keys = {key for key, _ in _counter_slices()}
-    for s in streams:
-        assert any(key[1] == s.cuda_stream and key[2] == 0 for key in keys), "a stream without its own counters"
-    for key, view in _counter_slices():
-        assert int(view.abs().sum()) == 0, f"merge counters {key} not back to zero"
-
-
-def test_merge_counters_of_a_captured_graph(monkeypatch):
-    """A split launch captured in a CUDA graph after eager warm-up gets counters of its own (keyed on
-    the capture), replays correctly between eager split launches of the same shape, and leaves them
-    zero."""
-    force_launch_plan(monkeypatch, "deep", 4)
-    q, k, v, sl = make_inputs(2, 16, 32, 8, 2000, 128, device=DEV, seqlens=[2000, 1500], seed=23)
-    ref, ref_lse = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="reference")
-    out = torch.empty_like(q)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fmha.attention(q, k, v, sl, causal=True, backend="cuda", out=out)  # warm-up: zeroed counters exist
-    torch.cuda.synchronize()
-    before = {key for key, _ in _counter_slices()}
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=s):
-        fmha.attention(q, k, v, sl, causal=True, backend="cuda", out=out)
-    captured = {key for key, _ in _counter_slices()} - before
-    assert len(captured) == 1 and next(iter(captured))[2] != 0, captured
-    tol = tolerance(q.dtype, v.abs().max().item())
-    for _ in range(3):
-        out.fill_(float("nan"))
-        g.replay()
-        eager = fmha.attention(q, k, v, sl, causal=True, backend="cuda", out=poisoned_out(q))
-        torch.cuda.synchronize()
-        assert (out.float() - ref.float()).abs().max().item() <= tol
-        assert (eager.float() - ref.float()).abs().max().item() <= tol
-    for key, view in _counter_slices():
-        assert int(view.abs().sum()) == 0, f"merge counters {key} not back to zero"
 
 
 @pytest.mark.parametrize("D", (64, 128, 256, 512))
@@ -308,9 +191,9 @@ def test_garbage_past_seqlen_is_ignored(D):
 
 @pytest.mark.parametrize("D", (128, 512))
 def test_split_kv_is_deterministic(D):
-    """Split-KV (partials merged inside clusters, by the last CTA of each row block, or by the combine
-    kernel launched behind the decode grid) gives bit-identical results on every run: a race in the
-    merge or in the programmatic dependent launch would move them."""
+    """Split-KV (partials merged inside clusters, or by the combine kernel launched behind the decode
+    grid) gives bit-identical results on every run: a race in the merge or in the programmatic
+    dependent launch would move them."""
     Hq, Hkv = (16, 1) if D == 512 else (32, 8)
     q, k, v, sl = make_inputs(2, 2, Hq, Hkv, 20000, D, device=DEV, seqlens=[20000, 777], seed=5)
     runs = [fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=poisoned_out(q))

@@ -119,7 +119,7 @@ def test_packed_arguments_reach_the_c_side(build):
 
     def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, variant=0):
         cb._PACKED.pack_into(buf.raw, 0, q, ptr, ptr, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
-                             *([1024] * 12), 0.125, 1, 1, variant, 0, 0, 0, 0)
+                             *([1024] * 12), 0.125, 1, 1, variant, 0, 0, 0)
         status = lib.fmha_sm90_decode_packed(buf.address)
         return status, lib.fmha_last_error().decode()
 

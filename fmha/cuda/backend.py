@@ -39,8 +39,8 @@ def _grid_ctas(p: Problem) -> int:
 class CudaSm90Backend(Backend):
     name = "cuda"
     summary = ("hand-written sm_90a decode kernel: TMA K/V ring, WGMMA QK^T and PV, GQA rows packed into M, "
-               "split-KV merged inside thread-block clusters, by the last CTA of each row block or by a combine "
-               "kernel (Hopper only; built with nvcc on first use)")
+               "split-KV merged inside thread-block clusters or by a combine kernel (Hopper only; built with nvcc "
+               "on first use)")
 
     def __init__(self):
         self._fn = None
@@ -49,7 +49,6 @@ class CudaSm90Backend(Backend):
         self._last_error = None
         self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
         self._build_error = None
-        self._merge_counters = None  # _MergeCounters, once the library is loaded
 
     # -- availability -----------------------------------------------------
     def unavailable_reason(self) -> Optional[str]:
@@ -98,8 +97,6 @@ class CudaSm90Backend(Backend):
         self._narrow_rows = {(d, v): lib.fmha_sm90_narrow_rows(d, v) for d in SUPPORTED_HEAD_DIMS
                              for v in (WIDE, DEEP)}
         self._cluster_merge = lib.fmha_sm90_cluster_merge
-        self._last_split_merge_fn = lib.fmha_sm90_last_split_merge
-        self._merge_counters = _MergeCounters(lib)
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
         self._last_error = lib.fmha_last_error
@@ -135,13 +132,8 @@ class CudaSm90Backend(Backend):
             with torch.cuda.device(index):
                 in_cluster = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p),
                                                  p.seqlen_q * p.group_size) == 1
-            if in_cluster:
-                merge = f", merged inside clusters of {num_splits} CTAs (distributed shared memory)"
-            elif self._last_split_merge(p, variant, num_splits):
-                merge = (", merged by the last CTA of each row block to finish (merge counters; a combine kernel "
-                         "instead in a graph capture that finds no zeroed counters left)")
-            else:
-                merge = " + combine kernel"
+            merge = (f", merged inside clusters of {num_splits} CTAs (distributed shared memory)" if in_cluster
+                     else " + combine kernel")
         return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
                 f"{num_splits} KV split(s){merge}")
 
@@ -152,14 +144,11 @@ class CudaSm90Backend(Backend):
         launch = self._launches.get(id(p))
         if launch is None or launch[0] is not p:  # the entry keeps p alive, so its id is not reused
             launch = self._launch_constants(p)
-        _, index, device, num_splits, ws_bytes, shape_bytes, scalar_bytes, last_split_merge = launch
-        ws_ptr = counters = 0
-        stream = _current_stream(index)
+        _, index, device, num_splits, ws_bytes, shape_bytes, scalar_bytes = launch
+        ws_ptr = 0
         if num_splits > 1:  # sized from shapes: safe under CUDA-graph capture
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
             ws_ptr = workspace.data_ptr()
-            if last_split_merge:
-                counters = self._merge_counters.pointer(index, stream)
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
         # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 31.
         args = _ARGS.buffer
@@ -167,7 +156,7 @@ class CudaSm90Backend(Backend):
             args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
             cache_seqlens.data_ptr() if cache_seqlens is not None else 0, shape_bytes,
             qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
-            scalar_bytes, ws_ptr, ws_bytes, stream, counters)
+            scalar_bytes, ws_ptr, ws_bytes, _current_stream(index))
         if self._multi_gpu and index != _current_device():
             with torch.cuda.device(index):
                 status = fn(args.address)
@@ -177,25 +166,18 @@ class CudaSm90Backend(Backend):
             msg = self._last_error().decode(errors="replace")
             raise RuntimeError(f"fmha cuda backend: {msg} ({p.describe()})")
 
-    def _last_split_merge(self, p: Problem, variant: int, num_splits: int) -> bool:
-        """Whether a split launch merges in the last CTA of each row block when given counters (else the
-        combine kernel, or the cluster merge, which launch_details asks about first)."""
-        return (num_splits > 1 and 2 * _merge_units(p) <= COUNTER_SLICE and
-                self._last_split_merge_fn(p.head_dim, variant, num_splits, p.seqlen_q * p.group_size) == 1)
-
     def _launch_constants(self, p: Problem):
         """What `run` packs the same way for every call of `p`, from shapes only: (p, device index,
         device, num_splits, workspace bytes, the shape fields and the scale..variant fields as
-        packed bytes, whether a split launch may merge in its last CTAs given counters)."""
+        packed bytes)."""
         index = _device_index(p.device)
         variant, num_splits = self.launch_plan(p, index)
         ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits) if num_splits > 1 else 0
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
         scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, variant)
-        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0, 0)
-        last_split_merge = self._last_split_merge(p, variant, num_splits)
+        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0)
         launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
-                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], last_split_merge)
+                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS])
         if len(self._launches) >= 1024:  # only a cache (a graph keeps no reference to it): start over
             self._launches.clear()
         self._launches[id(p)] = launch
@@ -203,17 +185,17 @@ class CudaSm90Backend(Backend):
 
 
 # Layout of FmhaDecodeArgs (fmha_capi.h): 6 pointers, 7 shape ints, 12 strides, the scale,
-# causal, num_splits, variant, workspace pointer and size, stream, merge counters; all 8-byte fields.
-_PACKED = struct.Struct("<6Q7q12qd3q4Q")
+# causal, num_splits, variant, workspace pointer and size, stream; all 8-byte fields.
+_PACKED = struct.Struct("<6Q7q12qd3q3Q")
 # The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, variant)
-# as two precomputed byte strings: 24 values to pack per call instead of 39.
-_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s4Q")
+# as two precomputed byte strings: 23 values to pack per call instead of 38.
+_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q")
 _SHAPE_FIELDS = slice(6 * 8, 13 * 8)
 _SCALAR_FIELDS = slice(25 * 8, 29 * 8)
 
 
 def _check_per_call_layout():
-    shape, strides, scalars, tail = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1), (7, 8, 9, 10)
+    shape, strides, scalars, tail = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1), (7, 8, 9)
     packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *tail)
     if _PACKED_PER_CALL.pack(*range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS],
                              *tail) != packed:
@@ -221,62 +203,6 @@ def _check_per_call_layout():
 
 
 _check_per_call_layout()
-
-
-# Split-KV merge counters (store_output_last_split in sm90/decode_kernel.cuh): uint32 counters per slice, two
-# per row block of a launch (a launch of more row blocks takes the combine kernel); slices zeroed at a time.
-COUNTER_SLICE = 1024
-RESERVE_SLICES = 64
-
-
-def _merge_units(p: Problem) -> int:
-    """Row blocks of a launch: two merge counters each."""
-    return _grid_ctas(p)
-
-
-class _MergeCounters:
-    """Zeroed uint32 counters for the split-KV merge by the last CTA of each row block to finish.
-
-    A launch leaves its counters at zero (each arrival is an atomicInc that wraps at num_splits), but
-    two launches that share counters must not overlap. So each stream, outside capture, and each
-    (captured graph, stream) gets a slice of its own: launches on one stream run in order (a PDL launch
-    touches its counters only after its predecessor completed), replays of one graph run in order,
-    and different streams or graphs never share one. Slices come from reserves zeroed outside any
-    capture (a one-time stream sync); a capture that finds none left gets 0 and its launches take the
-    combine kernel (correct, a few microseconds slower). Slices are never given back: COUNTER_SLICE x
-    4 bytes per stream and per captured (graph, stream) that ran a split launch.
-    """
-
-    def __init__(self, lib):
-        self._capture_id = lib.fmha_stream_capture_id
-        self._id = ctypes.c_ulonglong()
-        self._lock = threading.Lock()
-        self._slices = {}  # (device index, stream, capture id or 0) -> device pointer
-        self._free = {}    # device index -> pointers of zeroed slices not handed out yet
-        self._reserves = []  # the tensors behind every slice (kept alive)
-
-    def pointer(self, index: int, stream: int) -> int:
-        """The counters for a launch on `stream` of device `index` now, or 0 (then the combine kernel)."""
-        with self._lock:
-            if self._capture_id(stream, ctypes.byref(self._id)) != 0:
-                return 0  # the launch reports the stream's trouble itself
-            key = (index, stream, self._id.value)
-            ptr = self._slices.get(key)
-            if ptr is None:
-                ptr = self._slices[key] = self._take(index, capturing=self._id.value != 0)
-            return ptr
-
-    def _take(self, index: int, capturing: bool) -> int:
-        free = self._free.setdefault(index, [])
-        if not free:
-            if capturing:  # zeroing now would add a memset to the graph
-                return 0
-            reserve = torch.zeros(COUNTER_SLICE * RESERVE_SLICES, dtype=torch.int32, device=torch.device("cuda", index))
-            torch.cuda.current_stream(index).synchronize()  # zero before any other stream's launch uses a slice
-            self._reserves.append(reserve)
-            base = reserve.data_ptr()
-            free.extend(base + 4 * COUNTER_SLICE * i for i in range(RESERVE_SLICES - 1, -1, -1))
-        return free.pop()
 
 
 class _ArgsBuffer:

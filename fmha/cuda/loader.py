@@ -154,16 +154,12 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     vp, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     lib.fmha_sm90_decode.argtypes = ([vp] * 6 + [i32] * 7 + [i64] * 12 +
-                                     [ctypes.c_float, i32, i32, i32, vp, ctypes.c_size_t, vp, vp])
+                                     [ctypes.c_float, i32, i32, i32, vp, ctypes.c_size_t, vp])
     lib.fmha_sm90_decode.restype = i32
     lib.fmha_sm90_decode_packed.argtypes = [vp]
     lib.fmha_sm90_decode_packed.restype = i32
     lib.fmha_sm90_workspace_bytes.argtypes = [i32, i32, i32, i32, i32]
     lib.fmha_sm90_workspace_bytes.restype = ctypes.c_size_t
-    lib.fmha_sm90_last_split_merge.argtypes = [i32, i32, i32, i32]
-    lib.fmha_sm90_last_split_merge.restype = i32
-    lib.fmha_stream_capture_id.argtypes = [vp, ctypes.POINTER(ctypes.c_ulonglong)]
-    lib.fmha_stream_capture_id.restype = i32
     lib.fmha_sm90_tile_n.argtypes = [i32, i32]
     lib.fmha_sm90_tile_n.restype = i32
     lib.fmha_sm90_ctas_per_sm.argtypes = [i32, i32]

@@ -59,10 +59,6 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
 #define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
 #endif
-#ifndef FMHA_SM90_LAST_SPLIT_MERGE  // 1: split-KV launches given merge_counters (and not merged in clusters) merge in
-// the last CTA of each row block where they can (decode_kernel.cuh, store_output_last_split); 0: the combine kernel
-#define FMHA_SM90_LAST_SPLIT_MERGE 1
-#endif
 #ifndef FMHA_SM90_PROBE_NO_COMBINE  // timing probe only (wrong results by design): split-KV partials are not merged
 #define FMHA_SM90_PROBE_NO_COMBINE 0
 #endif
@@ -270,16 +266,6 @@ bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   return max_active_clusters<D, kBf16, kVariant>(num_splits) >= clusters;
 }
 
-// Whether a split launch that does not merge in clusters, given merge counters, merges in the last CTA
-// of each row block (store_output_last_split: the 64-row loop, at most kMaxLastSplitMerge splits).
-template <int D, int kVariant>
-bool last_split_merge(int num_splits, int rows) {
-  using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
-  const bool narrow = Tr::kNarrow && rows <= Tr::kNarrowRows;  // the narrow loop has its own epilogue
-  return Tr::kLastSplitMerge && FMHA_SM90_LAST_SPLIT_MERGE && !FMHA_SM90_PROBE_NO_COMBINE && num_splits > 1 &&
-         num_splits <= fmha::sm90::kMaxLastSplitMerge && !narrow;
-}
-
 template <int D, bool kBf16, int kVariant>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
            int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
@@ -307,9 +293,6 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   fmha::DecodeParams lp = p;
   lp.cluster_merge =
       use_cluster_merge<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
-  // Otherwise the last CTA of each row block merges, where the caller passed counters (else the combine kernel).
-  lp.merge_counters =
-      !lp.cluster_merge && last_split_merge<D, kVariant>(p.num_splits, p.rows) ? p.merge_counters : nullptr;
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
@@ -335,7 +318,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   cfg.numAttrs = n_attr;
   if (check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp), "decode kernel launch")) return 1;
 
-  if (p.num_splits > 1 && !lp.cluster_merge && lp.merge_counters == nullptr && !FMHA_SM90_PROBE_NO_COMBINE) {
+  if (p.num_splits > 1 && !lp.cluster_merge && !FMHA_SM90_PROBE_NO_COMBINE) {
     using Ct = fmha::CombineTraits<D>;
     const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
     const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
@@ -393,24 +376,6 @@ size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return workspace_bytes(B, T, Hq, D, num_splits);
 }
 
-int fmha_sm90_last_split_merge(int D, int variant, int num_splits, int rows) {
-  return with_instance(D, variant, 0, [&](auto d, auto v) {
-    return static_cast<int>(last_split_merge<decltype(d)::value, decltype(v)::value>(num_splits, rows));
-  });
-}
-
-int fmha_stream_capture_id(void* stream, unsigned long long* id) {
-  if (id == nullptr) return fail("fmha_stream_capture_id: null id");
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  unsigned long long capture = 0;
-  if (check_cuda(cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(stream), &status, &capture),
-                 "cudaStreamGetCaptureInfo"))
-    return 1;
-  if (status == cudaStreamCaptureStatusInvalidated) return fail("the stream's capture has been invalidated");
-  *id = status == cudaStreamCaptureStatusActive ? capture : 0;
-  return 0;
-}
-
 int fmha_sm90_probe_layout(int* ctas, int* tiles, int* events) {
   if (!ctas || !tiles || !events) return fail("fmha_sm90_probe_layout: null argument");
   *ctas = fmha::sm90::kProbeCtas;
@@ -444,7 +409,7 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
                      int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
                      int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
                      int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, int variant,
-                     void* workspace, size_t workspace_size, unsigned* merge_counters, void* stream) {
+                     void* workspace, size_t workspace_size, void* stream) {
   g_last_error[0] = '\0';
   if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || S < 1)
     return fail("invalid shape B=%d T=%d Hq=%d Hkv=%d S=%d (all must be >= 1)", B, T, Hq, Hkv, S);
@@ -491,9 +456,6 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
     if (misaligned(workspace)) return fail("workspace must be 16-byte aligned");
     p.o_partial = static_cast<float*>(workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, D, num_splits);
-    if (reinterpret_cast<uintptr_t>(merge_counters) % alignof(unsigned) != 0)
-      return fail("merge_counters must be 4-byte aligned");
-    p.merge_counters = merge_counters;
   }
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const bool bf16 = dtype == 1;
@@ -530,7 +492,7 @@ int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
                           a->v_h, a->o_b, a->o_t, a->o_h, static_cast<float>(a->softmax_scale),
                           static_cast<int>(a->causal), static_cast<int>(a->num_splits), static_cast<int>(a->variant),
                           reinterpret_cast<void*>(a->workspace), static_cast<size_t>(a->workspace_bytes),
-                          reinterpret_cast<unsigned*>(a->merge_counters), reinterpret_cast<void*>(a->stream));
+                          reinterpret_cast<void*>(a->stream));
 }
 
 }  // extern "C"

@@ -37,15 +37,6 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
 
-// 1 if a split-KV launch of this head dim / variant with num_splits splits and `rows` packed query rows
-// (T x Hq/Hkv) that does not merge in clusters, given merge_counters, merges its partials in the last
-// CTA of each row block to finish (no combine kernel); 0 if it goes through the combine kernel.
-int fmha_sm90_last_split_merge(int D, int variant, int num_splits, int rows);
-
-// The id of the stream capture (CUDA graph) `stream` is in, 0 if it is not capturing; for a caller
-// that keeps merge_counters per stream and per captured graph.
-int fmha_stream_capture_id(void* stream, unsigned long long* id);
-
 // Timing probe of a library built with -DFMHA_SM90_PROBE_TIMESTAMPS=1 (sm90/decode_kernel.cuh): the
 // stamps' layout [ctas][tiles][events] of uint64, and a synchronous copy of them to host memory
 // (host_dst may be NULL) followed, if clear, by zeroing them. Other builds: an error.
@@ -55,15 +46,11 @@ int fmha_sm90_probe_read(void* host_dst, size_t bytes, int clear);
 // Decode attention. q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16,
 // 1 = bf16; strides in elements, last stride 1), lse [B, Hq, T] float32 contiguous,
 // cache_seqlens int32 [B] or NULL (= S for every sequence), stream a cudaStream_t.
-// Split-KV (num_splits > 1) needs `workspace` (fmha_sm90_workspace_bytes). merge_counters (may be NULL:
-// then a combine kernel runs behind the decode grid) are 2 x B x Hkv x ceil(T x Hq/Hkv / 64) uint32 that
-// are zero before the launch; the launch leaves them zero. Launches given the same counters must not run
-// concurrently: keep them per stream, and per captured graph (fmha_stream_capture_id).
 int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, float* lse, const int* cache_seqlens,
                      int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
                      int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
                      int64_t o_t, int64_t o_h, float softmax_scale, int causal, int num_splits, int variant,
-                     void* workspace, size_t workspace_size, unsigned* merge_counters, void* stream);
+                     void* workspace, size_t workspace_size, void* stream);
 
 // The same call with its arguments in one struct of 8-byte fields: a binding packs it into
 // one buffer (one FFI argument instead of 32, a few microseconds less per call from Python).
@@ -74,7 +61,6 @@ typedef struct FmhaDecodeArgs {
   double softmax_scale;
   int64_t causal, num_splits, variant;
   uint64_t workspace, workspace_bytes, stream;
-  uint64_t merge_counters;                          // device pointer or 0 (see fmha_sm90_decode)
 } FmhaDecodeArgs;
 
 int fmha_sm90_decode_packed(const FmhaDecodeArgs* args);

@@ -32,12 +32,6 @@ struct DecodeParams {
   // workspace, still passed, goes unused); 0: partials go to the workspace and combine_splits_kernel
   // merges them. Set by the host (capi.cu, use_cluster_merge), which also launches the clusters.
   int cluster_merge;
-  // Split-KV without cluster_merge. Non-null: the last CTA of each (row block, KV head, sequence) to
-  // finish merges the splits (sm90: store_output_last_split); two counters per row block, at
-  // 2 ((b * Hkv + kvh) * row_blocks + row_block), zero before the launch and zero again after it.
-  // Launches that share counters must not overlap (the host keeps them per stream and per captured
-  // graph). Null: combine_splits_kernel merges.
-  unsigned* merge_counters;
 };
 
 // Split-KV workspace, all fp32, written by the attention kernel and read by

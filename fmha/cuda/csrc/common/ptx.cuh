@@ -131,36 +131,6 @@ __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_thr
 }
 
 // ---------------------------------------------------------------------------
-// GPU-scope counters in global memory (the split-KV merge in the last CTA of a row block)
-// ---------------------------------------------------------------------------
-
-// atom.global.inc.u32 (9.7.13.5 "atom"), relaxed, GPU scope: old = *p; *p = old >= limit ? 0 : old + 1.
-__device__ __forceinline__ uint32_t atom_inc_gpu(uint32_t* p, uint32_t limit) {
-  uint32_t old;
-  asm volatile("atom.relaxed.gpu.global.inc.u32 %0, [%1], %2;\n" : "=r"(old) : "l"(p), "r"(limit) : "memory");
-  return old;
-}
-
-// red.release.gpu.global.add.u32 (9.7.13.6 "red"): this thread's earlier writes, and those it has
-// observed (a CTA barrier before it), are visible GPU-wide before the add is.
-__device__ __forceinline__ void red_release_gpu_add(uint32_t* p, uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-// ld.acquire.gpu.global.u32 (9.7.9.8 "ld"): later reads of this thread (and, after a CTA barrier, of
-// the CTA) see what the writer released before the value it returns.
-__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// st.relaxed.gpu.global.u32 (9.7.9.9 "st").
-__device__ __forceinline__ void st_relaxed_gpu(uint32_t* p, uint32_t v) {
-  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-// ---------------------------------------------------------------------------
 // Thread-block clusters (sm_90+): the CTA's rank, the cluster barrier, and stores into another
 // CTA's shared memory (distributed shared memory).
 // ---------------------------------------------------------------------------

@@ -41,10 +41,8 @@
 //   the D = 128 wide instantiation keeps the 64-row loop (measured faster).
 //   Split-KV partials are merged inside a thread-block cluster when the host
 //   launches the splits of a row block as one (p.cluster_merge, see ClusterMerge:
-//   at most 16 splits, every cluster resident at once, <= 16 packed rows), else in
-//   the last CTA of the row block to finish its loop where the host passes counters
-//   (p.merge_counters: the 64-row loop, at most kMaxLastSplitMerge splits; see
-//   store_output_last_split), else by combine_splits_kernel (a programmatic dependent).
+//   at most 16 splits, every cluster resident at once, <= 16 packed rows), else
+//   by combine_splits_kernel (launched as a programmatic dependent).
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
@@ -239,9 +237,6 @@ struct DecodeTraits {
   // D = 512: its consumer registers are tight, and compiling the merge in moved the hot loop's register
   // allocation (MQA Hq=128 213.1 -> 225.7 us, run ag, same process); it gains only on <= 16 rows.
   static constexpr bool kClusterMerge = D != 512;
-  // Split-KV merged in the last CTA of a row block (store_output_last_split), where the host passes
-  // counters: the deep variant's 64-row loop (the host splits only deep grids), not at D = 512.
-  static constexpr bool kLastSplitMerge = kIsDeep && D != 512;
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -313,7 +308,6 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kStagesV];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
   alignas(8) uint64_t empty_v[Tr::kStagesV];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
-  int last_split;  // store_output_last_split: this CTA is its row block's last split to finish
   // p.cluster_merge: the K and V rings (idle by then) receive the rows this CTA merges, from every
   // split of its cluster: o [num_splits][rows_per_rank][kMergeStride] fp32, then the LSEs
   // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats at D <= 256 so that the
@@ -357,7 +351,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarSplitMerge = 6;  // consumers (store_output_last_split): the arrival's answer; partials written
 
 // Timing probe (FMHA_SM90_PROBE_TIMESTAMPS): for the first kProbeTiles ring positions of the first
 // kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
@@ -422,9 +415,6 @@ __device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, 
 
 // Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
 constexpr int kMaxClusterSplits = 16;
-// Most splits merged in the last CTA of a row block (store_output_last_split reads each other split's
-// partials in one round trip; more splits go through the combine kernel).
-constexpr int kMaxLastSplitMerge = 4;
 
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
@@ -792,135 +782,12 @@ __device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
   return cluster;
 }
 
-// Split-KV merge in the last CTA of a row block to finish (64-row loop; p.merge_counters, two per row
-// block). counters[0] counts the splits past their loop: an atom.inc that wraps at num_splits, so the
-// launch leaves it 0 and the num_splits-th arrival knows it is last. The others write their partials
-// to the workspace and count them in counters[1] (release). The last one writes no partial: it waits
-// (acquire) until the num_splits - 1 others are written, resets counters[1] for the next launch, and
-// merges them with its own, still in registers, in split order (so the bits do not depend on which
-// split finished last), then stores out and the LSE. The wait cannot deadlock: every split it waits
-// for has already arrived, and writes its partials without waiting for anything.
-template <class Tr, bool kBf16>
-__device__ __forceinline__ void store_output_last_split(SharedStorage<Tr>& ss, const DecodeParams& p,
-                                                        const float (&acc)[Tr::kOutCols / 2], const float (&inv_l)[2],
-                                                        const float (&lse)[2], int b, int kvh, int row0, int split,
-                                                        int wg, int tid_wg) {
-  static_assert(Tr::kConsumerWGs == 1, "one consumer warpgroup writes the whole row");
-  constexpr int kAcc = Tr::kOutCols / 2;            // accumulator floats a thread holds: 2 rows x kAcc / 2 columns
-  // Accumulator positions merged per pass (the other splits' values for them loaded in one round trip):
-  // all of them up to D = 128; at D = 256 (128 accumulators) passes of 64 spilled (ptxas -v), of 32 do not.
-  constexpr int kChunk = kAcc <= 64 ? kAcc : 32;
-  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
-  const int ns = p.num_splits;
-  const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
-  uint32_t* counters = p.merge_counters + 2 * ((static_cast<int64_t>(b) * p.Hkv + kvh) * row_blocks + row0 / Tr::kBlockM);
-  if (tid_wg == 0) ss.last_split = ptx::atom_inc_gpu(&counters[0], static_cast<uint32_t>(ns - 1)) == static_cast<uint32_t>(ns - 1);
-  ptx::named_barrier_sync(kBarSplitMerge, Tr::kConsumerThreads);
-  if (!ss.last_split) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = row0 + 16 * w + g + 8 * h;
-      if (row >= p.rows) continue;  // padding row
-      const OutRow r(p, b, kvh, row);
-      float* dst = r.partial(p, b, split, Tr::kHeadDim);
-#pragma unroll
-      for (int c = 0; c < kAcc / 4; ++c) {
-        const int i = 4 * c + 2 * h;
-        *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
-      }
-      if (ql == 0) *r.partial_lse(p, split) = lse[h];
-    }
-    __threadfence();
-    ptx::named_barrier_sync(kBarSplitMerge, Tr::kConsumerThreads);
-    if (tid_wg == 0) ptx::red_release_gpu_add(&counters[1], 1u);
-    return;
-  }
-  if (tid_wg == 0) {
-    while (ptx::ld_acquire_gpu(&counters[1]) != static_cast<uint32_t>(ns - 1)) __nanosleep(32);
-    ptx::st_relaxed_gpu(&counters[1], 0u);  // the next launch on these counters starts after this grid completes
-  }
-  ptx::named_barrier_sync(kBarSplitMerge, Tr::kConsumerThreads);
-
-  // Per row: the splits' LSEs, their max m, weights w_s = 2^((lse_s - m) log2 e) and 1 / sum_s w_s.
-  float wt[2][kMaxLastSplitMerge], inv_w[2], lse_out[2];
-  const float* part[2];  // the row's partial o in split 0 (split s: + s * o_split_stride), null for padding
-  const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
-  const int64_t o_split_stride = lse_split_stride * Tr::kHeadDim;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = row0 + 16 * w + g + 8 * h;
-    const bool valid = row < p.rows;
-    const OutRow r(p, b, kvh, valid ? row : row0);
-    part[h] = valid ? r.partial(p, b, 0, Tr::kHeadDim) : nullptr;
-    float ls[kMaxLastSplitMerge];
-    float m = -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kMaxLastSplitMerge; ++s) {
-      ls[s] = s >= ns || !valid ? -INFINITY : s == split ? lse[h] : __ldcg(r.partial_lse(p, 0) + s * lse_split_stride);
-      m = fmaxf(m, ls[s]);
-    }
-    float wsum = 0.f;
-#pragma unroll
-    for (int s = 0; s < kMaxLastSplitMerge; ++s) {
-      wt[h][s] = ls[s] == -INFINITY ? 0.f : exp2_approx((ls[s] - m) * kLog2e);
-      wsum += wt[h][s];
-    }
-    inv_w[h] = wsum > 0.f ? 1.f / wsum : 0.f;
-    lse_out[h] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
-  }
-  // out = sum_s w_s o_s / sum_s w_s, kChunk accumulator positions at a time.
-#pragma unroll
-  for (int i0 = 0; i0 < kAcc; i0 += kChunk) {
-    float total[kChunk];
-#pragma unroll
-    for (int j = 0; j < kChunk; ++j) total[j] = 0.f;
-#pragma unroll
-    for (int s = 0; s < kMaxLastSplitMerge; ++s) {  // (unrolled: wt is indexed by compile-time s)
-      if (s >= ns) break;
-      float v[kChunk];
-      if (s == split) {
-#pragma unroll
-        for (int j = 0; j < kChunk; ++j) v[j] = acc[i0 + j] * inv_l[(j >> 1) & 1];  // the partial it would have written
-      } else {
-#pragma unroll
-        for (int j = 0; j < kChunk; j += 2) {
-          const int i = i0 + j, h = (i >> 1) & 1;
-          const float2 x = part[h] ? __ldcg(reinterpret_cast<const float2*>(part[h] + s * o_split_stride + frag_col(i, ql)))
-                                   : make_float2(0.f, 0.f);
-          v[j] = x.x;
-          v[j + 1] = x.y;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kChunk; ++j) total[j] = fmaf(wt[((i0 + j) >> 1) & 1][s], v[j], total[j]);
-    }
-#pragma unroll
-    for (int j = 0; j < kChunk; j += 2) {
-      const int i = i0 + j, h = (i >> 1) & 1;
-      if (!part[h]) continue;
-      uint16_t* dst = OutRow(p, b, kvh, row0 + 16 * w + g + 8 * h).out(p, b);
-      *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(total[j] * inv_w[h], total[j + 1] * inv_w[h]);
-    }
-  }
-  if (ql == 0) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      if (part[h]) p.lse[OutRow(p, b, kvh, row0 + 16 * w + g + 8 * h).lse_idx] = lse_out[h];
-  }
-}
-
 // Write this warpgroup's output columns (or the split partials) and the LSE.
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const DecodeParams& p,
                                              const float (&acc)[Tr::kOutCols / 2], const float (&inv_l)[2],
                                              const float (&lse)[2], int b, int kvh, int row0, int split, int wg,
                                              int tid_wg) {
-  if constexpr (Tr::kLastSplitMerge) {
-    if (p.merge_counters != nullptr) {  // the host sets it only for split launches this path serves
-      store_output_last_split<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
-      return;
-    }
-  }
   const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
   const int col0 = wg * Tr::kOutCols;
   const ClusterMerge<Tr> cm(ss, p, row0);
