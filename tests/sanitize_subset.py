@@ -6,7 +6,7 @@
 Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the narrow loop
 (at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
-variant; a combine grid of many CTAs."""
+variant; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows)."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -49,3 +49,16 @@ for D in (64, 128, 256):
             print("ran cluster merge", D, variant, num_splits, "in clusters" if "merged inside clusters" in launch
                   else "NOT in clusters: " + launch, "nan" if torch.isnan(out).any() else "ok", flush=True)
 
+
+# Two splits of the 64-row loop merged as cluster pairs (store_output_pair), forced on the deep variant:
+# 64 rows, 112 rows (two row blocks), 21 rows; an empty split and an empty row.
+for D in (64, 128):
+    for (T, Hq, Hkv) in ((16, 32, 8), (16, 28, 4), (3, 28, 4)):
+        b.launch_plan = lambda p, index: (cb.DEEP, 2)
+        b._launches = {}
+        q, k, v, cs = make_inputs(3, T, Hq, Hkv, 3000, D, device="cuda", seqlens=[3000, 129, 0])
+        launch = fmha.explain(q, k, v, cs, backend="cuda").launch
+        out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
+        torch.cuda.synchronize()
+        print("ran pair merge", D, T, Hq, Hkv, "pairs" if "as each finishes" in launch else "NOT in pairs: " + launch,
+              "nan" if torch.isnan(out).any() else "ok", flush=True)

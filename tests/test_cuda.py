@@ -162,6 +162,33 @@ def test_cluster_merge(D, variant, num_splits, monkeypatch):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} splits={num_splits} D={D}")
 
 
+@pytest.mark.parametrize("D", (64, 128))
+@pytest.mark.parametrize("T,Hq,Hkv", ((16, 32, 8), (16, 28, 4), (3, 28, 4)))
+def test_pair_merge(D, T, Hq, Hkv, monkeypatch):
+    """Two splits of the 64-row loop merged as cluster pairs, each CTA pushing the rows its partner
+    merges as soon as its own loop is done: 64 rows (the T=16 plan), 112 (two row blocks, the second
+    partly padding) and 21; sequences of 3000, 129 and 0 keys (an empty split, an empty row). Against
+    the reference and the combine kernel (the wide variant with the same split), and bit-identical
+    across repeats whichever CTA of a pair finishes first."""
+    force_launch_plan(monkeypatch, "deep", 2)
+    q, k, v, sl = make_inputs(3, T, Hq, Hkv, 3000, D, device=DEV, seqlens=[3000, 129, 0], seed=D + T + Hq)
+    launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
+    assert "clusters of 2 CTAs as each finishes" in launch, launch
+    out, lse = check_backend("cuda", q, k, v, sl, causal=True, what=f"pair merge D={D} T={T} {Hq}/{Hkv}")
+    for _ in range(5):
+        again = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda", out=poisoned_out(q))
+        assert torch.equal(again[0], out) and torch.equal(again[1], lse)
+    force_launch_plan(monkeypatch, "wide", 2)
+    assert "combine kernel" in fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
+    combined, combined_lse = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="cuda",
+                                            out=poisoned_out(q))
+    # the same two fp32 partials merged in a different order of operations, then rounded to bf16
+    assert (combined.float() - out.float()).abs().max().item() <= 2 * tolerance(q.dtype, v.abs().max().item())
+    assert torch.equal(torch.isneginf(combined_lse), torch.isneginf(lse))
+    fin = torch.isfinite(lse)
+    assert (combined_lse[fin] - lse[fin]).abs().max().item() <= 1e-5
+
+
 @pytest.mark.parametrize("D", (64, 128, 256, 512))
 @pytest.mark.parametrize("T,S", ((1, 4096), (4, 777)))
 def test_matches_triton(D, T, S):

@@ -130,10 +130,10 @@ class CudaSm90Backend(Backend):
         merge = ""
         if num_splits > 1:
             with torch.cuda.device(index):
-                in_cluster = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p),
-                                                 p.seqlen_q * p.group_size) == 1
-            merge = (f", merged inside clusters of {num_splits} CTAs (distributed shared memory)" if in_cluster
-                     else " + combine kernel")
+                mode = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p), p.seqlen_q * p.group_size)
+            merge = {1: f", merged inside clusters of {num_splits} CTAs (distributed shared memory)",
+                     2: ", merged inside clusters of 2 CTAs as each finishes (distributed shared memory)"}.get(
+                         mode, " + combine kernel")
         return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
                 f"{num_splits} KV split(s){merge}")
 

@@ -266,6 +266,24 @@ bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   return max_active_clusters<D, kBf16, kVariant>(num_splits) >= clusters;
 }
 
+// Whether a split-KV grid merges as cluster pairs (kMergePair, store_output_pair): two splits on the 64-row
+// loop, every pair resident at once.
+template <int D, bool kBf16, int kVariant>
+bool use_pair_merge(int num_splits, long long clusters, int rows) {
+  using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
+  const bool narrow = Tr::kNarrow && rows <= Tr::kNarrowRows;  // the narrow loop has its own epilogue
+  if (!Tr::kPairMerge || FMHA_SM90_PROBE_NO_COMBINE || num_splits != 2 || narrow) return false;
+  return max_active_clusters<D, kBf16, kVariant>(2) >= clusters;
+}
+
+// The ClusterMergeMode of a split-KV launch (params.h).
+template <int D, bool kBf16, int kVariant>
+int cluster_merge_mode(int num_splits, long long clusters, int rows) {
+  if (use_cluster_merge<D, kBf16, kVariant>(num_splits, clusters, rows)) return fmha::kMergeDealtRows;
+  if (use_pair_merge<D, kBf16, kVariant>(num_splits, clusters, rows)) return fmha::kMergePair;
+  return fmha::kMergeByKernel;
+}
+
 template <int D, bool kBf16, int kVariant>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
            int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
@@ -292,7 +310,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   fmha::DecodeParams lp = p;
   lp.cluster_merge =
-      use_cluster_merge<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
+      cluster_merge_mode<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
@@ -303,7 +321,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     attr[n_attr++].val.programmaticStreamSerializationAllowed = 1;
   }
   const int n_attr_combine = n_attr;
-  if (lp.cluster_merge) {  // the splits of one (row block, KV head, sequence): blockIdx.x = row_block * num_splits + split
+  if (lp.cluster_merge != fmha::kMergeByKernel) {  // the splits of one (row block, KV head, sequence): blockIdx.x = row_block * num_splits + split
     attr[n_attr].id = cudaLaunchAttributeClusterDimension;
     attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.num_splits);
     attr[n_attr].val.clusterDim.y = 1;
@@ -318,7 +336,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   cfg.numAttrs = n_attr;
   if (check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp), "decode kernel launch")) return 1;
 
-  if (p.num_splits > 1 && !lp.cluster_merge && !FMHA_SM90_PROBE_NO_COMBINE) {
+  if (p.num_splits > 1 && lp.cluster_merge == fmha::kMergeByKernel && !FMHA_SM90_PROBE_NO_COMBINE) {
     using Ct = fmha::CombineTraits<D>;
     const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
     const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
@@ -368,7 +386,7 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
 
 int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows) {
   return with_instance(D, variant, 0, [&](auto d, auto v) {
-    return static_cast<int>(use_cluster_merge<decltype(d)::value, true, decltype(v)::value>(num_splits, clusters, rows));
+    return cluster_merge_mode<decltype(d)::value, true, decltype(v)::value>(num_splits, clusters, rows);
   });
 }
 

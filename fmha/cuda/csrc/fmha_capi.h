@@ -26,10 +26,11 @@ int fmha_sm90_ctas_per_sm(int D, int variant);
 // (keys in the MMA's M dimension); 0: it has none.
 int fmha_sm90_narrow_rows(int D, int variant);
 
-// 1 if a split-KV launch of this head dim / variant with num_splits splits over `clusters` groups
-// (row blocks x KV heads x sequences) of `rows` packed query rows (T x Hq/Hkv) merges inside
-// thread-block clusters on the current device (no combine kernel; the workspace goes unused), 0 if
-// it goes through the combine kernel.
+// How a split-KV launch of this head dim / variant with num_splits splits over `clusters` groups
+// (row blocks x KV heads x sequences) of `rows` packed query rows (T x Hq/Hkv) merges on the current
+// device: 0 through the combine kernel; inside thread-block clusters (no combine kernel; the workspace
+// goes unused) 1 with every split pushing each row to the rank that merges it once all have finished
+// (at most 16 rows), 2 as pairs of CTAs that push as soon as each has finished (two splits).
 int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once.
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);

@@ -27,11 +27,18 @@ struct DecodeParams {
   // The host picks the order whose byte strides increase (see capi.cu).
   int k_head_major;
   int v_head_major;
-  // Split-KV only. 1: the num_splits CTAs of one (row block, KV head, sequence) run as one thread-block
-  // cluster and merge their partials through distributed shared memory (no combine kernel; the
-  // workspace, still passed, goes unused); 0: partials go to the workspace and combine_splits_kernel
-  // merges them. Set by the host (capi.cu, use_cluster_merge), which also launches the clusters.
+  // Split-KV only (a ClusterMergeMode). Not kMergeByKernel: the num_splits CTAs of one (row block, KV
+  // head, sequence) run as one thread-block cluster and merge their partials through distributed
+  // shared memory (no combine kernel; the workspace, still passed, goes unused); kMergeByKernel:
+  // partials go to the workspace and combine_splits_kernel merges them. Set by the host (capi.cu),
+  // which also launches the clusters.
   int cluster_merge;
+};
+
+enum ClusterMergeMode : int {
+  kMergeByKernel = 0,     // combine_splits_kernel
+  kMergeDealtRows = 1,    // every split pushes each row to the rank that merges it, once all have finished (<= 16 rows)
+  kMergePair = 2,         // two splits: each pushes the rows the other merges as soon as it has finished (64-row loop)
 };
 
 // Split-KV workspace, all fp32, written by the attention kernel and read by

@@ -190,6 +190,49 @@ __device__ __forceinline__ void st_shared_cluster_v2f32(uint32_t address, float 
 #endif
 }
 
+__device__ __forceinline__ void st_shared_cluster_v4f32(uint32_t address, float4 v) {
+#if FMHA_SM90_BASE
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w)
+               : "memory");
+#else
+  (void)address; (void)v;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// mbarrier.arrive.release.cluster.shared::cluster (9.7.13.15.13): arrive on an mbarrier in another CTA
+// of the cluster (a mapa address); this thread's earlier writes, its stores into that CTA's shared
+// memory included, are visible to a thread that then waits on the barrier with cluster-scope acquire.
+__device__ __forceinline__ void mbarrier_arrive_remote_release_cluster(uint32_t remote_bar) {
+#if FMHA_SM90_BASE
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote_bar) : "memory");
+#else
+  (void)remote_bar;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// mbarrier.try_wait.parity.acquire.cluster (9.7.13.15.16): as mbarrier_wait_parity, with cluster-scope
+// acquire (the arrivals came from other CTAs of the cluster, with their stores).
+__device__ __forceinline__ void mbarrier_wait_parity_acquire_cluster(uint64_t* bar, uint32_t parity) {
+#if FMHA_SM90_BASE
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  }
+#else
+  (void)bar; (void)parity;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
 // ---------------------------------------------------------------------------
 // Programmatic dependent launch (PTX 9.7.13.13 "griddepcontrol", sm_90+)
 // ---------------------------------------------------------------------------

@@ -40,8 +40,9 @@
 //   head-dim columns fill the MMA's M and the 16 rows its N (see its comment);
 //   the D = 128 wide instantiation keeps the 64-row loop (measured faster).
 //   Split-KV partials are merged inside a thread-block cluster when the host
-//   launches the splits of a row block as one (p.cluster_merge, see ClusterMerge:
-//   at most 16 splits, every cluster resident at once, <= 16 packed rows), else
+//   launches the splits of a row block as one (p.cluster_merge): kMergeDealtRows (see
+//   ClusterMerge: at most 16 splits, every cluster resident at once, <= 16 packed
+//   rows) or kMergePair (two splits of the 64-row loop, see store_output_pair); else
 //   by combine_splits_kernel (launched as a programmatic dependent).
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
@@ -116,6 +117,9 @@
 #endif
 #ifndef FMHA_SM90_PDL  // 1: programmatic dependent launch (see the kernel's prologue and capi.cu)
 #define FMHA_SM90_PDL 1
+#endif
+#ifndef FMHA_SM90_PAIR_MERGE  // 1: two-split launches of the 64-row loop merge as cluster pairs (store_output_pair)
+#define FMHA_SM90_PAIR_MERGE 1
 #endif
 #ifndef FMHA_SM90_OVERLAP  // 1: Q K^T of tile i+1 runs while P V of tile i and the softmax of i+1 proceed (consumer_loop_overlapped)
 #define FMHA_SM90_OVERLAP 1
@@ -237,6 +241,9 @@ struct DecodeTraits {
   // D = 512: its consumer registers are tight, and compiling the merge in moved the hot loop's register
   // allocation (MQA Hq=128 213.1 -> 225.7 us, run ag, same process); it gains only on <= 16 rows.
   static constexpr bool kClusterMerge = D != 512;
+  // Two splits of the 64-row loop merged as a cluster pair (store_output_pair): the deep variant (the host
+  // splits only deep grids) where a 64-row receive buffer fits beside its ring (not D = 256, 512).
+  static constexpr bool kPairMerge = kIsDeep && D <= 128 && FMHA_SM90_PAIR_MERGE;
   static constexpr int kBoxCols = 64;                      // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;              // boxes per tile row
   static constexpr int kRowBytes = kBoxCols * 2;           // 128
@@ -308,7 +315,15 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kStagesV];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
   alignas(8) uint64_t empty_v[Tr::kStagesV];  // ... with its V tile (FMHA_SM90_SPLIT_RELEASE=0: with both)
-  // p.cluster_merge: the K and V rings (idle by then) receive the rows this CTA merges, from every
+  // kMergePair (store_output_pair): the half of the partner's partial that this CTA merges, pushed by the
+  // partner's 64 threads that hold it, slot = the pusher's thread index in those two warps: o
+  // [kOutCols / 8][64 slots] float4 (a thread's accumulator order), LSEs [2][64]; complete when the 64
+  // have arrived on pair_full.
+  static constexpr int kPairSlots = 64;
+  alignas(16) float4 pair_recv[Tr::kPairMerge ? Tr::kOutCols / 8 * kPairSlots : 1];
+  float pair_recv_lse[Tr::kPairMerge ? 2 * kPairSlots : 1];
+  alignas(8) uint64_t pair_full;
+  // kMergeDealtRows: the K and V rings (idle by then) receive the rows this CTA merges, from every
   // split of its cluster: o [num_splits][rows_per_rank][kMergeStride] fp32, then the LSEs
   // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats at D <= 256 so that the
   // fragment stores of several rows do not fall on one bank (merge_fits checks the capacity).
@@ -770,7 +785,13 @@ struct PartialRow {
 template <class Tr>
 __device__ __forceinline__ bool uses_cluster_merge(const DecodeParams& p) {
   if constexpr (!Tr::kClusterMerge) return false;
-  return p.num_splits > 1 && p.cluster_merge;
+  return p.num_splits > 1 && p.cluster_merge == kMergeDealtRows;
+}
+
+template <class Tr>
+__device__ __forceinline__ bool uses_pair_merge(const DecodeParams& p) {
+  if constexpr (!Tr::kPairMerge) return false;
+  return p.num_splits == 2 && p.cluster_merge == kMergePair;
 }
 
 // Before the first partial row of a cluster merge is pushed: every CTA of the cluster has finished
@@ -782,12 +803,85 @@ __device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
   return cluster;
 }
 
+// kMergePair: the two splits of a row block run as a cluster pair (rank = split). Rank 0 merges rows
+// 0-31 of the block (warps 0-1 hold them), rank 1 rows 32-63 (warps 2-3). As soon as a CTA's loop is
+// done, its two warps holding the partner's rows push their partial (o already divided by l, and the
+// LSE) into the partner's pair_recv and arrive on its pair_full (release, cluster scope), whether or
+// not the partner is still streaming; its other two warps wait on their own pair_full and merge the
+// partner's values with their registers, in split order (the bits do not depend on which CTA finishes
+// first), then store out and the LSE. The first CTA to finish thus pushes while the second streams;
+// after the second finishes, one push of 16 KB (D = 128) and the first's merge remain.
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void store_output_pair(SharedStorage<Tr>& ss, const DecodeParams& p,
+                                                  const float (&acc)[Tr::kOutCols / 2], const float (&inv_l)[2],
+                                                  const float (&lse)[2], int b, int kvh, int row0, int split,
+                                                  int tid_wg) {
+  static_assert(Tr::kConsumerWGs == 1, "one consumer warpgroup holds the whole row");
+  constexpr int kVec = Tr::kOutCols / 8;  // float4 of a thread's accumulators (2 rows x kOutCols / 4 columns)
+  using Ss = SharedStorage<Tr>;
+  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+  const int slot = (w % 2) * 32 + lane;
+  // acc[4 k + e] is row h = e / 2 (0: g, 1: g + 8) of the warp's 16: the partial value a split writes.
+  auto partial4 = [&](int k) {
+    return make_float4(acc[4 * k] * inv_l[0], acc[4 * k + 1] * inv_l[0], acc[4 * k + 2] * inv_l[1],
+                       acc[4 * k + 3] * inv_l[1]);
+  };
+  if (w / 2 != split) {  // the partner merges these rows: push them
+    const uint32_t partner = static_cast<uint32_t>(split ^ 1);
+    const uint32_t o_dst = ptx::map_shared_rank(ptx::smem_addr(&ss.pair_recv[0]), partner);
+    const uint32_t lse_dst = ptx::map_shared_rank(ptx::smem_addr(&ss.pair_recv_lse[0]), partner);
+#pragma unroll
+    for (int k = 0; k < kVec; ++k) ptx::st_shared_cluster_v4f32(o_dst + 16u * (k * Ss::kPairSlots + slot), partial4(k));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) ptx::st_shared_cluster_f32(lse_dst + 4u * (h * Ss::kPairSlots + slot), lse[h]);
+    ptx::mbarrier_arrive_remote_release_cluster(ptx::map_shared_rank(ptx::smem_addr(&ss.pair_full), partner));
+    return;
+  }
+  ptx::mbarrier_wait_parity_acquire_cluster(&ss.pair_full, 0);
+  float wt[2][2], inv_w[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float other = ss.pair_recv_lse[h * Ss::kPairSlots + slot];
+    const float l0 = split == 0 ? lse[h] : other, l1 = split == 0 ? other : lse[h];
+    const float m = fmaxf(l0, l1);
+    wt[h][0] = l0 == -INFINITY ? 0.f : exp2_approx((l0 - m) * kLog2e);
+    wt[h][1] = l1 == -INFINITY ? 0.f : exp2_approx((l1 - m) * kLog2e);
+    const float wsum = wt[h][0] + wt[h][1];
+    inv_w[h] = wsum > 0.f ? 1.f / wsum : 0.f;
+    const int row = row0 + 16 * w + g + 8 * h;
+    if (ql == 0 && row < p.rows) p.lse[OutRow(p, b, kvh, row).lse_idx] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
+  }
+  uint16_t* dst[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 16 * w + g + 8 * h;
+    dst[h] = row < p.rows ? OutRow(p, b, kvh, row).out(p, b) : nullptr;
+  }
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) {
+    const float4 mine = partial4(k), other = ss.pair_recv[k * Ss::kPairSlots + slot];
+    const float4 o0 = split == 0 ? mine : other, o1 = split == 0 ? other : mine;
+    const float r00 = fmaf(wt[0][1], o1.x, wt[0][0] * o0.x) * inv_w[0];
+    const float r01 = fmaf(wt[0][1], o1.y, wt[0][0] * o0.y) * inv_w[0];
+    const float r10 = fmaf(wt[1][1], o1.z, wt[1][0] * o0.z) * inv_w[1];
+    const float r11 = fmaf(wt[1][1], o1.w, wt[1][0] * o0.w) * inv_w[1];
+    if (dst[0]) *reinterpret_cast<uint32_t*>(dst[0] + frag_col(4 * k, ql)) = pack2<kBf16>(r00, r01);
+    if (dst[1]) *reinterpret_cast<uint32_t*>(dst[1] + frag_col(4 * k + 2, ql)) = pack2<kBf16>(r10, r11);
+  }
+}
+
 // Write this warpgroup's output columns (or the split partials) and the LSE.
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void store_output(SharedStorage<Tr>& ss, const DecodeParams& p,
                                              const float (&acc)[Tr::kOutCols / 2], const float (&inv_l)[2],
                                              const float (&lse)[2], int b, int kvh, int row0, int split, int wg,
                                              int tid_wg) {
+  if constexpr (Tr::kPairMerge) {
+    if (uses_pair_merge<Tr>(p)) {
+      store_output_pair<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, tid_wg);
+      return;
+    }
+  }
   const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
   const int col0 = wg * Tr::kOutCols;
   const ClusterMerge<Tr> cm(ss, p, row0);
@@ -1379,7 +1473,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
       ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
       ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
     }
-    ptx::fence_mbarrier_init();
+    if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
+    ptx::fence_mbarrier_init();  // (release at cluster scope: the partner arrives on pair_full)
     // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
     ptx::prefetch_tensormap(&tmap_k);
     ptx::prefetch_tensormap(&tmap_v);
@@ -1393,7 +1488,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     ptx::griddep_launch_dependents();
   }
   if (threadIdx.x == 0) probe_timeline(kTimelineGridDep);
-  __syncthreads();
+  const bool pair_merge = uses_pair_merge<Tr>(p);
+  if (pair_merge) ptx::cluster_sync();  // both CTAs' pair_full initialised before either pushes (and a CTA-wide barrier)
+  else __syncthreads();
   const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 
   const int warp = threadIdx.x / 32;
@@ -1406,6 +1503,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
       ptx::cluster_sync();
       ptx::cluster_sync();
     }
+    if (pair_merge) ptx::cluster_sync();  // the closing barrier (see below)
     return;
   }
   // Consumer
@@ -1424,6 +1522,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
       ptx::cluster_sync();
       ptx::cluster_sync();
     }
+    if (pair_merge) ptx::cluster_sync();
     return;
   }
   bool narrow = false;
@@ -1439,6 +1538,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
     ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
     merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
   }
+  // kMergePair: neither CTA exits before the other is done with the pair's shared memory.
+  if (pair_merge) ptx::cluster_sync();
   if (threadIdx.x == 0) probe_timeline(kTimelineEnd);
 }
 
