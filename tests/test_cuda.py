@@ -169,7 +169,8 @@ def test_pair_merge(D, T, Hq, Hkv, monkeypatch):
     merges as soon as its own loop is done: 64 rows (the T=16 plan), 112 (two row blocks, the second
     partly padding) and 21; sequences of 3000, 129 and 0 keys (an empty split, an empty row). Against
     the reference and the combine kernel (the wide variant with the same split), and bit-identical
-    across repeats whichever CTA of a pair finishes first."""
+    across repeats (the 129-key sequence leaves split 1 empty, so its CTA finishes first; in the
+    3000-key one the two race)."""
     force_launch_plan(monkeypatch, "deep", 2)
     q, k, v, sl = make_inputs(3, T, Hq, Hkv, 3000, D, device=DEV, seqlens=[3000, 129, 0], seed=D + T + Hq)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch

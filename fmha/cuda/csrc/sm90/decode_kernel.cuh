@@ -788,10 +788,13 @@ __device__ __forceinline__ bool uses_cluster_merge(const DecodeParams& p) {
   return p.num_splits > 1 && p.cluster_merge == kMergeDealtRows;
 }
 
+// (Also checked here, as the host does: the narrow loop has its own epilogue, which would leave the
+// partials unmerged; the host never asks, but a wrong answer must not be possible.)
 template <class Tr>
 __device__ __forceinline__ bool uses_pair_merge(const DecodeParams& p) {
   if constexpr (!Tr::kPairMerge) return false;
-  return p.num_splits == 2 && p.cluster_merge == kMergePair;
+  const bool narrow = Tr::kNarrow && p.rows <= Tr::kNarrowRows;
+  return p.num_splits == 2 && p.cluster_merge == kMergePair && !narrow;
 }
 
 // Before the first partial row of a cluster merge is pushed: every CTA of the cluster has finished
