@@ -256,7 +256,7 @@ int with_instance(int D, int variant, int fallback, F&& f) {
 // GPU holds every cluster at once (a second wave would cost more than the combine kernel saves), and
 // for at most FMHA_SM90_CLUSTER_MERGE_MAX_ROWS packed rows. H200 (run ac, us): B8 S8192 T1 (4 rows)
 // 68.8 -> 65.4, B4 S512 8.5 -> 7.4; but T=16 (64 rows) 73.4 -> 73.9 (and 74.2 -> 75.4 with the
-// first, pull-based merge), so 64-row problems keep the combine kernel.
+// first, pull-based merge), so 64-row problems take the pair merge below (two splits) or the combine kernel.
 template <int D, bool kBf16, int kVariant>
 bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
