@@ -162,6 +162,20 @@ def test_cluster_merge(D, variant, num_splits, monkeypatch):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} splits={num_splits} D={D}")
 
 
+@pytest.mark.parametrize("B,T,Hq,Hkv,S,D,splits", ((1, 1, 32, 8, 8192, 128, 8), (2, 1, 32, 8, 4096, 128, 4),
+                                                    (4, 1, 32, 8, 4096, 128, 2), (1, 4, 32, 8, 8192, 128, 8),
+                                                    (1, 1, 16, 8, 8192, 256, 8)))
+def test_clustered_plan(B, T, Hq, Hkv, S, D, splits):
+    """The default plan of short split-KV problems: 64 CTAs whose splits merge inside clusters where
+    the ~128-CTA plan would need the combine kernel (fmha/cuda/backend.py CLUSTER_PLAN_CTAS); the
+    last sequence is short (its later splits are empty) where B > 1."""
+    seqlens = [S] * (B - 1) + [S // 3 + 1] if B > 1 else None
+    q, k, v, sl = make_inputs(B, T, Hq, Hkv, S, D, device=DEV, seqlens=seqlens, seed=B + T + D)
+    launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
+    assert f"{B * Hkv} CTAs x {splits} KV split(s), merged inside clusters of {splits} CTAs" in launch, launch
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"clustered plan B={B} T={T} S={S} D={D}")
+
+
 @pytest.mark.parametrize("D", (64, 128))
 @pytest.mark.parametrize("T,Hq,Hkv", ((16, 32, 8), (16, 28, 4), (3, 28, 4)))
 def test_pair_merge(D, T, Hq, Hkv, monkeypatch):

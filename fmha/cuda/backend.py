@@ -19,6 +19,18 @@ BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
 # Kernel instantiations (fmha_capi.h): WIDE packs several CTAs per SM (grids that fill the GPU),
 # DEEP runs one CTA per SM with a deeper K/V ring (small grids, split-KV).
 WIDE, DEEP = 0, 1
+# Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the
+# ~128-CTA plan that needs the combine kernel, while a CTA's K/V share is small enough that 64 SMs
+# stream it about as fast as 128 (H200, runs dh and di, perf/RESULTS.md; us, plan -> 64 clustered CTAs):
+# D=128 B1 S4096 11.5 -> 8.9, S8192 15.5 -> 13.2, S32768 (2 MiB a CTA) 38.2 -> 36.6, S65536 (4 MiB)
+# 68.0 -> 66.1; B2 S16384 38.6 -> 36.4; B4 S8192 38.3 -> 36.7; D=256 B1 S8192 (1 MiB) 23.2 -> 21.2. Longer
+# shares are slower on 64 CTAs (D=128 B2 S65536, 8 MiB: 124.0 -> 126.1; B1 S262144 239.8 -> 244.8; D=256 B1
+# S32768, 4 MiB: 66.9 -> 72.0), and so is D=64 (B1 S32768, 1 MiB: 22.4 -> 27.8). Only grids of at least 8
+# clusters (spread over the GPCs: B1 Hkv=4 S32768 in 4 clusters of 16 took 23.9 -> 28.2) and 64 CTAs exactly
+# (B3 S32768 in 24 clusters of 4, 96 CTAs: 97.5 -> 107.6).
+CLUSTER_PLAN_CTAS = 64
+CLUSTER_PLAN_MIN_CLUSTERS = 8
+CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA = {128: 4 << 20, 256: 1 << 20}
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -29,6 +41,20 @@ def _capability(index: int):
 
 def _device_index(dev: torch.device) -> int:
     return dev.index if dev.index is not None else torch.cuda.current_device()
+
+
+def clustered_splits(p: Problem, ctas: int, num_splits: int, merge_mode) -> int:
+    """`num_splits`, or CLUSTER_PLAN_CTAS // ctas splits where those merge inside clusters and the plan's
+    splits would need the combine kernel (see CLUSTER_PLAN_CTAS). merge_mode(splits) is the C API's
+    ClusterMergeMode of a deep launch of `ctas` x splits CTAs (0: combine kernel, 1: inside clusters)."""
+    max_bytes = CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA.get(p.head_dim)
+    if max_bytes is None or num_splits < 2 or ctas < CLUSTER_PLAN_MIN_CLUSTERS or CLUSTER_PLAN_CTAS % ctas:
+        return num_splits
+    fewer = CLUSTER_PLAN_CTAS // ctas
+    kv_bytes_per_cta = 2 * p.batch * p.heads_kv * p.seqlen_k * p.head_dim * p.dtype.itemsize // CLUSTER_PLAN_CTAS
+    if not 2 <= fewer < num_splits or kv_bytes_per_cta > max_bytes:
+        return num_splits
+    return fewer if merge_mode(num_splits) == 0 and merge_mode(fewer) == 1 else num_splits
 
 
 def _grid_ctas(p: Problem) -> int:
@@ -108,7 +134,8 @@ class CudaSm90Backend(Backend):
 
         A grid of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's
         prologue and epilogue hide behind another's streaming). Otherwise one CTA per SM with the
-        deeper ring (DEEP), and the keys are split when the grid would leave SMs idle.
+        deeper ring (DEEP), and the keys are split when the grid would leave SMs idle; short split
+        problems take fewer splits, on 64 CTAs, where those merge inside clusters (clustered_splits).
         """
         if self._fn is None:
             self._bind()
@@ -117,7 +144,14 @@ class CudaSm90Backend(Backend):
         if ctas > sms:
             return WIDE, 1
         slots = sms * self._ctas_per_sm[(p.head_dim, DEEP)]
-        return DEEP, choose_num_splits(ctas, p.seqlen_k, self._tile_n[(p.head_dim, DEEP)], slots)
+        num_splits = choose_num_splits(ctas, p.seqlen_k, self._tile_n[(p.head_dim, DEEP)], slots)
+        rows = p.seqlen_q * p.group_size
+
+        def merge_mode(splits: int) -> int:  # the C API's ClusterMergeMode; reads the device's cluster occupancy
+            with torch.cuda.device(index):
+                return self._cluster_merge(p.head_dim, DEEP, splits, ctas, rows)
+
+        return DEEP, clustered_splits(p, ctas, num_splits, merge_mode)
 
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)

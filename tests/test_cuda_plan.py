@@ -1,0 +1,53 @@
+"""The cuda backend's choice of fewer splits merged inside clusters (fmha/cuda/backend.py
+clustered_splits), with the C API's merge modes stubbed: no GPU or library needed."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fmha.cuda.backend import CLUSTER_PLAN_CTAS, clustered_splits
+from fmha.problem import Problem
+
+
+def problem(B, T, Hq, Hkv, S, D):
+    return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D, dtype=torch.bfloat16,
+                   device=torch.device("cpu"), causal=True, softmax_scale=D ** -0.5, has_cache_seqlens=False)
+
+
+def modes(clustered=(), combine_at=None):
+    """merge_mode stub: 1 (inside clusters) for split counts in `clustered`, else 0 (combine kernel)."""
+    def mode(splits):
+        return 1 if splits in clustered else 0
+    return mode
+
+
+@pytest.mark.parametrize("B,S,D,plan,expected", (
+    (1, 8192, 128, 16, 8),       # 8 KV heads: 8 clusters of 8
+    (2, 16384, 128, 8, 4),       # 16 clusters of 4
+    (4, 8192, 128, 4, 2),        # 32 clusters of 2
+    (1, 65536, 128, 16, 8),      # 4 MiB of K/V a CTA: the limit at D = 128
+    (1, 131072, 128, 16, 16),    # 8 MiB a CTA: stays
+    (2, 65536, 128, 8, 8),       # 8 MiB a CTA: stays
+    (1, 8192, 256, 16, 8),       # 1 MiB a CTA: the limit at D = 256
+    (1, 16384, 256, 16, 16),     # 2 MiB: stays
+    (1, 8192, 64, 16, 16),       # D = 64 streams slower on 64 CTAs: stays
+    (1, 8192, 512, 16, 16),      # D = 512: no cluster merge at all
+))
+def test_rule(B, S, D, plan, expected):
+    p = problem(B, 1, 32, 8, S, D)
+    assert clustered_splits(p, B * 8, plan, modes(clustered={CLUSTER_PLAN_CTAS // (B * 8)})) == expected
+
+
+def test_needs_combine_at_plan_and_clusters_at_fewer():
+    p = problem(1, 1, 32, 8, 8192, 128)
+    assert clustered_splits(p, 8, 16, modes(clustered={8})) == 8
+    assert clustered_splits(p, 8, 16, modes(clustered={8, 16})) == 16  # the plan already merges in clusters
+    assert clustered_splits(p, 8, 16, modes(clustered=())) == 16       # 8 clusters of 8 do not fit
+
+
+@pytest.mark.parametrize("Hkv,B,plan", ((4, 1, 22), (8, 3, 11), (8, 8, 2), (8, 16, 1), (1, 1, 22)))
+def test_grids_it_leaves_alone(Hkv, B, plan):
+    """Fewer than 8 clusters (4 clusters of 16 gather on 4 GPCs), grids that 64 CTAs do not divide,
+    and plans that are already at most 64 CTAs or unsplit."""
+    p = problem(B, 1, 32, Hkv, 8192, 128)
+    assert clustered_splits(p, B * Hkv, plan, modes(clustered=set(range(2, 17)))) == plan
