@@ -23,6 +23,12 @@ shapes += [(2, 1, 32, 8, S, 128) for S in (4096, 8192, 16384, 32768)]
 shapes += [(4, 1, 32, 8, S, 128) for S in (4096, 8192, 16384)]
 shapes += [(1, 1, 32, 4, 8192, 128), (1, 1, 32, 4, 32768, 128), (1, 1, 64, 8, 8192, 128), (1, 4, 32, 8, 8192, 128),
            (1, 1, 32, 8, 8192, 64), (1, 1, 32, 8, 32768, 64), (1, 1, 8, 1, 8192, 128), (1, 1, 8, 1, 65536, 128)]
+if "--small" in sys.argv:  # run dk: grids of fewer than 8 (KV head, sequence) units, split counts 16, 12, 8
+    shapes = [(1, 1, 8, 1, S, 128) for S in (2048, 4096, 8192, 16384, 32768)]
+    shapes += [(1, 1, 16, 2, S, 128) for S in (4096, 8192, 16384)]
+    shapes += [(1, 1, 32, 4, S, 128) for S in (4096, 8192, 16384)]
+    shapes += [(1, 1, 16, 1, 8192, 128), (1, 1, 8, 1, 8192, 64), (1, 1, 8, 1, 16384, 64), (1, 1, 8, 1, 8192, 256),
+               (1, 1, 8, 1, 16384, 256)]
 if "--edges" in sys.argv:
     shapes = [(1, 1, 32, 8, 262144, 128), (3, 1, 32, 8, 8192, 128), (3, 1, 32, 8, 32768, 128), (2, 1, 32, 8, 65536, 128),
               (6, 1, 32, 8, 8192, 128), (6, 1, 32, 8, 32768, 128), (1, 1, 64, 16, 16384, 128), (1, 4, 32, 8, 65536, 128),
@@ -42,6 +48,8 @@ for shape in shapes:
     rows = T * (Hq // Hkv)
     cands = [s for s in range(s0 - 1, max(1, s0 // 3) - 1, -1)
              if b._cluster_merge(D, cb.DEEP, s, units, rows) != 0][:5] if variant == cb.DEEP and s0 > 1 else []
+    if "--small" in sys.argv:
+        cands = [s for s in (16, 12, 8) if s < s0 and b._cluster_merge(D, cb.DEEP, s, units, rows) != 0]
     plans = [None] + [(cb.DEEP, s) for s in cands] + ["triton"]
     times, launches = {}, {}
     for r in range(rounds):
