@@ -2,8 +2,8 @@
 
 A table is fmha/tuning/<gpu-name>.json: a list of measured shapes, each with the
 median time of every fmha backend. `lookup` finds the measured entry nearest
-to a problem (same head dim and kind of grouping, then nearest in
-log(B x S) and T) and returns the fastest backend of that entry that can serve
+to a problem (same head dim, then nearest in log(B x S), T, the group size and
+the grid's B x Hkv) and returns the fastest backend of that entry that can serve
 the problem. No table for this GPU means no answer, and the dispatcher's
 documented rule applies.
 """
@@ -46,7 +46,8 @@ def lookup(p, candidates):
             continue
         dist = (abs(math.log2(e["B"] * e["S"]) - math.log2(p.batch * p.seqlen_k))
                 + abs(math.log2(e["T"]) - math.log2(p.seqlen_q))
-                + abs(math.log2(e["G"]) - math.log2(p.group_size)))
+                + abs(math.log2(e["G"]) - math.log2(p.group_size))
+                + abs(math.log2(e["B"] * e["Hkv"]) - math.log2(p.batch * p.heads_kv)))
         if best is None or dist < best[0]:
             best = (dist, e)
     if best is None:

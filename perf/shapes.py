@@ -71,9 +71,12 @@ SERVING = [  # B x S from 8K to 1M cache tokens
 SPECULATIVE = [Shape("spec", B=32, S=4096, T=4), Shape("spec", B=8, S=8192, T=16)]
 MQA = [Shape("mqa", B=128, S=4096, Hq=16, Hkv=1, D=512), Shape("mqa", B=64, S=4096, Hq=128, Hkv=1, D=512)]
 HEAD_DIMS = [Shape("d64", B=32, S=8192, D=64), Shape("d256", B=32, S=8192, Hq=16, Hkv=8, D=256)]
+# One GPU's shard of a tensor-parallel model: Llama-3-70B-like attention (Hq 64, Hkv 8) over 8 GPUs, one KV head
+# a GPU; grids of one CTA per sequence before the split.
+TENSOR_PARALLEL = [Shape("tp", B=1, S=8192, Hq=8, Hkv=1), Shape("tp", B=1, S=32768, Hq=8, Hkv=1)]
 
 PRESETS = {
-    "full": SMALL + SERVING + SPECULATIVE + MQA + HEAD_DIMS,
+    "full": SMALL + SERVING + SPECULATIVE + MQA + HEAD_DIMS + TENSOR_PARALLEL,
     "quick": [SMALL[1], _serving(8, 8192), _serving(32, 4096), _serving(128, 8192),
               SPECULATIVE[0], MQA[0], HEAD_DIMS[1]],
 }
