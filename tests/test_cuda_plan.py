@@ -23,12 +23,12 @@ def modes(clustered=(), combine_at=None):
 
 @pytest.mark.parametrize("B,S,D,plan,expected", (
     (1, 8192, 128, 16, 8),       # 8 KV heads: 8 clusters of 8
-    (2, 16384, 128, 8, 4),       # 16 clusters of 4
-    (4, 8192, 128, 4, 2),        # 32 clusters of 2
-    (1, 65536, 128, 16, 8),      # 4 MiB of K/V a CTA: the limit at D = 128
-    (1, 131072, 128, 16, 16),    # 8 MiB a CTA: stays
+    (2, 8192, 128, 8, 4),        # 16 clusters of 4
+    (4, 4096, 128, 4, 2),        # 32 clusters of 2
+    (1, 16384, 128, 16, 8),      # 1 MiB of K/V a CTA: the limit
+    (1, 32768, 128, 16, 16),     # 2 MiB a CTA: stays
     (2, 65536, 128, 8, 8),       # 8 MiB a CTA: stays
-    (1, 8192, 256, 16, 8),       # 1 MiB a CTA: the limit at D = 256
+    (1, 8192, 256, 16, 8),       # 1 MiB a CTA
     (1, 16384, 256, 16, 16),     # 2 MiB: stays
     (1, 8192, 64, 16, 16),       # D = 64 streams slower on 64 CTAs: stays
     (1, 8192, 512, 16, 16),      # D = 512: no cluster merge at all
