@@ -24,8 +24,9 @@ WIDE, DEEP = 0, 1
 # stream it about as fast as 128 (H200, runs dh and di, perf/RESULTS.md; us, plan -> 64 clustered CTAs):
 # D=128 B1 S4096 11.5 -> 8.9, S8192 (512 KiB a CTA) 15.5 -> 13.2, S16384 (1 MiB) 22.8 -> 21.0; B2 S8192
 # 22.9 -> 21.0; B4 S4096 22.8 -> 21.0; D=256 B1 S8192 (1 MiB) 23.2 -> 21.2. Longer shares gain less or lose
-# (D=128 B1 S65536, 4 MiB: 68.0 -> 66.1 in run dh, but 72.7 us in run dl's suite on another H200, where the
-# combine-kernel plan had taken 68.0 (run df); B1 S262144 239.8 -> 244.8; D=256 B1 S32768 66.9 -> 72.0), and
+# (D=128 B1 S65536, 4 MiB: 68.0 -> 66.1 in run dh, but 72.7 us in run dl's suite on another H200; the
+# combine-kernel plan took 68.0 in run df on an H200 of that read ceiling; B1 S262144 239.8 -> 244.8; D=256 B1
+# S32768 66.9 -> 72.0), and
 # so does D=64 (B1 S32768, 1 MiB: 22.4 -> 27.8). Only grids of at least 8 clusters (spread over the GPCs: B1
 # Hkv=4 S32768 in 4 clusters of 16 took 23.9 -> 28.2) and 64 CTAs exactly (B3 S32768 in 24 clusters of 4,
 # 96 CTAs: 97.5 -> 107.6).
