@@ -51,3 +51,51 @@ def test_grids_it_leaves_alone(Hkv, B, plan):
     and plans that are already at most 64 CTAs or unsplit."""
     p = problem(B, 1, 32, Hkv, 8192, 128)
     assert clustered_splits(p, B * Hkv, plan, modes(clustered=set(range(2, 17)))) == plan
+
+
+class _NoDevice:
+    """Stands in for torch.cuda.device on a machine without a GPU."""
+
+    def __init__(self, index):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def stub_backend(monkeypatch, clustered):
+    """A cuda backend whose C API queries are stubbed as on an H200 (132 SMs; deep D = 128: 128-token tiles, one
+    CTA per SM; the cluster merge fits for the split counts in `clustered`)."""
+    from fmha.cuda import backend as cb
+
+    monkeypatch.setattr(cb, "num_sms", lambda index: 132)
+    monkeypatch.setattr(torch.cuda, "device", _NoDevice)
+    b = cb.CudaSm90Backend()
+    b._fn = object()  # bound
+    b._tile_n = {(128, cb.DEEP): 128, (128, cb.WIDE): 64}
+    b._ctas_per_sm = {(128, cb.DEEP): 1, (128, cb.WIDE): 2}
+    b._narrow_rows = {(128, cb.DEEP): 16, (128, cb.WIDE): 0}
+    b._cluster_merge = lambda D, variant, splits, clusters, rows: 1 if splits in clustered else 0
+    return b
+
+
+def test_plan_and_explanation(monkeypatch):
+    from fmha.cuda import backend as cb
+
+    b = stub_backend(monkeypatch, clustered={8})
+    p = problem(1, 1, 32, 8, 8192, 128)
+    p = Problem(**{**p.__dict__, "device": torch.device("cuda", 0)})
+    assert b.launch_plan(p, 0) == (cb.DEEP, 8)
+    text = b.launch_details(p)
+    assert "8 CTAs x 8 KV split(s), merged inside clusters of 8 CTAs" in text, text
+    assert "fewer splits than the 16 that fill the SMs but need the combine kernel" in text, text
+    # the occupancy rule's 16 splits merge in clusters themselves: kept, and no note
+    b = stub_backend(monkeypatch, clustered={8, 16})
+    assert b.launch_plan(p, 0) == (cb.DEEP, 16)
+    assert "fewer splits" not in b.launch_details(p)
+    # a grid of more CTAs than SMs: wide, unsplit
+    big = Problem(**{**p.__dict__, "batch": 32})
+    assert b.launch_plan(big, 0) == (cb.WIDE, 1)

@@ -142,11 +142,9 @@ class CudaSm90Backend(Backend):
         if self._fn is None:
             self._bind()
         ctas = _grid_ctas(p)
-        sms = num_sms(index)
-        if ctas > sms:
+        if ctas > num_sms(index):
             return WIDE, 1
-        slots = sms * self._ctas_per_sm[(p.head_dim, DEEP)]
-        num_splits = choose_num_splits(ctas, p.seqlen_k, self._tile_n[(p.head_dim, DEEP)], slots)
+        num_splits = self._occupancy_splits(p, index)
         rows = p.seqlen_q * p.group_size
 
         def merge_mode(splits: int) -> int:  # the C API's ClusterMergeMode; reads the device's cluster occupancy
@@ -154,6 +152,11 @@ class CudaSm90Backend(Backend):
                 return self._cluster_merge(p.head_dim, DEEP, splits, ctas, rows)
 
         return DEEP, clustered_splits(p, ctas, num_splits, merge_mode)
+
+    def _occupancy_splits(self, p: Problem, index: int) -> int:
+        """The split count of a deep launch that fills the GPU's CTA slots (fmha.splits), before clustered_splits."""
+        slots = num_sms(index) * self._ctas_per_sm[(p.head_dim, DEEP)]
+        return choose_num_splits(_grid_ctas(p), p.seqlen_k, self._tile_n[(p.head_dim, DEEP)], slots)
 
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
@@ -170,6 +173,13 @@ class CudaSm90Backend(Backend):
             merge = {1: f", merged inside clusters of {num_splits} CTAs (distributed shared memory)",
                      2: ", merged inside clusters of 2 CTAs as each finishes (distributed shared memory)"}.get(
                          mode, " + combine kernel")
+            occupancy = self._occupancy_splits(p, index) if variant == DEEP else num_splits
+            if mode == 1 and occupancy > num_splits:
+                with torch.cuda.device(index):
+                    occupancy_mode = self._cluster_merge(p.head_dim, variant, occupancy, _grid_ctas(p), rows)
+                if occupancy_mode == 0:
+                    merge += (f", fewer splits than the {occupancy} that fill the SMs but need the combine kernel "
+                              f"(a short problem: CLUSTER_PLAN_CTAS in fmha/cuda/backend.py)")
         return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
                 f"{num_splits} KV split(s){merge}")
 
