@@ -57,6 +57,6 @@ def lookup(p, candidates):
     if not times:
         return None
     name = min(times, key=times.get)
-    shape = f"B={e['B']} T={e['T']} G={e['G']} S={e['S']} D={e['D']}"
+    shape = f"B={e['B']} T={e['T']} G={e['G']} Hkv={e['Hkv']} S={e['S']} D={e['D']}"
     others = ", ".join(f"{n} {t:.1f} us" for n, t in sorted(times.items(), key=lambda kv: kv[1]))
     return name, f"fastest on the nearest measured shape ({shape}: {others}) in {table['path']}"

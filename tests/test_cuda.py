@@ -173,6 +173,7 @@ def test_clustered_plan(B, T, Hq, Hkv, S, D, splits):
     q, k, v, sl = make_inputs(B, T, Hq, Hkv, S, D, device=DEV, seqlens=seqlens, seed=B + T + D)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     assert f"{B * Hkv} CTAs x {splits} KV split(s), merged inside clusters of {splits} CTAs" in launch, launch
+    assert "fewer splits than the" in launch and "need the combine kernel" in launch, launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"clustered plan B={B} T={T} S={S} D={D}")
 
 

@@ -33,6 +33,6 @@ def test_nearest_entry_by_grid(monkeypatch):
     # without the grid term the serving entry (same B x S, T and G) would be the nearest
     assert tuning.lookup(problem(1, 1, 4, 1, 8192, 128), both)[0] == "triton"
     name, note = tuning.lookup(problem(1, 1, 8, 1, 8192, 128), both)
-    assert name == "triton" and "B=1 T=1 G=8 S=8192 D=128" in note and "tuning/stub.json" in note
+    assert name == "triton" and "B=1 T=1 G=8 Hkv=1 S=8192 D=128" in note and "tuning/stub.json" in note
     assert tuning.lookup(problem(1, 1, 8, 1, 8192, 128), ["cuda"])[0] == "cuda"  # only the usable ones
     assert tuning.lookup(problem(1, 1, 8, 1, 8192, 64), both) is None  # no entry of that head dim

@@ -174,10 +174,13 @@ class CudaSm90Backend(Backend):
                      2: ", merged inside clusters of 2 CTAs as each finishes (distributed shared memory)"}.get(
                          mode, " + combine kernel")
             occupancy = self._occupancy_splits(p, index) if variant == DEEP else num_splits
-            if mode == 1 and occupancy > num_splits:
-                with torch.cuda.device(index):
-                    occupancy_mode = self._cluster_merge(p.head_dim, variant, occupancy, _grid_ctas(p), rows)
-                if occupancy_mode == 0:
+            if mode == 1 and occupancy > num_splits:  # say so where clustered_splits chose this count
+
+                def merge_mode(splits: int) -> int:
+                    with torch.cuda.device(index):
+                        return self._cluster_merge(p.head_dim, variant, splits, _grid_ctas(p), rows)
+
+                if clustered_splits(p, _grid_ctas(p), occupancy, merge_mode) == num_splits:
                     merge += (f", fewer splits than the {occupancy} that fill the SMs but need the combine kernel "
                               f"(a short problem: CLUSTER_PLAN_CTAS in fmha/cuda/backend.py)")
         return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
