@@ -5,13 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from _util import make_problem as problem
+
 from fmha.cuda.backend import CLUSTER_PLAN_CTAS, clustered_splits
-from fmha.problem import Problem
-
-
-def problem(B, T, Hq, Hkv, S, D):
-    return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D, dtype=torch.bfloat16,
-                   device=torch.device("cpu"), causal=True, softmax_scale=D ** -0.5, has_cache_seqlens=False)
 
 
 def modes(clustered=(), combine_at=None):
@@ -87,8 +83,7 @@ def test_plan_and_explanation(monkeypatch):
     from fmha.cuda import backend as cb
 
     b = stub_backend(monkeypatch, clustered={8})
-    p = problem(1, 1, 32, 8, 8192, 128)
-    p = Problem(**{**p.__dict__, "device": torch.device("cuda", 0)})
+    p = problem(1, 1, 32, 8, 8192, 128, device="cuda:0")
     assert b.launch_plan(p, 0) == (cb.DEEP, 8)
     text = b.launch_details(p)
     assert "8 CTAs x 8 KV split(s), merged inside clusters of 8 CTAs" in text, text
@@ -98,7 +93,7 @@ def test_plan_and_explanation(monkeypatch):
     assert b.launch_plan(p, 0) == (cb.DEEP, 16)
     assert "fewer splits" not in b.launch_details(p)
     # a grid of more CTAs than SMs: wide, unsplit
-    big = Problem(**{**p.__dict__, "batch": 32})
+    big = problem(32, 1, 32, 8, 8192, 128, device="cuda:0")
     assert b.launch_plan(big, 0) == (cb.WIDE, 1)
     # a plan forced to 4 splits (as tests and perf/variants.py do): no note, the rule did not choose it
     b = stub_backend(monkeypatch, clustered={4})

@@ -1,10 +1,9 @@
 """fmha.tuning.lookup: the measured entry nearest to a problem decides `auto` (a stub table; no GPU)."""
 from __future__ import annotations
 
-import torch
+from _util import make_problem
 
 from fmha import tuning
-from fmha.problem import Problem
 
 
 def entry(B, T, Hq, Hkv, S, D, cuda, triton):
@@ -20,8 +19,7 @@ TABLE = {"path": "tuning/stub.json", "entries": [
 
 
 def problem(B, T, Hq, Hkv, S, D):
-    return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D, dtype=torch.bfloat16,
-                   device=torch.device("cuda", 0), causal=True, softmax_scale=D ** -0.5, has_cache_seqlens=False)
+    return make_problem(B, T, Hq, Hkv, S, D, device="cuda:0")
 
 
 def test_nearest_entry_by_grid(monkeypatch):

@@ -26,8 +26,7 @@ WIDE, DEEP = 0, 1
 # 22.9 -> 21.0; B4 S4096 22.8 -> 21.0; D=256 B1 S8192 (1 MiB) 23.2 -> 21.2. Longer shares gain less or lose
 # (D=128 B1 S65536, 4 MiB: 68.0 -> 66.1 in run dh, but 72.7 us in run dl's suite on another H200; the
 # combine-kernel plan took 68.0 in run df on an H200 of that read ceiling; B1 S262144 239.8 -> 244.8; D=256 B1
-# S32768 66.9 -> 72.0), and
-# so does D=64 (B1 S32768, 1 MiB: 22.4 -> 27.8). Only grids of at least 8 clusters (spread over the GPCs: B1
+# S32768 66.9 -> 72.0), and so does D=64 (B1 S32768, 1 MiB: 22.4 -> 27.8). Only grids of at least 8 clusters (spread over the GPCs: B1
 # Hkv=4 S32768 in 4 clusters of 16 took 23.9 -> 28.2) and 64 CTAs exactly (B3 S32768 in 24 clusters of 4,
 # 96 CTAs: 97.5 -> 107.6).
 CLUSTER_PLAN_CTAS = 64
@@ -50,7 +49,7 @@ def clustered_splits(p: Problem, ctas: int, num_splits: int, merge_mode) -> int:
     splits would need the combine kernel (see CLUSTER_PLAN_CTAS). merge_mode(splits) is the C API's
     ClusterMergeMode of a deep launch of `ctas` x splits CTAs (0: combine kernel, 1: inside clusters)."""
     max_bytes = CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA.get(p.head_dim)
-    if max_bytes is None or num_splits < 2 or ctas < CLUSTER_PLAN_MIN_CLUSTERS or CLUSTER_PLAN_CTAS % ctas:
+    if max_bytes is None or ctas < CLUSTER_PLAN_MIN_CLUSTERS or CLUSTER_PLAN_CTAS % ctas:
         return num_splits
     fewer = CLUSTER_PLAN_CTAS // ctas
     kv_bytes_per_cta = 2 * p.batch * p.heads_kv * p.seqlen_k * p.head_dim * p.dtype.itemsize // CLUSTER_PLAN_CTAS
@@ -144,14 +143,18 @@ class CudaSm90Backend(Backend):
         ctas = _grid_ctas(p)
         if ctas > num_sms(index):
             return WIDE, 1
-        num_splits = self._occupancy_splits(p, index)
-        rows = p.seqlen_q * p.group_size
+        return DEEP, clustered_splits(p, ctas, self._occupancy_splits(p, index), self._merge_modes(p, index, DEEP))
 
-        def merge_mode(splits: int) -> int:  # the C API's ClusterMergeMode; reads the device's cluster occupancy
+    def _merge_modes(self, p: Problem, index: int, variant: int):
+        """splits -> the C API's ClusterMergeMode of a `variant` launch of p in that many splits (it reads the
+        device's cluster occupancy)."""
+        ctas, rows = _grid_ctas(p), p.seqlen_q * p.group_size
+
+        def merge_mode(splits: int) -> int:
             with torch.cuda.device(index):
-                return self._cluster_merge(p.head_dim, DEEP, splits, ctas, rows)
+                return self._cluster_merge(p.head_dim, variant, splits, ctas, rows)
 
-        return DEEP, clustered_splits(p, ctas, num_splits, merge_mode)
+        return merge_mode
 
     def _occupancy_splits(self, p: Problem, index: int) -> int:
         """The split count of a deep launch that fills the GPU's CTA slots (fmha.splits), before clustered_splits."""
@@ -168,21 +171,16 @@ class CudaSm90Backend(Backend):
                 else "64-row loop (packed query rows in the MMA's M)")
         merge = ""
         if num_splits > 1:
-            with torch.cuda.device(index):
-                mode = self._cluster_merge(p.head_dim, variant, num_splits, _grid_ctas(p), p.seqlen_q * p.group_size)
+            merge_mode = self._merge_modes(p, index, variant)
+            mode = merge_mode(num_splits)
             merge = {1: f", merged inside clusters of {num_splits} CTAs (distributed shared memory)",
                      2: ", merged inside clusters of 2 CTAs as each finishes (distributed shared memory)"}.get(
                          mode, " + combine kernel")
             occupancy = self._occupancy_splits(p, index) if variant == DEEP else num_splits
-            if mode == 1 and occupancy > num_splits:  # say so where clustered_splits chose this count
-
-                def merge_mode(splits: int) -> int:
-                    with torch.cuda.device(index):
-                        return self._cluster_merge(p.head_dim, variant, splits, _grid_ctas(p), rows)
-
-                if clustered_splits(p, _grid_ctas(p), occupancy, merge_mode) == num_splits:
-                    merge += (f", fewer splits than the {occupancy} that fill the SMs but need the combine kernel "
-                              f"(a short problem: CLUSTER_PLAN_CTAS in fmha/cuda/backend.py)")
+            if (mode == 1 and occupancy > num_splits  # say so where clustered_splits chose this count
+                    and clustered_splits(p, _grid_ctas(p), occupancy, merge_mode) == num_splits):
+                merge += (f", fewer splits than the {occupancy} that fill the SMs but need the combine kernel "
+                          f"(a short problem: CLUSTER_PLAN_CTAS in fmha/cuda/backend.py)")
         return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
                 f"{num_splits} KV split(s){merge}")
 
