@@ -53,7 +53,16 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=20000, help="calls per timed loop (default 20000)")
     ap.add_argument("--repeats", type=int, default=5, help="timed loops per number; the median is shown (default 5)")
     ap.add_argument("--profile-calls", type=int, default=2000, help="calls under torch.profiler (default 2000)")
+    ap.add_argument("--shape", default=",".join(map(str, PROBLEM)), metavar="B,T,Hq,Hkv,S,D",
+                    help="problem shape (default %(default)s); keep its GPU time below the host time of a call, "
+                    "e.g. 1,1,32,8,1024,128 for a split-KV launch merged in clusters")
     args = ap.parse_args(argv)
+    try:
+        shape = tuple(int(x) for x in args.shape.split(","))
+        if len(shape) != 6 or min(shape) < 1:
+            raise ValueError
+    except ValueError:
+        return fail(f"--shape takes six positive integers B,T,Hq,Hkv,S,D; got {args.shape!r}")
     try:
         import torch
     except ImportError as e:
@@ -70,7 +79,7 @@ def main(argv=None) -> int:
     except ImportError as e:
         return fail(f"cannot import fmha ({e}); run it from the repository, or pip install -e .")
 
-    B, T, Hq, Hkv, S, D = PROBLEM
+    B, T, Hq, Hkv, S, D = shape
     q = torch.randn(B, T, Hq, D, device=DEVICE, dtype=torch.bfloat16)
     k = torch.randn(B, S, Hkv, D, device=DEVICE, dtype=torch.bfloat16)
     v = torch.randn_like(k)
@@ -107,6 +116,8 @@ def main(argv=None) -> int:
         run_us[name] = timer(lambda: b.run(p, q, k, v, None, out, lse))
         print(f"  {name + ' backend.run()':34s} {run_us[name]:7.2f}"
               "   (includes the launch API, and for cuda the descriptor encoding in C)")
+        if b.launch_details(p):
+            print(f"  {'':34s}         {name} launch: {b.launch_details(p)}")
     if not runnable:
         return fail("no GPU backend could run the problem (see above)")
     try:

@@ -100,9 +100,9 @@ def compare(out, lse, ref, ref_lse, dtype, vmax: float, what=""):
         assert lerr <= LSE_ATOL, f"{what}: LSE max abs error {lerr:.3e} > {LSE_ATOL:.0e}"
 
 
-def make_problem(B, T, Hq, Hkv, S, D, device="cpu"):
-    """A bf16 causal fmha.Problem of these shapes, without tensors (for plan and dispatch tests)."""
+def make_problem(B, T, Hq, Hkv, S, D, device="cpu", dtype=torch.bfloat16):
+    """A causal fmha.Problem of these shapes, without tensors (for plan and dispatch tests)."""
     from fmha.problem import Problem
 
-    return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D, dtype=torch.bfloat16,
+    return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D, dtype=dtype,
                    device=torch.device(device), causal=True, softmax_scale=D ** -0.5, has_cache_seqlens=False)

@@ -177,6 +177,33 @@ def test_clustered_plan(B, T, Hq, Hkv, S, D, splits):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"clustered plan B={B} T={T} S={S} D={D}")
 
 
+@pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16))
+def test_workspace_only_for_the_combine_kernel(dtype, monkeypatch):
+    """The clustered plan (fp16 as bf16: the merge-mode query names the dtype) launches with no workspace;
+    a split launch merged by the combine kernel without one is refused by the C API, naming what it needs,
+    before any kernel runs (the poisoned output stays as it was)."""
+    from fmha.backends import registry
+    from fmha.cuda import backend as cb
+
+    q, k, v, _ = make_inputs(1, 1, 32, 8, 8192, 128, dtype=dtype, device=DEV, seed=3)
+    assert "8 CTAs x 8 KV split(s), merged inside clusters of 8" in fmha.explain(q, k, v, backend="cuda").launch
+    check_backend("cuda", q, k, v, None, causal=True, what=f"clustered plan {dtype}")
+    b = registry()["cuda"]
+    shape = (1, 1, 32, 8, 8192, 128, dtype)
+    launches = [c for c in b._launches.values() if (c[0].batch, c[0].seqlen_q, c[0].heads_q, c[0].heads_kv,
+                                                   c[0].seqlen_k, c[0].head_dim, c[0].dtype) == shape]
+    assert launches and all(c[3:5] == (8, 0) for c in launches), [c[3:5] for c in launches]
+    force_launch_plan(monkeypatch, "deep", 16)
+    assert "combine kernel" in fmha.explain(q, k, v, backend="cuda").launch
+    monkeypatch.setattr(b, "_ws_bytes", lambda *shape: 0)
+    out = poisoned_out(q)
+    with pytest.raises(RuntimeError, match="workspace of 0 bytes is too small: num_splits=16 merged by the "
+                                           "combine kernel needs"):
+        fmha.attention(q, k, v, backend="cuda", out=out)
+    torch.cuda.synchronize()
+    assert torch.equal(out, poisoned_out(q))
+
+
 @pytest.mark.parametrize("D", (64, 128))
 @pytest.mark.parametrize("T,Hq,Hkv", ((16, 32, 8), (16, 28, 4), (3, 28, 4)))
 def test_pair_merge(D, T, Hq, Hkv, monkeypatch):

@@ -136,6 +136,17 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "out of range" in msg
 
 
+def test_merge_query_rejects_bad_arguments(build):
+    """fmha_sm90_cluster_merge answers -1 for a head dim, dtype or variant it has no kernel for (no GPU
+    needed: it returns before any CUDA call)."""
+    import ctypes
+
+    lib = loader._declare(ctypes.CDLL(str(build[0])))
+    assert lib.fmha_sm90_cluster_merge(96, 1, 1, 8, 8, 4) == -1
+    assert lib.fmha_sm90_cluster_merge(128, 2, 1, 8, 8, 4) == -1
+    assert lib.fmha_sm90_cluster_merge(128, 1, 3, 8, 8, 4) == -1
+
+
 def test_timing_probe_is_off_by_default(build):
     """The default library has no timing probe (FMHA_SM90_PROBE_TIMESTAMPS) and says so, without a GPU;
     the probe's layout matches what perf/stream_probe.py expects."""

@@ -75,7 +75,14 @@ def stub_backend(monkeypatch, clustered):
     b._tile_n = {(128, cb.DEEP): 128, (128, cb.WIDE): 64}
     b._ctas_per_sm = {(128, cb.DEEP): 1, (128, cb.WIDE): 2}
     b._narrow_rows = {(128, cb.DEEP): 16, (128, cb.WIDE): 0}
-    b._cluster_merge = lambda D, variant, splits, clusters, rows: 1 if splits in clustered else 0
+    b.asked_dtypes = []
+
+    def cluster_merge(D, dtype, variant, splits, clusters, rows):
+        b.asked_dtypes.append(dtype)
+        return 1 if splits in clustered else 0
+
+    b._cluster_merge = cluster_merge
+    b._ws_bytes = lambda B, T, Hq, D, splits: 4 * splits * B * T * Hq * (D + 1)
     return b
 
 
@@ -100,3 +107,25 @@ def test_plan_and_explanation(monkeypatch):
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (cb.DEEP, 4))
     text = b.launch_details(p)
     assert "merged inside clusters of 4 CTAs" in text and "fewer splits" not in text, text
+
+
+@pytest.mark.parametrize("dtype,code", ((torch.bfloat16, 1), (torch.float16, 0)))
+def test_merge_query_names_the_dtype(monkeypatch, dtype, code):
+    """The plan asks the merge mode of the instantiation that will run (fp16 and bf16 are separate kernels)."""
+    from fmha.cuda import backend as cb
+
+    b = stub_backend(monkeypatch, clustered={8})
+    assert b.launch_plan(problem(1, 1, 32, 8, 8192, 128, device="cuda:0", dtype=dtype), 0) == (cb.DEEP, 8)
+    assert b.asked_dtypes and set(b.asked_dtypes) == {code}
+
+
+def test_workspace_only_for_the_combine_kernel(monkeypatch):
+    """A launch whose splits merge inside clusters gets no workspace (none is allocated per call); one merged
+    by the combine kernel gets the C API's size; an unsplit one none."""
+    b = stub_backend(monkeypatch, clustered={8})
+    clustered = problem(1, 1, 32, 8, 8192, 128, device="cuda:0")
+    assert b._launch_constants(clustered)[3:5] == (8, 0)
+    combined = problem(1, 1, 32, 8, 32768, 128, device="cuda:0")  # 2 MiB a CTA at 8 splits: the plan's 16 stay
+    assert b._launch_constants(combined)[3:5] == (16, 4 * 16 * 32 * 129)
+    unsplit = problem(32, 1, 32, 8, 8192, 128, device="cuda:0")
+    assert b._launch_constants(unsplit)[3:5] == (1, 0)

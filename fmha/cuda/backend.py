@@ -148,11 +148,11 @@ class CudaSm90Backend(Backend):
     def _merge_modes(self, p: Problem, index: int, variant: int):
         """splits -> the C API's ClusterMergeMode of a `variant` launch of p in that many splits (it reads the
         device's cluster occupancy)."""
-        ctas, rows = _grid_ctas(p), p.seqlen_q * p.group_size
+        ctas, rows, dtype = _grid_ctas(p), p.seqlen_q * p.group_size, _DTYPE_CODE[p.dtype]
 
         def merge_mode(splits: int) -> int:
             with torch.cuda.device(index):
-                return self._cluster_merge(p.head_dim, variant, splits, ctas, rows)
+                return self._cluster_merge(p.head_dim, dtype, variant, splits, ctas, rows)
 
         return merge_mode
 
@@ -191,9 +191,9 @@ class CudaSm90Backend(Backend):
         launch = self._launches.get(id(p))
         if launch is None or launch[0] is not p:  # the entry keeps p alive, so its id is not reused
             launch = self._launch_constants(p)
-        _, index, device, num_splits, ws_bytes, shape_bytes, scalar_bytes = launch
+        _, index, device, _, ws_bytes, shape_bytes, scalar_bytes = launch
         ws_ptr = 0
-        if num_splits > 1:  # sized from shapes: safe under CUDA-graph capture
+        if ws_bytes:  # the combine kernel's partials; sized from shapes: safe under CUDA-graph capture
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
             ws_ptr = workspace.data_ptr()
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
@@ -219,7 +219,9 @@ class CudaSm90Backend(Backend):
         packed bytes)."""
         index = _device_index(p.device)
         variant, num_splits = self.launch_plan(p, index)
-        ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits) if num_splits > 1 else 0
+        ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)
+        if num_splits > 1 and self._merge_modes(p, index, variant)(num_splits) == 0:
+            ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits)
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
         scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, variant)
         packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0)

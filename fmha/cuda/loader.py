@@ -166,7 +166,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.fmha_sm90_ctas_per_sm.restype = i32
     lib.fmha_sm90_narrow_rows.argtypes = [i32, i32]
     lib.fmha_sm90_narrow_rows.restype = i32
-    lib.fmha_sm90_cluster_merge.argtypes = [i32, i32, i32, ctypes.c_longlong, i32]
+    lib.fmha_sm90_cluster_merge.argtypes = [i32, i32, i32, i32, ctypes.c_longlong, i32]
     lib.fmha_sm90_cluster_merge.restype = i32
     lib.fmha_sm90_max_active_clusters.argtypes = [i32, i32, i32]
     lib.fmha_sm90_max_active_clusters.restype = i32

@@ -252,6 +252,13 @@ int with_instance(int D, int variant, int fallback, F&& f) {
   }
 }
 
+size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return static_cast<size_t>(fmha::workspace_o_elems(B, T, Hq, D, num_splits) +
+                             fmha::workspace_lse_elems(B, T, Hq, num_splits)) *
+         sizeof(float);
+}
+
 // Whether a split-KV grid of `clusters` groups of num_splits CTAs merges in clusters: only when the
 // GPU holds every cluster at once (a second wave would cost more than the combine kernel saves), and
 // for at most FMHA_SM90_CLUSTER_MERGE_MAX_ROWS packed rows. H200 (run ac, us): B8 S8192 T1 (4 rows)
@@ -286,7 +293,7 @@ int cluster_merge_mode(int num_splits, long long clusters, int rows) {
 
 template <int D, bool kBf16, int kVariant>
 int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_b, int64_t k_s, int64_t k_h,
-           int64_t v_b, int64_t v_s, int64_t v_h, cudaStream_t stream) {
+           int64_t v_b, int64_t v_s, int64_t v_h, size_t workspace_size, cudaStream_t stream) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   CUtensorMap tmap_k, tmap_v;
   const int dtype = kBf16 ? 1 : 0;
@@ -311,6 +318,15 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   fmha::DecodeParams lp = p;
   lp.cluster_merge =
       cluster_merge_mode<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
+  if (p.num_splits > 1 && lp.cluster_merge == fmha::kMergeByKernel) {  // partials go through the workspace
+    const size_t need = workspace_bytes(p.B, p.T, p.Hq, D, p.num_splits);
+    if (p.o_partial == nullptr || workspace_size < need)
+      return fail("workspace of %zu bytes is too small: num_splits=%d merged by the combine kernel needs %zu",
+                  p.o_partial == nullptr ? size_t{0} : workspace_size, p.num_splits, need);
+  } else {
+    lp.o_partial = nullptr;  // merged in clusters (or unsplit): the kernel never touches a workspace
+    lp.lse_partial = nullptr;
+  }
   // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
   // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
   // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
@@ -356,13 +372,6 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   return 0;
 }
 
-size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
-  if (num_splits <= 1) return 0;
-  return static_cast<size_t>(fmha::workspace_o_elems(B, T, Hq, D, num_splits) +
-                             fmha::workspace_lse_elems(B, T, Hq, num_splits)) *
-         sizeof(float);
-}
-
 bool misaligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) != 0; }
 bool bad_stride(int64_t s) { return s < 0 || (s * 2) % 16 != 0; }
 
@@ -384,9 +393,12 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
   });
 }
 
-int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows) {
-  return with_instance(D, variant, 0, [&](auto d, auto v) {
-    return cluster_merge_mode<decltype(d)::value, true, decltype(v)::value>(num_splits, clusters, rows);
+int fmha_sm90_cluster_merge(int D, int dtype, int variant, int num_splits, long long clusters, int rows) {
+  if ((dtype != 0 && dtype != 1) || (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep)) return -1;
+  return with_instance(D, variant, -1, [&](auto d, auto v) {
+    constexpr int kD = decltype(d)::value, kV = decltype(v)::value;
+    return dtype == 1 ? cluster_merge_mode<kD, true, kV>(num_splits, clusters, rows)
+                      : cluster_merge_mode<kD, false, kV>(num_splits, clusters, rows);
   });
 }
 
@@ -467,10 +479,7 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   sanitize_kv_strides(S, Hkv, D, B, v_b, v_s, v_h);
   p.k_head_major = head_major_order(k_s, k_h, Hkv);
   p.v_head_major = head_major_order(v_s, v_h, Hkv);
-  if (num_splits > 1) {
-    const size_t need = workspace_bytes(B, T, Hq, D, num_splits);
-    if (workspace == nullptr || workspace_size < need)
-      return fail("workspace of %zu bytes is too small: num_splits=%d needs %zu", workspace_size, num_splits, need);
+  if (num_splits > 1 && workspace != nullptr) {  // required (and its size checked) where launch() merges by kernel
     if (misaligned(workspace)) return fail("workspace must be 16-byte aligned");
     p.o_partial = static_cast<float*>(workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, D, num_splits);
@@ -479,8 +488,8 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   const bool bf16 = dtype == 1;
   const bool deep = variant == fmha::sm90::kDeep;
 #define FMHA_LAUNCH(DIM, V) \
-  (bf16 ? launch<DIM, true, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st) \
-        : launch<DIM, false, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, st))
+  (bf16 ? launch<DIM, true, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st) \
+        : launch<DIM, false, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st))
   using fmha::sm90::kDeep;
   using fmha::sm90::kWide;
   switch (D) {

@@ -26,16 +26,18 @@ int fmha_sm90_ctas_per_sm(int D, int variant);
 // (keys in the MMA's M dimension); 0: it has none.
 int fmha_sm90_narrow_rows(int D, int variant);
 
-// How a split-KV launch of this head dim / variant with num_splits splits over `clusters` groups
-// (row blocks x KV heads x sequences) of `rows` packed query rows (T x Hq/Hkv) merges on the current
-// device: 0 through the combine kernel; inside thread-block clusters (no combine kernel; the workspace
-// goes unused) 1 with every split pushing each row to the rank that merges it once all have finished
-// (at most 16 rows), 2 as pairs of CTAs that push as soon as each has finished (two splits).
-int fmha_sm90_cluster_merge(int D, int variant, int num_splits, long long clusters, int rows);
+// How a split-KV launch of this head dim / dtype (0 = fp16, 1 = bf16) / variant with num_splits splits
+// over `clusters` groups (row blocks x KV heads x sequences) of `rows` packed query rows (T x Hq/Hkv)
+// merges on the current device: 0 through the workspace and the combine kernel; inside thread-block
+// clusters (no combine kernel, no workspace) 1 with every split pushing each row to the rank that
+// merges it once all have finished (at most 16 rows), 2 as pairs of CTAs that push as soon as each has
+// finished (two splits). -1: D, dtype or variant invalid.
+int fmha_sm90_cluster_merge(int D, int dtype, int variant, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once.
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);
 
-// Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs.
+// Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs where the splits merge
+// through the combine kernel (fmha_sm90_cluster_merge() == 0); a launch merged in clusters needs none.
 size_t fmha_sm90_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
 
 // Timing probe of a library built with -DFMHA_SM90_PROBE_TIMESTAMPS=1 (sm90/decode_kernel.cuh): the
@@ -46,7 +48,9 @@ int fmha_sm90_probe_read(void* host_dst, size_t bytes, int clear);
 
 // Decode attention. q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16,
 // 1 = bf16; strides in elements, last stride 1), lse [B, Hq, T] float32 contiguous,
-// cache_seqlens int32 [B] or NULL (= S for every sequence), stream a cudaStream_t.
+// cache_seqlens int32 [B] or NULL (= S for every sequence), stream a cudaStream_t; workspace (16-byte
+// aligned, fmha_sm90_workspace_bytes) where num_splits > 1 merges through the combine kernel, else NULL
+// is accepted.
 int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, float* lse, const int* cache_seqlens,
                      int B, int T, int Hq, int Hkv, int S, int D, int dtype, int64_t q_b, int64_t q_t, int64_t q_h,
                      int64_t k_b, int64_t k_s, int64_t k_h, int64_t v_b, int64_t v_s, int64_t v_h, int64_t o_b,
