@@ -201,7 +201,7 @@ def test_workspace_only_for_the_combine_kernel(dtype, monkeypatch):
                                            "combine kernel needs"):
         fmha.attention(q, k, v, backend="cuda", out=out)
     torch.cuda.synchronize()
-    assert torch.equal(out, poisoned_out(q))
+    assert torch.isnan(out).all()  # still the poison (NaN): no kernel ran
 
 
 @pytest.mark.parametrize("D", (64, 128))
