@@ -171,6 +171,23 @@ __device__ __forceinline__ uint32_t map_shared_rank(uint32_t smem_address, uint3
   return r;
 }
 
+// stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 (PTX ISA 7.8+, "Warp-level matrix store instruction:
+// stmatrix", sm_90): four 8x8 matrices of
+// 16-bit elements, register j of each thread holding matrix j's elements (row lane / 4, columns
+// 2 (lane % 4) and + 1; the lower column in the low half), stored transposed: lane 8 j + i gives the
+// shared address of the 16 contiguous bytes that receive column i of matrix j.
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t address, uint32_t r0, uint32_t r1, uint32_t r2,
+                                                  uint32_t r3) {
+#if FMHA_SM90_BASE
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+#else
+  (void)address; (void)r0; (void)r1; (void)r2; (void)r3;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
 // st.shared::cluster (9.7.9.9 "st"): stores through a mapa address (another CTA's shared memory);
 // visible to that CTA after a cluster barrier (arrive.release / wait.acquire).
 __device__ __forceinline__ void st_shared_cluster_f32(uint32_t address, float x) {

@@ -951,9 +951,9 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
 
 // Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail).
 template <class Tr>
-__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid) {
-  const int stage = it % Tr::kStagesV;
-  wait_full_stage(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStagesV) & 1u, it, kProbeVFullWait, ctid);
+__device__ __forceinline__ void wait_v_stage(SharedStorage<Tr>& ss, const TileRange& tr, int it, int stage,
+                                             uint32_t phase, int ctid) {
+  wait_full_stage(&ss.full_v[stage], phase, it, kProbeVFullWait, ctid);
   if constexpr (FMHA_SM90_ZERO_V_TAIL) {
     const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
     if (valid < Tr::kBlockN) {
@@ -962,6 +962,10 @@ __device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRan
       ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
     }
   }
+}
+template <class Tr>
+__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid) {
+  wait_v_stage<Tr>(ss, tr, it, it % Tr::kStagesV, static_cast<uint32_t>(it / Tr::kStagesV) & 1u, ctid);
 }
 
 template <class Tr, bool kBf16>
@@ -1208,17 +1212,24 @@ template <class Tr, bool kMax>
 __device__ __forceinline__ void narrow_cross_warp(SharedStorage<Tr>& ss, float (&v)[4], int w, int lane) {
   float* red = NarrowSmem<Tr>::red(ss);
   const int q = lane % 4;
-  if (lane < 4)
-#pragma unroll
-    for (int j = 0; j < 4; ++j) red[w * 16 + 8 * (j >> 1) + 2 * q + (j & 1)] = v[j];
+  // columns 2 q, 2 q + 1 (slots j = 0, 1) and 8 + 2 q, 9 + 2 q (j = 2, 3): two 8-byte halves a warp row
+  float2* mine = reinterpret_cast<float2*>(red + w * 16 + 2 * q);
+  if (lane < 4) {
+    mine[0] = make_float2(v[0], v[1]);
+    mine[4] = make_float2(v[2], v[3]);
+  }
   ptx::named_barrier_sync(kBarNarrowMax, Tr::kConsumerThreads);
+  const float2* cols = reinterpret_cast<const float2*>(red + 2 * q);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int col = 8 * (j >> 1) + 2 * q + (j & 1);
-    float r = red[col];
+  for (int half = 0; half < 2; ++half) {
+    float2 r = cols[4 * half];
 #pragma unroll
-    for (int ww = 1; ww < 4; ++ww) r = kMax ? fmaxf(r, red[ww * 16 + col]) : r + red[ww * 16 + col];
-    v[j] = r;
+    for (int ww = 1; ww < 4; ++ww) {
+      const float2 o = cols[8 * ww + 4 * half];
+      r = kMax ? make_float2(fmaxf(r.x, o.x), fmaxf(r.y, o.y)) : make_float2(r.x + o.x, r.y + o.y);
+    }
+    v[2 * half] = r.x;
+    v[2 * half + 1] = r.y;
   }
 }
 
@@ -1264,10 +1275,17 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 
   const ptx::SmemDescSw128 dq(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);                  // Q rows 0-15 (B of S^T)
   const ptx::SmemDescSw128 dp(ptx::smem_addr(Ns::p_block(ss, 0)), 16, kSbo);          // P^T blocks (B of O^T)
+  // stmatrix: lane 8 (2 c + h) + r stores column r of matrix (h, c), i.e. query row n = 8 c + r, keys
+  // 16 w + 8 h .. + 7: the 16-byte chunk 2 w + h of row n, swizzled (chunk ^ n % 8); + 16 rows per M block.
+  const int st_h = (lane >> 3) & 1, st_n = 8 * (lane >> 4) + (lane & 7);
+  const uint32_t p_store = ptx::smem_addr(Ns::p_block(ss, 0)) + st_n * Tr::kRowBytes +
+                           16 * ((2 * w + st_h) ^ (st_n % 8));
+  // Keys below this are visible to every row (causal rows start at L - T + 1): no mask needed.
+  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
+  static_assert(Tr::kStagesV == Tr::kStages, "narrow: one ring position for K and V");
+  int stage = 0;        // it % kStages, kept as a counter: the deep rings have 3 or 6 stages (no shift)
+  uint32_t phase = 0;   // (it / kStages) & 1
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
-    const int stage = it % Tr::kStages;
-    const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
-
     // S^T = K Q^T
     float s[kMB][8];
     wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid);
@@ -1292,44 +1310,54 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
       for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);  // keep the arrive ahead of the softmax (as in the overlapped loop)
     }
 
-    // Online softmax down the columns.
+    // Online softmax down the columns. The column maxima are taken on the raw scores (qk_scale > 0,
+    // so scaling after the max is the same), and P = 2^(s qk_scale - ref) is one FFMA and an ex2. Keys
+    // past a row's limit are masked only in tiles that reach the first limit (uniform over the CTA).
     const int key0 = tile * Tr::kBlockN;
     float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until) {
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb)
+      for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int j = 2 * (i >> 2) + (i & 1);
-        const int key = key0 + mb * 64 + 16 * w + g + 8 * frag_row_half(i);
-        const float v = key < limit_abs[j] ? s[mb][i] * p.qk_scale : -INFINITY;
-        s[mb][i] = v;
-        mx[j] = fmaxf(mx[j], v);
-      }
+        for (int i = 0; i < 8; ++i) mx[2 * (i >> 2) + (i & 1)] = fmaxf(mx[2 * (i >> 2) + (i & 1)], s[mb][i]);
+    } else {
+#pragma unroll
+      for (int mb = 0; mb < kMB; ++mb)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const int j = 2 * (i >> 2) + (i & 1);
+          const int key = key0 + mb * 64 + 16 * w + g + 8 * frag_row_half(i);
+          s[mb][i] = key < limit_abs[j] ? s[mb][i] : -INFINITY;
+          mx[j] = fmaxf(mx[j], s[mb][i]);
+        }
+    }
 #pragma unroll
     for (int j = 0; j < 4; ++j) mx[j] = narrow_lanes_reduce<true>(mx[j]);
     narrow_cross_warp<Tr, true>(ss, mx, w, lane);
-    float alpha[4], ref[4], sum[4];
+    float alpha[4], neg_ref[4], sum[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const float m_new = fmaxf(m_i[j], mx[j]);
-      ref[j] = m_new == -INFINITY ? 0.f : m_new;
-      alpha[j] = exp2_approx(m_i[j] - ref[j]);  // m_i = -inf -> 0
+      const float m_new = fmaxf(m_i[j], mx[j] * p.qk_scale);
+      const float ref = m_new == -INFINITY ? 0.f : m_new;
+      alpha[j] = exp2_approx(m_i[j] - ref);  // m_i = -inf -> 0
+      neg_ref[j] = -ref;
       m_i[j] = m_new;
       sum[j] = 0.f;
     }
-    // P^T into shared memory: row n (query row), 64 keys per M block, 128B-swizzled.
+    // P^T into shared memory (row n = query row, 64 keys per M block, 128B-swizzled): per M block the
+    // warp's 16 keys x 16 columns are four 8x8 matrices in the m8n8 fragment layout, stored transposed.
 #pragma unroll
     for (int mb = 0; mb < kMB; ++mb) {
-      uint16_t* pb = Ns::p_block(ss, mb);
+      uint32_t pk[4];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int j = 2 * (i >> 2) + (i & 1);
-        const float pv = exp2_approx(s[mb][i] - ref[j]);
-        sum[j] += pv;
-        const int n = 8 * (i >> 2) + 2 * q + (i & 1);
-        const int k = 16 * w + g + 8 * frag_row_half(i);
-        pb[n * Tr::kBoxCols + (((k / 8) ^ (n % 8)) * 8) + k % 8] = half_bits<kBf16>(pv);
+      for (int r = 0; r < 4; ++r) {  // matrix r = 2 c + h: elements 2 r, 2 r + 1 (slots j = 2 c, 2 c + 1)
+        const float p0 = exp2_approx(fmaf(s[mb][2 * r], p.qk_scale, neg_ref[2 * (r >> 1)]));
+        const float p1 = exp2_approx(fmaf(s[mb][2 * r + 1], p.qk_scale, neg_ref[2 * (r >> 1) + 1]));
+        sum[2 * (r >> 1)] += p0;
+        sum[2 * (r >> 1) + 1] += p1;
+        pk[r] = pack2<kBf16>(p0, p1);
       }
+      ptx::stmatrix_x4_trans(p_store + mb * 16 * Tr::kRowBytes, pk[0], pk[1], pk[2], pk[3]);
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j) l_i[j] = l_i[j] * alpha[j] + sum[j];
@@ -1341,11 +1369,11 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
 
     // O^T += V^T P^T
-    wait_v_tile<Tr>(ss, tr, it, ctid);
+    wait_v_stage<Tr>(ss, tr, it, stage, phase, ctid);
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
     ptx::wgmma_fence();
-    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[it % Tr::kStagesV][0][0]), Tr::kKvBoxBytes, kSbo);
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[stage][0][0]), Tr::kKvBoxBytes, kSbo);
 #pragma unroll
     for (int db = 0; db < kDB; ++db)
 #pragma unroll
@@ -1356,8 +1384,12 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
-    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    release_stage(&ss.empty_v[stage], lane);
     if constexpr (!FMHA_SM90_SPLIT_RELEASE) release_stage(&ss.empty_k[stage], lane);
+    if (++stage == Tr::kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
   }
 
   // Row sums over all keys: this thread's, its column's 8 lanes, the 4 warps. The reduction row
