@@ -80,6 +80,8 @@ struct RowState {
 // the factor the output accumulator must be rescaled by. Never produces NaN:
 // a row with no visible key so far keeps m_i = -inf and uses 0 as reference.
 // kMask = false: the caller knows every key of the tile is visible to every row (key_limit unused).
+// qk_scale > 0 (the host checks the softmax scale), so the row max is taken on the raw scores and
+// scaled once, and each P is one FFMA and an ex2.
 template <int N, bool kMask = true>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState& st, const int (&key_limit)[2],
                                                     float qk_scale, int quad_lane, float (&alpha)[2]) {
@@ -87,23 +89,23 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState&
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) {
     const int h = frag_row_half(i);
-    const float v = !kMask || frag_col(i, quad_lane) < key_limit[h] ? s[i] * qk_scale : -INFINITY;
-    s[i] = v;
-    mx[h] = fmaxf(mx[h], v);
+    if (kMask && frag_col(i, quad_lane) >= key_limit[h]) s[i] = -INFINITY;
+    mx[h] = fmaxf(mx[h], s[i]);
   }
-  float ref[2];
+  float neg_ref[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float m_new = fmaxf(st.m_i[h], quad_max(mx[h]));
-    ref[h] = (m_new == -INFINITY) ? 0.f : m_new;
-    alpha[h] = exp2_approx(st.m_i[h] - ref[h]);  // m_i = -inf -> 0
+    const float m_new = fmaxf(st.m_i[h], quad_max(mx[h]) * qk_scale);
+    const float ref = (m_new == -INFINITY) ? 0.f : m_new;
+    alpha[h] = exp2_approx(st.m_i[h] - ref);  // m_i = -inf -> 0
+    neg_ref[h] = -ref;
     st.m_i[h] = m_new;
   }
   float sum[2] = {0.f, 0.f};
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) {
     const int h = frag_row_half(i);
-    s[i] = exp2_approx(s[i] - ref[h]);
+    s[i] = exp2_approx(fmaf(s[i], qk_scale, neg_ref[h]));
     sum[h] += s[i];
   }
 #pragma unroll
