@@ -1184,7 +1184,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 //   S^T = K Q^T     per 64-key M block: wgmma m64n16k16, A = K tile (K-major), B = Q rows 0-15
 //   softmax over the keys of each column (query row): within a thread (2 per M block), across the 8
 //                   lanes of a column (shuffles), across the 4 warps (shared memory, kBarNarrowMax)
-//   P^T -> shared  bf16/fp16, K-major rows of 64 keys (kBarNarrowP once every warp wrote its part)
+//   P^T -> shared  bf16/fp16, K-major rows of 64 keys, one stmatrix.trans per M block and warp (the
+//                   accumulator's 16 x 16 is four m8n8 fragments); kBarNarrowP once every warp wrote its part
 //   O^T += V^T P^T  per 64 head-dim columns: wgmma m64n16k16, A = V tile read transposed (MN-major)
 // Accumulator fragments (see softmax.cuh): element i of a thread holds M row 16 w + g + 8 h and
 // column n = 8 c + 2 q + e, h = (i >> 1) & 1, c = i >> 2, e = i & 1; column slot j = 2 c + e.
