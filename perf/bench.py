@@ -29,6 +29,10 @@ MIN_COSINE = 0.9999
 DEFAULT_BUDGET_S = {"full": 500, "quick": 300}
 
 
+# --dtype choices -> torch dtype names
+DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m perf", description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="full", help="shape preset: full (default) or quick")
@@ -66,8 +70,12 @@ def parse_args(argv=None):
                     help="time every contender in both regimes in this run: calls back to back (the main table) "
                          "and, as --separate does, each call followed by a one-element add (a second table, and "
                          "separate_us in results.json)")
+    ap.add_argument("--dtype", choices=sorted(DTYPES), default="bf16",
+                    help="element type of q, k_cache, v_cache and out (default bf16)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.write_tuning and args.dtype != "bf16":
+        ap.error(f"--write-tuning: the dispatcher's table is measured in bf16; got --dtype {args.dtype}")
     args.replays = max(20, args.replays)
     if args.budget_s is None:
         args.budget_s = DEFAULT_BUDGET_S.get(args.preset, 500)
@@ -121,14 +129,14 @@ def progress(total):
 class ShapeInputs:
     """N input sets of one shape in fmha's layout, and (lazily) the peers' [B, H, L, E] copies."""
 
-    def __init__(self, shape, n_sets, device, seed):
+    def __init__(self, shape, n_sets, device, seed, dtype="bfloat16"):
         import torch
-        self.shape, self.device, self.n_sets = shape, device, n_sets
+        self.shape, self.device, self.n_sets, self.dtype = shape, device, n_sets, getattr(torch, dtype)
         s = shape
         gen = torch.Generator(device=device).manual_seed(seed)
 
         def rnd(*dims):
-            return torch.randn(*dims, generator=gen, device=device, dtype=torch.bfloat16)
+            return torch.randn(*dims, generator=gen, device=device, dtype=self.dtype)
 
         self.sets = [(rnd(s.B, s.T, s.Hq, s.D), rnd(s.B, s.S, s.Hkv, s.D), rnd(s.B, s.S, s.Hkv, s.D))
                      for _ in range(n_sets)]
@@ -156,13 +164,14 @@ class ShapeInputs:
         self.sets, self._bhld, self._mask = None, None, None
 
 
-def problem_of(shape, device):
+def problem_of(shape, device, dtype="bfloat16"):
     """fmha's Problem for a shape, from meta tensors (no memory)."""
     import torch
     from fmha.problem import validate
     s = shape
-    q = torch.empty(s.B, s.T, s.Hq, s.D, dtype=torch.bfloat16, device="meta")
-    kv = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=torch.bfloat16, device="meta")
+    dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    q = torch.empty(s.B, s.T, s.Hq, s.D, dtype=dt, device="meta")
+    kv = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dt, device="meta")
     p = validate(q, kv, kv, None, None, s.causal)
     # The problem's device matters to the backends' checks: describe the real one.
     from dataclasses import replace
@@ -184,7 +193,7 @@ class FmhaContender(Contender):
     def prepare(self, inputs):
         import fmha
         from fmha.dispatch import why_not
-        why = why_not(self.name, problem_of(inputs.shape, inputs.device))
+        why = why_not(self.name, problem_of(inputs.shape, inputs.device, inputs.dtype))
         if why is not None:
             raise Unsupported(why)
         sets, causal, backend = inputs.sets, inputs.shape.causal, self.name
@@ -357,7 +366,7 @@ def environment(args, argv, device):
             "python": platform.python_version(), "date": datetime.date.today().isoformat(),
             "time": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": command_line(argv), "argv": list(argv), "cwd": os.getcwd(),
-            "preset": args.preset, "shape_filter": args.shapes, "dry_run": args.dry_run,
+            "preset": args.preset, "shape_filter": args.shapes, "dry_run": args.dry_run, "dtype": DTYPES[args.dtype],
             "fmha_backends_available": available_backends(), "fmha_backends_unavailable": unavailable,
             "min_cosine": MIN_COSINE, "replays": args.replays, "settle_ms": args.settle_ms,
             "rotate_factor": args.rotate_factor, "separate": args.separate,
@@ -405,18 +414,18 @@ def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
     compile_times = []
     records = []
     for si, shape in enumerate(shapes):
-        p = problem_of(shape, device)
+        p = problem_of(shape, device, DTYPES[args.dtype])
         nbytes = p.bytes_moved()
         n_sets = 2 if args.dry_run else rotation_count(nbytes, l2, args.rotate_factor)
         rec = {"name": shape.name, "family": shape.family, "B": shape.B, "T": shape.T, "Hq": shape.Hq,
                "Hkv": shape.Hkv, "G": shape.G, "S": shape.S, "D": shape.D, "causal": shape.causal,
-               "tokens": shape.tokens, "dtype": "bfloat16", "bytes_moved": nbytes, "n_sets": n_sets,
+               "tokens": shape.tokens, "dtype": DTYPES[args.dtype], "bytes_moved": nbytes, "n_sets": n_sets,
                "rotation_bytes": n_sets * nbytes, "results": {}}
         bar.set_description_str(f"[{si + 1}/{len(shapes)}] {shape.name}", refresh=False)
         inputs = None
         done = 0
         try:
-            inputs = ShapeInputs(shape, n_sets, device, args.seed + si)
+            inputs = ShapeInputs(shape, n_sets, device, args.seed + si, DTYPES[args.dtype])
             rows, ref = reference_rows(inputs)
             rec["checked_rows"] = rows
             for c in contenders:

@@ -116,7 +116,7 @@ def markdown(results: dict) -> str:
           f"torch {meta['torch']}, triton {meta['triton']}, fmha {meta['fmha']}, Python {meta['python']}"
           + (f", CUDA {meta['cuda']}, {meta['sm_count']} SMs, L2 {meta['l2_bytes'] / 2**20:.0f} MiB"
              if meta.get("cuda") else "") + f"; run took {meta['elapsed_s']:.0f} s.", "",
-          "bf16 throughout. Time: per call, median over "
+          f"{meta.get('dtype', 'bfloat16')} throughout. Time: per call, median over "
           f"{meta['replays']} CUDA-graph replays; one replay calls the contender once on each of N rotating "
           f"input sets (together >= {meta['rotate_factor']:g}x L2, at least 2), per call = replay time / N. "
           "Bandwidth: GB/s = 1e9 bytes/s (decimal) of q + k_cache + v_cache + out bytes "
@@ -239,7 +239,8 @@ def write_plots(results: dict, out_dir: str) -> list:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("cache tokens per call, B x S (log2)")
     ax.set_ylabel("GB/s (1e9 B/s) of q + k + v + out")
-    ax.set_title(f"Decode bandwidth, T=1, Hq=32, Hkv=8, D=128, bf16 - {title}", fontsize=10)
+    ax.set_title(f"Decode bandwidth, T=1, Hq=32, Hkv=8, D=128, {meta.get('dtype', 'bfloat16')} - {title}",
+                 fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
