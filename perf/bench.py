@@ -129,9 +129,9 @@ def progress(total):
 class ShapeInputs:
     """N input sets of one shape in fmha's layout, and (lazily) the peers' [B, H, L, E] copies."""
 
-    def __init__(self, shape, n_sets, device, seed, dtype="bfloat16"):
+    def __init__(self, shape, n_sets, device, seed, dtype):
         import torch
-        self.shape, self.device, self.n_sets, self.dtype = shape, device, n_sets, getattr(torch, dtype)
+        self.shape, self.device, self.n_sets, self.dtype = shape, device, n_sets, dtype
         s = shape
         gen = torch.Generator(device=device).manual_seed(seed)
 
@@ -164,14 +164,13 @@ class ShapeInputs:
         self.sets, self._bhld, self._mask = None, None, None
 
 
-def problem_of(shape, device, dtype="bfloat16"):
-    """fmha's Problem for a shape, from meta tensors (no memory)."""
+def problem_of(shape, device, dtype):
+    """fmha's Problem for a shape and torch dtype, from meta tensors (no memory)."""
     import torch
     from fmha.problem import validate
     s = shape
-    dt = getattr(torch, dtype) if isinstance(dtype, str) else dtype
-    q = torch.empty(s.B, s.T, s.Hq, s.D, dtype=dt, device="meta")
-    kv = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dt, device="meta")
+    q = torch.empty(s.B, s.T, s.Hq, s.D, dtype=dtype, device="meta")
+    kv = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dtype, device="meta")
     p = validate(q, kv, kv, None, None, s.causal)
     # The problem's device matters to the backends' checks: describe the real one.
     from dataclasses import replace
@@ -413,19 +412,21 @@ def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
     deadline = t_start + args.budget_s
     compile_times = []
     records = []
+    dtype_name = DTYPES[args.dtype]
+    dtype = getattr(torch, dtype_name)
     for si, shape in enumerate(shapes):
-        p = problem_of(shape, device, DTYPES[args.dtype])
+        p = problem_of(shape, device, dtype)
         nbytes = p.bytes_moved()
         n_sets = 2 if args.dry_run else rotation_count(nbytes, l2, args.rotate_factor)
         rec = {"name": shape.name, "family": shape.family, "B": shape.B, "T": shape.T, "Hq": shape.Hq,
                "Hkv": shape.Hkv, "G": shape.G, "S": shape.S, "D": shape.D, "causal": shape.causal,
-               "tokens": shape.tokens, "dtype": DTYPES[args.dtype], "bytes_moved": nbytes, "n_sets": n_sets,
+               "tokens": shape.tokens, "dtype": dtype_name, "bytes_moved": nbytes, "n_sets": n_sets,
                "rotation_bytes": n_sets * nbytes, "results": {}}
         bar.set_description_str(f"[{si + 1}/{len(shapes)}] {shape.name}", refresh=False)
         inputs = None
         done = 0
         try:
-            inputs = ShapeInputs(shape, n_sets, device, args.seed + si, DTYPES[args.dtype])
+            inputs = ShapeInputs(shape, n_sets, device, args.seed + si, dtype)
             rows, ref = reference_rows(inputs)
             rec["checked_rows"] = rows
             for c in contenders:

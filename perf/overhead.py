@@ -116,8 +116,9 @@ def main(argv=None) -> int:
         run_us[name] = timer(lambda: b.run(p, q, k, v, None, out, lse))
         print(f"  {name + ' backend.run()':34s} {run_us[name]:7.2f}"
               "   (includes the launch API, and for cuda the descriptor encoding in C)")
-        if b.launch_details(p):
-            print(f"  {'':34s}         {name} launch: {b.launch_details(p)}")
+        details = b.launch_details(p)
+        if details:
+            print(f"  {'':34s}         {name} launch: {details}")
     if not runnable:
         return fail("no GPU backend could run the problem (see above)")
     try:
