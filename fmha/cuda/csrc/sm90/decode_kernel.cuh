@@ -167,12 +167,6 @@
 #define FMHA_SM90_D512_Q_REGS 192
 #endif
 
-#ifndef FMHA_SM90_D512_QK_CHAINS  // D = 512: independent accumulator chains of each warpgroup's Q K^T (1 or 2; 2: even
-// k16 steps into s, odd ones into a second array, added once the group landed, so that consecutive wgmmas of the
-// chain do not wait on each other's accumulator)
-#define FMHA_SM90_D512_QK_CHAINS 1
-#endif
-
 #ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
 #define FMHA_SM90_D512_V_STAGES 3
 #endif
@@ -281,8 +275,6 @@ struct DecodeTraits {
   static constexpr int kQRegSteps = kQRegCols / 16;
   static constexpr int kQSmemBoxesPerWg = (D / kConsumerWGs - kQRegCols) / kBoxCols;
   static constexpr int kQSmemBoxes = kQSmemBoxesPerWg * kConsumerWGs;
-  // Accumulator chains of Q K^T (FMHA_SM90_D512_QK_CHAINS; split Q K^T only).
-  static constexpr int kQkChains = kSplitQk ? FMHA_SM90_D512_QK_CHAINS : 1;
   // V ring depth: the K ring's, except at D = 512 with Q in registers, where the shared memory Q gives
   // up holds a third V stage (V is waited for a tile after K, so its ring runs shorter of lead).
   static constexpr int kStagesV =
@@ -311,7 +303,6 @@ struct DecodeTraits {
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
   static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
-  static_assert(kQkChains == 1 || kQkChains == 2, "FMHA_SM90_D512_QK_CHAINS: 1 or 2");
 };
 
 template <class Tr>
@@ -640,11 +631,9 @@ __device__ __forceinline__ void rescale_acc(float (&acc)[N], const float (&alpha
 // S = Q K^T over head-dim columns [kCol0, kCol0 + kCols): kCols/16 k16 steps,
 // each a 32 B advance inside a 128 B swizzle row, moving to the next box every 4 steps.
 // With Tr::kQRegCols (split Q K^T at D = 512) the last kQRegSteps steps take A from qr.
-// With a second array s_odd (Tr::kQkChains == 2) the odd k16 steps accumulate there: the caller adds it to s.
 template <class Tr, bool kBf16, int kCols = Tr::kHeadDim>
 __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const SharedStorage<Tr>& ss, int stage,
-                                        int col0 = 0, const QRegs<Tr>* qr = nullptr,
-                                        float (*s_odd)[Tr::kBlockN / 2] = nullptr) {
+                                        int col0 = 0, const QRegs<Tr>* qr = nullptr) {
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups, packed: 1024 B
   constexpr uint32_t kLboUnused = 16;           // K-major swizzled: LBO not used (encoded as 1)
   constexpr int kSteps = kCols / 16;
@@ -656,15 +645,11 @@ __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const Share
 #pragma unroll
   for (int kk = 0; kk < kSteps; ++kk) {
     const uint32_t in_row = (kk % 4) * 32;
-    const bool odd_chain = s_odd != nullptr && kk % 2 == 1;  // resolved at compile time (unrolled, inlined)
-    float (&d)[Tr::kBlockN / 2] = odd_chain ? *s_odd : s;
-    const int scale_d = kk >= (s_odd != nullptr ? 2 : 1) ? 1 : 0;  // the first step of each chain overwrites
     if (kk < kSmemSteps)
-      ptx::wgmma_ss<Tr::kBlockN, kBf16>(d, da.at((kk / 4) * Tr::kQBoxBytes + in_row),
-                                        db.at((kk / 4) * Tr::kKvBoxBytes + in_row), scale_d);
+      ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da.at((kk / 4) * Tr::kQBoxBytes + in_row),
+                                        db.at((kk / 4) * Tr::kKvBoxBytes + in_row), kk > 0 ? 1 : 0);
     else if constexpr (kSmemSteps < kSteps)
-      ptx::wgmma_rs_m64n32k16_kmajor<kBf16>(d, qr->r[kk - kSmemSteps], db.at((kk / 4) * Tr::kKvBoxBytes + in_row),
-                                            scale_d);
+      ptx::wgmma_rs_m64n32k16_kmajor<kBf16>(s, qr->r[kk - kSmemSteps], db.at((kk / 4) * Tr::kKvBoxBytes + in_row), 1);
   }
 }
 
@@ -984,13 +969,17 @@ __device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRan
 }
 
 // The consumer warpgroup of thread ctid, read from lane 0 so that the compiler knows it is warp-uniform:
-// shared-memory descriptors built from it then stay in uniform registers (no R2UR per wgmma).
-__device__ __forceinline__ int warpgroup_index(int ctid) { return __shfl_sync(0xffffffffu, ctid / 128, 0); }
+// shared-memory descriptors built from it then stay in uniform registers (the D = 512 loop's SASS had an
+// R2UR before nearly every wgmma: 89 in the kernel, 8 with this).
+template <class Tr>
+__device__ __forceinline__ int warpgroup_index(int ctid) {
+  return Tr::kConsumerWGs == 1 ? 0 : __shfl_sync(0xffffffffu, ctid / 128, 0);
+}
 
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                               int b, int kvh, int row0, int split, int ctid) {
-  const int wg = warpgroup_index(ctid);
+  const int wg = warpgroup_index<Tr>(ctid);
   const int tid_wg = ctid % 128;
   const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
@@ -1071,7 +1060,7 @@ template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                          const TileRange& tr, int b, int kvh, int row0, int split,
                                                          int ctid) {
-  const int wg = warpgroup_index(ctid);
+  const int wg = warpgroup_index<Tr>(ctid);
   const int tid_wg = ctid % 128;
   const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
@@ -1087,11 +1076,6 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
   uint32_t pa[Tr::kBlockN / 16][4];  // P of the tile whose P V is next, as the PV wgmma's A fragment
   float s[Tr::kBlockN / 2];
-  float s_odd[Tr::kQkChains == 2 ? Tr::kBlockN / 2 : 1];  // the second Q K^T chain (Tr::kQkChains == 2)
-  auto fence_s = [&]() {
-    fence_regs(s);
-    if constexpr (Tr::kQkChains == 2) fence_regs(s_odd);
-  };
 
   // Keys below this are visible to every row of the block (causal rows start at L - T + 1).
   const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
@@ -1103,9 +1087,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
     const int stage = it % Tr::kStages;
-    if constexpr (Tr::kQkChains == 2)
-      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr, &s_odd);
-    else if constexpr (Tr::kSplitQk)
+    if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
     else
       qk_gemm<Tr, kBf16>(s, ss, stage);
@@ -1117,11 +1099,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   };
   // After S of ring position `it` landed: free its K tile, masked online softmax (s becomes P).
   auto softmax_scores = [&](int it, float (&alpha)[2]) {
-    fence_s();
-    if constexpr (Tr::kQkChains == 2) {
-#pragma unroll
-      for (int i = 0; i < Tr::kBlockN / 2; ++i) s[i] += s_odd[i];
-    }
+    fence_regs(s);
     if constexpr (FMHA_SM90_SPLIT_RELEASE) {
       release_stage(&ss.empty_k[it % Tr::kStages], lane);
       fence_regs(s);  // the softmax reads s after the arrive: ptxas would otherwise sink the arrive below it
@@ -1159,7 +1137,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   {
     float alpha[2];
     wait_k(0);
-    fence_s();
+    fence_regs(s);
     ptx::wgmma_fence();
     issue_qk(0);
     ptx::wgmma_wait_group<0>();
@@ -1171,7 +1149,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if constexpr (!Tr::kEarlyOperandWait) wait_operands(it);
     fence_regs(acc);
     fence_regs(pa);
-    fence_s();
+    fence_regs(s);
     ptx::wgmma_fence();
     issue_qk(it + 1);
     issue_pv(it);
