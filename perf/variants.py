@@ -15,8 +15,7 @@ run bp, whose script still subtracted the adds' time: compare its rows within a 
 By default each replay is timed on its own (the host waits for it before launching the next), which
 leaves the GPU a short gap between replays. --sustained times as `python -m perf` does instead: the
 graph is first replayed for --settle-ms, then the replays run back to back. Kernels at the H200's
-700 W cap may rank differently in the two regimes (suspected for D=512: perf/RESULTS.md, runs aq and
-as; --sustained has not run on a GPU yet).
+700 W cap may rank differently in the two regimes (D=512: perf/RESULTS.md, runs at and au).
 """
 from __future__ import annotations
 
@@ -103,6 +102,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shapes", type=int, default=len(SHAPES))
     ap.add_argument("--only", default=None, help="comma-separated indices into SHAPES")
+    ap.add_argument("--shape", action="append", default=[],
+                    help="B,T,Hq,Hkv,S,D of a shape not in SHAPES (repeatable; replaces --shapes / --only)")
     ap.add_argument("--no-peers", action="store_true", help="variants only (no triton / cuDNN)")
     ap.add_argument("--sustained", action="store_true",
                     help="settle, then time the replays back to back (as python -m perf does)")
@@ -189,6 +190,10 @@ def main():
             return None
 
     shapes = SHAPES[:args.shapes] if args.only is None else [SHAPES[int(i)] for i in args.only.split(",")]
+    if args.shape:
+        shapes = [tuple(int(x) for x in sh.split(",")) for sh in args.shape]
+        if any(len(sh) != 6 for sh in shapes):
+            ap.error(f"--shape takes B,T,Hq,Hkv,S,D, got {args.shape}")
     for shape in shapes:
         B, T, Hq, Hkv, S, D = shape
         causal = T > 1
