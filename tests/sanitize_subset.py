@@ -6,7 +6,8 @@
 Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the narrow loop
 (at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
-variant; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows)."""
+variant; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows); the
+shallow ring of an unsplit one-wave grid (stream at D=128, wide at D=64)."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -23,6 +24,8 @@ for D in (64, 128, 256, 512):
         cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide variant
         cases.append((2, 3, 16, 4, 129, D, [129, 0]))           # narrow loop (12 rows), causal, empty row
         cases.append((48, 1, Hq, Hkv, 300, D, [300, 0] * 24))   # narrow loop on the wide variant (7 rows)
+    if D in (64, 128):  # one wave of 128 CTAs, unsplit: the shallow ring (stream / wide) with the narrow loop (15 rows)
+        cases.append((16, 3, 40, 8, 300, D, [300, 0, 129, 64] * 4))
     if D == 128:  # 64 rows on the deep variant (the T=16 plan), odd and even tile counts
         cases.append((2, 16, 32, 8, 1000, D, [1000, 300]))
         cases.append((6, 13, 28, 4, 700, D, [700, 0, 13, 650, 129, 700]))  # 2 splits, 2184 rows: a combine grid of many CTAs

@@ -98,25 +98,25 @@ def test_forced_split_kv(D):
 
 
 def force_launch_plan(monkeypatch, variant, num_splits):
-    """Make the cuda backend launch every problem with this instantiation ("wide" or "deep") and
-    split count, whatever its shape-based plan would pick."""
+    """Make the cuda backend launch every problem with this instantiation ("wide", "deep" or, at D = 128,
+    "stream") and split count, whatever its shape-based plan would pick."""
     from fmha.backends import registry
     from fmha.cuda import backend as cb
 
     b = registry()["cuda"]
     if b._fn is None:  # the patched plan skips the lazy bind that launch_details relies on
         b._bind()
-    code = cb.WIDE if variant == "wide" else cb.DEEP
+    code = {"wide": cb.WIDE, "deep": cb.DEEP, "stream": cb.STREAM}[variant]
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
     monkeypatch.setattr(b, "_launches", {})  # per-Problem launch constants, derived from the plan
 
 
-@pytest.mark.parametrize("D", (64, 128, 256, 512))
-@pytest.mark.parametrize("variant", ("wide", "deep"))
-@pytest.mark.parametrize("num_splits", (1, 3, 20))
+@pytest.mark.parametrize("D,variant,num_splits", [(D, v, n) for D in (64, 128, 256, 512) for v in ("wide", "deep")
+                                                  for n in (1, 3, 20)] + [(128, "stream", n) for n in (1, 3, 20)])
 def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
-    """Both instantiations (wide: several CTAs per SM; deep: one CTA per SM, deeper ring), split
-    and unsplit, whatever the shape-based plan would pick: GQA 28/4, causal T=3, varlen. At 21
+    """Every instantiation (wide: several CTAs per SM; deep: one CTA per SM, deeper ring; stream, D = 128:
+    wide's ring with the narrow loop), split and unsplit, whatever the shape-based plan would pick: GQA
+    28/4 (21 rows: stream runs its 64-row loop), causal T=3, varlen. At 21
     packed rows both split counts go through the workspace and the combine kernel (twenty, most of
     them empty at S=1000, also above the 16-CTA cluster limit); the in-cluster merge serves at most
     16 rows: test_cluster_merge."""
@@ -160,6 +160,23 @@ def test_cluster_merge(D, variant, num_splits, monkeypatch):
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     assert "merged inside clusters" in launch, launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} splits={num_splits} D={D}")
+
+
+@pytest.mark.parametrize("D", (64, 128))
+@pytest.mark.parametrize("T,Hq,Hkv", ((1, 32, 8), (3, 40, 8)))
+def test_shallow_ring_plan(D, T, Hq, Hkv):
+    """Unsplit narrow grids of one wave (16 sequences x 8 KV heads = 128 CTAs; 4 and 15 packed rows) run the
+    shallow ring (fmha/cuda/backend.py SHALLOW_RING_MIN_FILL: stream at D = 128, wide at D = 64) with the
+    narrow loop: sequences of 1000, 0, 129 and 64 keys (a tail tile, an empty row, a single tile), causal."""
+    if torch.cuda.get_device_properties(0).multi_processor_count < 128:
+        pytest.skip("needs a GPU of at least 128 SMs for a 128-CTA grid to fill one wave")
+    seqlens = [1000, 0, 129, 64] * 4
+    q, k, v, sl = make_inputs(16, T, Hq, Hkv, 1000, D, device=DEV, seqlens=seqlens, seed=D + T)
+    launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
+    kind = "stream (the wide K/V ring with the narrow loop)" if D == 128 else "wide (several CTAs per SM)"
+    assert launch.startswith(f"variant {kind}, shallow ring for an unsplit grid of one wave") and \
+        "narrow loop" in launch and "128 CTAs x 1 KV split(s)" in launch, launch
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"shallow ring D={D} T={T}")
 
 
 @pytest.mark.parametrize("B,T,Hq,Hkv,S,D,splits", ((1, 1, 32, 8, 8192, 128, 8), (2, 1, 32, 8, 4096, 128, 4),

@@ -43,7 +43,8 @@ def build(tmp_path_factory):
     return out, r.stdout + r.stderr
 
 
-N_DECODE_KERNELS = 2 * (2 * (len(HEAD_DIMS) - 1) + 1)
+# 2 dtypes x (wide and deep for D = 64, 128, 256; one configuration for D = 512; stream for D = 128)
+N_DECODE_KERNELS = 2 * (2 * (len(HEAD_DIMS) - 1) + 1 + 1)
 
 
 def _ptxas_properties(log: str) -> dict:
@@ -68,7 +69,6 @@ def test_no_spills(build):
     _, log = build
     props = _ptxas_properties(log)
     decode = [k for k in props if "decode_kernel" in k]
-    # 2 dtypes x (wide and deep for D = 64, 128, 256; one configuration for D = 512)
     assert len(decode) == N_DECODE_KERNELS, f"expected {N_DECODE_KERNELS} decode instantiations, ptxas reported {decode}"
     assert any("combine_splits_kernel" in k for k in props)
     spilling = {k: v for k, v in props.items() if v[1] or v[2]}
@@ -130,8 +130,10 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "null tensor pointer" in msg
     status, msg = call(dtype=7)
     assert status != 0 and "dtype=7 causal=1 num_splits=1 variant=0 out of range" in msg
-    status, msg = call(variant=2)
-    assert status != 0 and "variant=2 out of range" in msg
+    status, msg = call(variant=3)
+    assert status != 0 and "variant=3 out of range" in msg
+    status, msg = call(variant=2, D=64)  # the stream variant exists at D = 128 only
+    assert status != 0 and "variant=2 invalid for D=64" in msg and "D = 128 only" in msg, msg
     status, msg = call(B=0)
     assert status != 0 and "out of range" in msg
 
@@ -145,6 +147,9 @@ def test_merge_query_rejects_bad_arguments(build):
     assert lib.fmha_sm90_cluster_merge(96, 1, 1, 8, 8, 4) == -1
     assert lib.fmha_sm90_cluster_merge(128, 2, 1, 8, 8, 4) == -1
     assert lib.fmha_sm90_cluster_merge(128, 1, 3, 8, 8, 4) == -1
+    assert lib.fmha_sm90_cluster_merge(64, 1, 2, 8, 8, 4) == -1  # no stream instantiation at D = 64
+    assert lib.fmha_sm90_tile_n(128, 2) == 64 and lib.fmha_sm90_narrow_rows(128, 2) == 16
+    assert lib.fmha_sm90_tile_n(64, 2) == 0 and lib.fmha_sm90_tile_n(128, 3) == 0
 
 
 def test_timing_probe_is_off_by_default(build):

@@ -72,9 +72,12 @@ def stub_backend(monkeypatch, clustered):
     monkeypatch.setattr(torch.cuda, "device", _NoDevice)
     b = cb.CudaSm90Backend()
     b._fn = object()  # bound
-    b._tile_n = {(128, cb.DEEP): 128, (128, cb.WIDE): 64}
-    b._ctas_per_sm = {(128, cb.DEEP): 1, (128, cb.WIDE): 2}
-    b._narrow_rows = {(128, cb.DEEP): 16, (128, cb.WIDE): 0}
+    b._tile_n = {(128, cb.DEEP): 128, (128, cb.WIDE): 64, (128, cb.STREAM): 64, (64, cb.DEEP): 128, (64, cb.WIDE): 128,
+                 (256, cb.DEEP): 64, (256, cb.WIDE): 64}
+    b._ctas_per_sm = {(128, cb.DEEP): 1, (128, cb.WIDE): 2, (128, cb.STREAM): 2, (64, cb.DEEP): 1, (64, cb.WIDE): 2,
+                      (256, cb.DEEP): 1, (256, cb.WIDE): 1}
+    b._narrow_rows = {(128, cb.DEEP): 16, (128, cb.WIDE): 0, (128, cb.STREAM): 16, (64, cb.DEEP): 16,
+                      (64, cb.WIDE): 16, (256, cb.DEEP): 16, (256, cb.WIDE): 16}
     b.asked_dtypes = []
 
     def cluster_merge(D, dtype, variant, splits, clusters, rows):
@@ -107,6 +110,27 @@ def test_plan_and_explanation(monkeypatch):
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (cb.DEEP, 4))
     text = b.launch_details(p)
     assert "merged inside clusters of 4 CTAs" in text and "fewer splits" not in text, text
+
+
+@pytest.mark.parametrize("B,T,Hq,Hkv,D,variant,splits", (
+    (16, 1, 32, 8, 128, "STREAM", 1),   # 128 CTAs of 4 rows: one wave, unsplit, the shallow ring
+    (16, 4, 32, 8, 128, "STREAM", 1),   # 16 rows: still the narrow loop
+    (14, 1, 32, 8, 128, "STREAM", 1),   # 112 CTAs >= 0.8 x 132
+    (16, 1, 32, 8, 64, "WIDE", 1),      # D = 64: WIDE is that ring with the narrow loop already
+    (16, 16, 32, 8, 128, "DEEP", 1),    # 64 rows: the 64-row loop keeps the deep ring
+    (16, 1, 16, 8, 256, "DEEP", 1),     # D = 256: measured level, left deep
+    (17, 1, 32, 8, 128, "WIDE", 1),     # 136 CTAs: more than the SMs
+))
+def test_shallow_ring_for_one_wave(monkeypatch, B, T, Hq, Hkv, D, variant, splits):
+    from fmha.cuda import backend as cb
+
+    b = stub_backend(monkeypatch, clustered=())
+    p = problem(B, T, Hq, Hkv, 32768, D, device="cuda:0")
+    assert b.launch_plan(p, 0) == (getattr(cb, variant), splits)
+    text = b.launch_details(p)
+    assert ("shallow ring for an unsplit grid of one wave" in text) == (variant != "DEEP" and B < 17), text
+    # 104 CTAs, below the share of one wave: split on the deep ring
+    assert b.launch_plan(problem(13, 1, 32, 8, 32768, 128, device="cuda:0"), 0)[0] == cb.DEEP
 
 
 @pytest.mark.parametrize("dtype,code", ((torch.bfloat16, 1), (torch.float16, 0)))

@@ -17,8 +17,17 @@ from . import loader
 SUPPORTED_HEAD_DIMS = (64, 128, 256, 512)
 BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
 # Kernel instantiations (fmha_capi.h): WIDE packs several CTAs per SM (grids that fill the GPU),
-# DEEP runs one CTA per SM with a deeper K/V ring (small grids, split-KV).
-WIDE, DEEP = 0, 1
+# DEEP runs one CTA per SM with a deeper K/V ring (small grids, split-KV), STREAM (D = 128) is WIDE's
+# ring with the narrow loop.
+WIDE, DEEP, STREAM = 0, 1, 2
+VARIANTS = (WIDE, DEEP, STREAM)
+# Unsplit narrow grids (<= 16 packed rows) of at least this share of one wave (choose_num_splits leaves them
+# unsplit) stream faster with the shallow 64 KB ring of WIDE (D = 64) / STREAM (D = 128) than with DEEP's
+# 192 KB one. H200 (us, deep -> shallow; runs ec, ed, ee): B16 Hkv8 D128 S8192 120.8 -> 119.7, S16384
+# 242.9 -> 239.2, S32768 468.5 -> 462.8 (cuDNN 464.2), S65536 955.1 -> 940.2, T4 S32768 469.7 -> 464.1;
+# D64 B16 S65536 480.5 -> 471.9; with an add after each call S32768 480.7 -> 474.0. D = 256 level (474.8 vs 474.9).
+SHALLOW_RING_MIN_FILL = 0.8
+_SHALLOW_RING_VARIANT = {64: WIDE, 128: STREAM}
 # Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the
 # ~128-CTA plan that needs the combine kernel, while a CTA's K/V share is small enough that 64 SMs
 # stream it about as fast as 128 (H200, runs dh and di, perf/RESULTS.md; us, plan -> 64 clustered CTAs):
@@ -118,11 +127,9 @@ class CudaSm90Backend(Backend):
             from ..dispatch import forget_decisions
             forget_decisions()
             raise
-        self._tile_n = {(d, v): lib.fmha_sm90_tile_n(d, v) for d in SUPPORTED_HEAD_DIMS for v in (WIDE, DEEP)}
-        self._ctas_per_sm = {(d, v): lib.fmha_sm90_ctas_per_sm(d, v) for d in SUPPORTED_HEAD_DIMS
-                             for v in (WIDE, DEEP)}
-        self._narrow_rows = {(d, v): lib.fmha_sm90_narrow_rows(d, v) for d in SUPPORTED_HEAD_DIMS
-                             for v in (WIDE, DEEP)}
+        self._tile_n = {(d, v): lib.fmha_sm90_tile_n(d, v) for d in SUPPORTED_HEAD_DIMS for v in VARIANTS}
+        self._ctas_per_sm = {(d, v): lib.fmha_sm90_ctas_per_sm(d, v) for d in SUPPORTED_HEAD_DIMS for v in VARIANTS}
+        self._narrow_rows = {(d, v): lib.fmha_sm90_narrow_rows(d, v) for d in SUPPORTED_HEAD_DIMS for v in VARIANTS}
         self._cluster_merge = lib.fmha_sm90_cluster_merge
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_sm90_workspace_bytes
@@ -134,15 +141,21 @@ class CudaSm90Backend(Backend):
         """(variant, num_splits) for a problem on device `index`.
 
         A grid of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's
-        prologue and epilogue hide behind another's streaming). Otherwise one CTA per SM with the
+        prologue and epilogue hide behind another's streaming). A narrow grid of nearly one wave runs
+        unsplit with the shallow ring (SHALLOW_RING_MIN_FILL). Otherwise one CTA per SM with the
         deeper ring (DEEP), and the keys are split when the grid would leave SMs idle; short split
         problems take fewer splits, on 64 CTAs, where those merge inside clusters (clustered_splits).
         """
         if self._fn is None:
             self._bind()
         ctas = _grid_ctas(p)
-        if ctas > num_sms(index):
+        sms = num_sms(index)
+        if ctas > sms:
             return WIDE, 1
+        shallow = _SHALLOW_RING_VARIANT.get(p.head_dim)
+        if (shallow is not None and ctas >= SHALLOW_RING_MIN_FILL * sms
+                and p.seqlen_q * p.group_size <= self._narrow_rows[(p.head_dim, shallow)]):
+            return shallow, 1
         return DEEP, clustered_splits(p, ctas, self._occupancy_splits(p, index), self._merge_modes(p, index, DEEP))
 
     def _merge_modes(self, p: Problem, index: int, variant: int):
@@ -164,8 +177,12 @@ class CudaSm90Backend(Backend):
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
         variant, num_splits = self.launch_plan(p, index)
-        kind = ("wide (several CTAs per SM)" if self._ctas_per_sm[(p.head_dim, variant)] > 1 else
-                "one CTA per SM") if variant == WIDE else "deep (one CTA per SM, deeper K/V ring)"
+        kind = {WIDE: "wide (several CTAs per SM)" if self._ctas_per_sm[(p.head_dim, variant)] > 1
+                else "one CTA per SM",
+                DEEP: "deep (one CTA per SM, deeper K/V ring)",
+                STREAM: "stream (the wide K/V ring with the narrow loop)"}[variant]
+        if variant in (WIDE, STREAM) and _grid_ctas(p) <= num_sms(index):
+            kind += ", shallow ring for an unsplit grid of one wave"
         rows = p.seqlen_q * p.group_size
         loop = ("narrow loop (keys in the MMA's M, query rows in N)" if rows <= self._narrow_rows[(p.head_dim, variant)]
                 else "64-row loop (packed query rows in the MMA's M)")

@@ -137,17 +137,27 @@ struct InstanceShape {
   int narrow_rows;  // packed rows served by the narrow loop (0: none)
 };
 
+template <class Tr>
+InstanceShape instance_shape_of_traits() {
+  return InstanceShape{Tr::kBlockN, Tr::kCtasPerSm, Tr::kNarrow ? Tr::kNarrowRows : 0};
+}
+
 template <int D>
 InstanceShape instance_shape(int variant) {
-  using Deep = fmha::sm90::DecodeTraits<D, fmha::sm90::kDeep>;
-  using Wide = fmha::sm90::DecodeTraits<D, fmha::sm90::kWide>;
-  return variant == fmha::sm90::kDeep
-             ? InstanceShape{Deep::kBlockN, Deep::kCtasPerSm, Deep::kNarrow ? Deep::kNarrowRows : 0}
-             : InstanceShape{Wide::kBlockN, Wide::kCtasPerSm, Wide::kNarrow ? Wide::kNarrowRows : 0};
+  using fmha::sm90::DecodeTraits;
+  if constexpr (D == 128)
+    if (variant == fmha::sm90::kStream) return instance_shape_of_traits<DecodeTraits<D, fmha::sm90::kStream>>();
+  if (variant == fmha::sm90::kStream) return {0, 0, 0};  // instantiated for D = 128 only
+  return variant == fmha::sm90::kDeep ? instance_shape_of_traits<DecodeTraits<D, fmha::sm90::kDeep>>()
+                                      : instance_shape_of_traits<DecodeTraits<D, fmha::sm90::kWide>>();
+}
+
+bool valid_variant(int variant) {
+  return variant == fmha::sm90::kWide || variant == fmha::sm90::kDeep || variant == fmha::sm90::kStream;
 }
 
 InstanceShape instance_shape_of(int D, int variant) {
-  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep) return {0, 0, 0};
+  if (!valid_variant(variant)) return {0, 0, 0};
   switch (D) {
     case 64: return instance_shape<64>(variant);
     case 128: return instance_shape<128>(variant);
@@ -234,17 +244,22 @@ int max_active_clusters(int cluster) {
 }
 
 // f(d, v) with d, v std::integral_constant of the decode kernel's instantiation that serves head dim D
-// and variant (D = 512 has one configuration, instantiated as kWide); `fallback` for any other D.
+// and variant (D = 512 has one configuration, instantiated as kWide; kStream exists at D = 128 only);
+// `fallback` for any other D or variant.
 template <class F>
 int with_instance(int D, int variant, int fallback, F&& f) {
   using fmha::sm90::kDeep;
+  using fmha::sm90::kStream;
   using fmha::sm90::kWide;
+  if (instance_shape_of(D, variant).tile_n == 0) return fallback;
   const bool deep = variant == kDeep;
   switch (D) {
     case 64: return deep ? f(std::integral_constant<int, 64>{}, std::integral_constant<int, kDeep>{})
                          : f(std::integral_constant<int, 64>{}, std::integral_constant<int, kWide>{});
-    case 128: return deep ? f(std::integral_constant<int, 128>{}, std::integral_constant<int, kDeep>{})
-                          : f(std::integral_constant<int, 128>{}, std::integral_constant<int, kWide>{});
+    case 128:
+      if (variant == kStream) return f(std::integral_constant<int, 128>{}, std::integral_constant<int, kStream>{});
+      return deep ? f(std::integral_constant<int, 128>{}, std::integral_constant<int, kDeep>{})
+                  : f(std::integral_constant<int, 128>{}, std::integral_constant<int, kWide>{});
     case 256: return deep ? f(std::integral_constant<int, 256>{}, std::integral_constant<int, kDeep>{})
                           : f(std::integral_constant<int, 256>{}, std::integral_constant<int, kWide>{});
     case 512: return f(std::integral_constant<int, 512>{}, std::integral_constant<int, kWide>{});
@@ -394,7 +409,7 @@ int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
 }
 
 int fmha_sm90_cluster_merge(int D, int dtype, int variant, int num_splits, long long clusters, int rows) {
-  if ((dtype != 0 && dtype != 1) || (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep)) return -1;
+  if ((dtype != 0 && dtype != 1) || !valid_variant(variant)) return -1;
   return with_instance(D, variant, -1, [&](auto d, auto v) {
     constexpr int kD = decltype(d)::value, kV = decltype(v)::value;
     return dtype == 1 ? cluster_merge_mode<kD, true, kV>(num_splits, clusters, rows)
@@ -458,8 +473,9 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   if (!(softmax_scale > 0.f) || !std::isfinite(softmax_scale))
     return fail("softmax_scale %g must be finite and positive", (double)softmax_scale);
   if (num_splits < 1 || num_splits > 1024) return fail("num_splits=%d out of range [1, 1024]", num_splits);
-  if (variant != fmha::sm90::kWide && variant != fmha::sm90::kDeep)
-    return fail("variant=%d invalid (0 = wide: several CTAs per SM, 1 = deep: one CTA per SM, deeper ring)", variant);
+  if (instance_shape_of(D, variant).tile_n == 0)
+    return fail("variant=%d invalid for D=%d (0 = wide: several CTAs per SM, 1 = deep: one CTA per SM, deeper ring, "
+                "2 = stream: D = 128 only, the wide ring with the narrow loop)", variant, D);
   const int G = Hq / Hkv;
   if (static_cast<long long>(T) * G > (1LL << 30)) return fail("T * Hq / Hkv too large");
 
@@ -487,14 +503,16 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   cudaStream_t st = static_cast<cudaStream_t>(stream);
   const bool bf16 = dtype == 1;
   const bool deep = variant == fmha::sm90::kDeep;
+  const bool stream_variant = variant == fmha::sm90::kStream;
 #define FMHA_LAUNCH(DIM, V) \
   (bf16 ? launch<DIM, true, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st) \
         : launch<DIM, false, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st))
   using fmha::sm90::kDeep;
+  using fmha::sm90::kStream;
   using fmha::sm90::kWide;
   switch (D) {
     case 64: return deep ? FMHA_LAUNCH(64, kDeep) : FMHA_LAUNCH(64, kWide);
-    case 128: return deep ? FMHA_LAUNCH(128, kDeep) : FMHA_LAUNCH(128, kWide);
+    case 128: return stream_variant ? FMHA_LAUNCH(128, kStream) : deep ? FMHA_LAUNCH(128, kDeep) : FMHA_LAUNCH(128, kWide);
     case 256: return deep ? FMHA_LAUNCH(256, kDeep) : FMHA_LAUNCH(256, kWide);
     default: return FMHA_LAUNCH(512, kWide);  // D = 512: one configuration (the variants coincide)
   }
@@ -507,7 +525,7 @@ int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
   for (int64_t d : dims)
     if (d < 1 || d > INT32_MAX) return fail("fmha_sm90_decode_packed: a shape value (%lld) is out of range", (long long)d);
   if (a->dtype < 0 || a->dtype > 1 || a->causal < 0 || a->causal > 1 || a->num_splits < 1 ||
-      a->num_splits > INT32_MAX || a->variant < 0 || a->variant > 1)
+      a->num_splits > INT32_MAX || a->variant < 0 || a->variant > 2)
     return fail("fmha_sm90_decode_packed: dtype=%lld causal=%lld num_splits=%lld variant=%lld out of range",
                 (long long)a->dtype, (long long)a->causal, (long long)a->num_splits, (long long)a->variant);
   return fmha_sm90_decode(reinterpret_cast<const void*>(a->q), reinterpret_cast<const void*>(a->k),

@@ -19,7 +19,9 @@ const char* fmha_last_error(void);
 // KV tokens per tile and resident CTAs per SM of the sm_90a kernel for head dim D and a variant
 // (0: unsupported), for the host's choice of variant and split count.
 // Variants: 0 = wide (several CTAs per SM where D <= 128, shallow K/V ring: grids that fill the GPU),
-//           1 = deep (one CTA per SM, deeper ring: small grids and split-KV). D = 512 has one configuration.
+//           1 = deep (one CTA per SM, deeper ring: small grids and split-KV),
+//           2 = stream (D = 128 only: wide's ring with the narrow loop, for unsplit grids of at most 16
+//               packed rows that fill one wave). D = 512 has one configuration.
 int fmha_sm90_tile_n(int D, int variant);
 int fmha_sm90_ctas_per_sm(int D, int variant);
 // Problems of at most this many packed query rows (T x Hq/Hkv) run that instantiation's narrow loop

@@ -12,7 +12,8 @@
 //
 // Instantiations: head dim D x dtype x DecodeVariant. The host (fmha/cuda/backend.py,
 // launch_plan) runs grids of more CTAs than SMs with kWide (two CTAs per SM at D <= 128, shallow
-// ring) and smaller or split-KV grids with kDeep (one CTA per SM, deeper ring).
+// ring), unsplit narrow grids of one wave at D = 128 with kStream (kWide's ring, the narrow loop),
+// and other smaller or split-KV grids with kDeep (one CTA per SM, deeper ring).
 //
 // Roles (kConsumerWGs consumer warpgroups, then the producer: one warp, or a
 // warpgroup of which one warp works when setmaxnreg is used)
@@ -38,7 +39,8 @@
 //   Problems of at most 16 packed rows (T = 1 with up to 16 query heads per KV
 //   head, or T x G <= 16) take consumer_loop_narrow instead, where keys and
 //   head-dim columns fill the MMA's M and the 16 rows its N (see its comment);
-//   the D = 128 wide instantiation keeps the 64-row loop (measured faster).
+//   the D = 128 wide instantiation keeps the 64-row loop (measured faster; kStream is the same
+//   configuration with the narrow loop).
 //   Split-KV partials are merged inside a thread-block cluster when the host
 //   launches the splits of a row block as one (p.cluster_merge): kMergeDealtRows (see
 //   ClusterMerge: at most 16 splits, every cluster resident at once, <= 16 packed
@@ -198,12 +200,18 @@ constexpr size_t kSmemReservedPerCta = 1024;
 enum DecodeVariant : int {
   kWide = 0,  // several CTAs per SM (D <= 128), shallow ring: grids of at least one CTA per SM
   kDeep = 1,  // one CTA per SM, deep ring: small grids and split-KV
+  // D = 128 only: kWide's configuration (64-token tiles, a two-stage ring: 64 KB of K/V in flight a CTA)
+  // with the narrow loop, for unsplit grids of at most 16 packed rows that fill one wave. H200, B16 S32768
+  // (128 CTAs, run ee): 462.8 us against kDeep's 468.5 (its 192 KB ring; cuDNN 464.2); alone under ncu
+  // 92.4-92.8% of DRAM peak against 91.4-91.9% (run ed). Split grids lose with a ring that shallow (B1
+  // S65536 74.3 vs 67.4, run eb), and so does the 64-row loop (B128 Hkv1 G32 S8192: 174.2 vs 128.8, run ec).
+  kStream = 2,
 };
 
 template <int D, int kVariant = kWide>
 struct DecodeTraits {
   static_assert(D == 64 || D == 128 || D == 256 || D == 512, "head dim");
-  static_assert(kVariant == kWide || kVariant == kDeep, "variant");
+  static_assert(kVariant == kWide || kVariant == kDeep || (kVariant == kStream && D == 128), "variant");
   static constexpr int kHeadDim = D;
   static constexpr bool kIsDeep = kVariant == kDeep;
   static constexpr int kBlockM = 64;                       // packed query rows per CTA (one wgmma M)
@@ -236,7 +244,7 @@ struct DecodeTraits {
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = FMHA_SM90_NARROW && kConsumerWGs == 1 && kBlockN % 64 == 0 &&
-                                  (D != 128 || kIsDeep || FMHA_SM90_NARROW_D128_WIDE);
+                                  (D != 128 || kIsDeep || kVariant == kStream || FMHA_SM90_NARROW_D128_WIDE);
   // Split-KV partials merged inside clusters (ClusterMerge) can be used by this instantiation. Not at
   // D = 512: its consumer registers are tight, and compiling the merge in moved the hot loop's register
   // allocation (MQA Hq=128 213.1 -> 225.7 us, run ag, same process); it gains only on <= 16 rows.
