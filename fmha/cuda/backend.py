@@ -25,7 +25,8 @@ VARIANTS = (WIDE, DEEP, STREAM)
 # unsplit) stream faster with the shallow 64 KB ring of WIDE (D = 64) / STREAM (D = 128) than with DEEP's
 # 192 KB one. H200 (us, deep -> shallow; runs ec, ed, ee): B16 Hkv8 D128 S8192 120.8 -> 119.7, S16384
 # 242.9 -> 239.2, S32768 468.5 -> 462.8 (cuDNN 464.2), S65536 955.1 -> 940.2, T4 S32768 469.7 -> 464.1;
-# D64 B16 S65536 480.5 -> 471.9; with an add after each call S32768 480.7 -> 474.0. D = 256 level (474.8 vs 474.9).
+# D64 B16 S65536 480.5 -> 471.9; with an add after each call S32768 480.7 -> 474.0. D = 256 level (the wide
+# instantiation's 128 KB ring 474.3 vs deep 474.8, run ec), so it stays deep.
 SHALLOW_RING_MIN_FILL = 0.8
 _SHALLOW_RING_VARIANT = {64: WIDE, 128: STREAM}
 # Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the
@@ -181,7 +182,7 @@ class CudaSm90Backend(Backend):
                 else "one CTA per SM",
                 DEEP: "deep (one CTA per SM, deeper K/V ring)",
                 STREAM: "stream (the wide K/V ring with the narrow loop)"}[variant]
-        if variant in (WIDE, STREAM) and _grid_ctas(p) <= num_sms(index):
+        if variant in (WIDE, STREAM) and num_splits == 1 and _grid_ctas(p) <= num_sms(index):
             kind += ", shallow ring for an unsplit grid of one wave"
         rows = p.seqlen_q * p.group_size
         loop = ("narrow loop (keys in the MMA's M, query rows in N)" if rows <= self._narrow_rows[(p.head_dim, variant)]
