@@ -72,8 +72,9 @@ def library_backend(path: str):
 def variant_backend(flags: str):
     """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS).
 
-    Tokens among the flags override launch_plan's choice: @deep / @wide / @stream (D = 128) run every
-    problem with that instantiation, @splits=N with N KV splits (else the plan's count).
+    Tokens among the flags override launch_plan's choice: @deep / @wide run every problem with that
+    instantiation, @stream the D = 128 problems (the plan's choice elsewhere), @splits=N with N KV splits (else
+    the plan's count).
     """
     from fmha.cuda import backend as cb
     from fmha.cuda import loader
@@ -87,8 +88,9 @@ def variant_backend(flags: str):
 
         def forced(p, index):
             variant, splits = planned(p, index)
-            variant = (cb.DEEP if "deep" in plan else cb.WIDE if "wide" in plan else cb.STREAM if "stream" in plan
-                       else variant)
+            if "stream" in plan and b._tile_n[(p.head_dim, cb.STREAM)]:  # stream exists at D = 128 only
+                variant = cb.STREAM
+            variant = cb.DEEP if "deep" in plan else cb.WIDE if "wide" in plan else variant
             return variant, int(plan.get("splits") or splits)
 
         b.launch_plan = forced  # type: ignore[method-assign]

@@ -126,6 +126,17 @@ def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"{variant} splits={num_splits} D={D}")
 
 
+@pytest.mark.parametrize("num_splits", (1, 3, 20))
+def test_stream_narrow_loop(num_splits, monkeypatch):
+    """The stream instantiation's narrow loop forced on a grid the plan would not give it (3 sequences, 4
+    packed rows), unsplit and split (3: merged inside clusters; 20: above the cluster limit, the combine
+    kernel); sequences of 1000, 0 and 129 keys."""
+    force_launch_plan(monkeypatch, "stream", num_splits)
+    q, k, v, sl = make_inputs(3, 1, 32, 8, 1000, 128, device=DEV, seqlens=[1000, 0, 129], seed=num_splits)
+    assert "narrow loop" in fmha.explain(q, k, v, sl, backend="cuda").launch
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"stream narrow splits={num_splits}")
+
+
 @pytest.mark.parametrize("num_splits", (1, 2, 3))
 def test_deep_64_rows(num_splits, monkeypatch):
     """64 packed rows on the deep instantiation (the T=16 plan): T=16 with 4 query heads per KV head,
@@ -148,13 +159,13 @@ def test_combine_many_rows(D, num_splits, monkeypatch):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"combine many rows D={D} splits={num_splits}")
 
 
-@pytest.mark.parametrize("D", (64, 128, 256))
-@pytest.mark.parametrize("variant", ("wide", "deep"))
-@pytest.mark.parametrize("num_splits", (2, 5, 16))
+@pytest.mark.parametrize("D,variant,num_splits", [(D, v, n) for D in (64, 128, 256) for v in ("wide", "deep")
+                                                  for n in (2, 5, 16)] + [(128, "stream", n) for n in (2, 5, 16)])
 def test_cluster_merge(D, variant, num_splits, monkeypatch):
     """Split-KV partials merged inside thread-block clusters (at most 16 packed rows, here 8: T=2
     with 4 query heads per KV head), with 2, 5 (two merge chunks) and 16 splits (the cluster limit),
-    on both instantiations; one sequence is short, so some splits of its clusters are empty."""
+    on every instantiation (the plan never splits stream; the C API allows it); one sequence is short, so
+    some splits of its clusters are empty."""
     force_launch_plan(monkeypatch, variant, num_splits)
     q, k, v, sl = make_inputs(2, 2, 8, 2, 4000, D, device=DEV, seqlens=[4000, 100], seed=D + num_splits)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
@@ -168,12 +179,12 @@ def test_shallow_ring_plan(D, T, Hq, Hkv):
     """Unsplit narrow grids of one wave (16 sequences x 8 KV heads = 128 CTAs; 4 and 15 packed rows) run the
     shallow ring (fmha/cuda/backend.py SHALLOW_RING_MIN_FILL: stream at D = 128, wide at D = 64) with the
     narrow loop: sequences of 1000, 0, 129 and 64 keys (a tail tile, an empty row, a single tile), causal."""
-    if torch.cuda.get_device_properties(0).multi_processor_count < 128:
-        pytest.skip("needs a GPU of at least 128 SMs for a 128-CTA grid to fill one wave")
-    seqlens = [1000, 0, 129, 64] * 4
-    q, k, v, sl = make_inputs(16, T, Hq, Hkv, 1000, D, device=DEV, seqlens=seqlens, seed=D + T)
+    if not 128 <= torch.cuda.get_device_properties(0).multi_processor_count <= 160:
+        pytest.skip("needs a GPU of 128-160 SMs for a 128-CTA grid to fill at least 0.8 of one wave")
+    seqlens = [1000, 0, 129, 64] * 4  # a cache of 8192 (the rule's shortest), sequences much shorter
+    q, k, v, sl = make_inputs(16, T, Hq, Hkv, 8192, D, device=DEV, seqlens=seqlens, seed=D + T)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
-    kind = "stream (the wide K/V ring with the narrow loop)" if D == 128 else "wide (several CTAs per SM)"
+    kind = "stream (the wide configuration's K/V ring)" if D == 128 else "wide (several CTAs per SM)"
     assert launch.startswith(f"variant {kind}, shallow ring for an unsplit grid of one wave") and \
         "narrow loop" in launch and "128 CTAs x 1 KV split(s)" in launch, launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"shallow ring D={D} T={T}")

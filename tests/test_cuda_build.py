@@ -1,8 +1,8 @@
 """Compile the CUDA sources for sm_90a (no GPU needed) and inspect the result.
 
 * every kernel compiles with 0 bytes of spill stores/loads and no stack frame (ptxas -v);
-* every attention-kernel instantiation (4 head dims x 2 dtypes) uses WGMMA
-  (HGMMA in SASS) and TMA loads (UTMALDG).
+* every attention-kernel instantiation (wide and deep for D = 64, 128, 256, one for D = 512, stream for
+  D = 128; x 2 dtypes) uses WGMMA (HGMMA in SASS) and TMA loads (UTMALDG).
 Skipped only when nvcc is absent.
 """
 from __future__ import annotations
@@ -148,7 +148,10 @@ def test_merge_query_rejects_bad_arguments(build):
     assert lib.fmha_sm90_cluster_merge(128, 2, 1, 8, 8, 4) == -1
     assert lib.fmha_sm90_cluster_merge(128, 1, 3, 8, 8, 4) == -1
     assert lib.fmha_sm90_cluster_merge(64, 1, 2, 8, 8, 4) == -1  # no stream instantiation at D = 64
-    assert lib.fmha_sm90_tile_n(128, 2) == 64 and lib.fmha_sm90_narrow_rows(128, 2) == 16
+    # stream = the wide configuration (tiles, CTAs per SM) with the deep variant's narrow loop, whatever the knobs
+    assert lib.fmha_sm90_tile_n(128, 2) == lib.fmha_sm90_tile_n(128, 0) > 0
+    assert lib.fmha_sm90_ctas_per_sm(128, 2) == lib.fmha_sm90_ctas_per_sm(128, 0)
+    assert lib.fmha_sm90_narrow_rows(128, 2) == lib.fmha_sm90_narrow_rows(128, 1)
     assert lib.fmha_sm90_tile_n(64, 2) == 0 and lib.fmha_sm90_tile_n(128, 3) == 0
 
 

@@ -129,8 +129,28 @@ def test_shallow_ring_for_one_wave(monkeypatch, B, T, Hq, Hkv, D, variant, split
     assert b.launch_plan(p, 0) == (getattr(cb, variant), splits)
     text = b.launch_details(p)
     assert ("shallow ring for an unsplit grid of one wave" in text) == (variant != "DEEP" and B < 17), text
+    if variant == "STREAM":
+        assert text.startswith("variant stream (the wide configuration's K/V ring), shallow ring for an unsplit "
+                               "grid of one wave, 64-token tiles, narrow loop"), text
     # 104 CTAs, below the share of one wave: split on the deep ring
     assert b.launch_plan(problem(13, 1, 32, 8, 32768, 128, device="cuda:0"), 0)[0] == cb.DEEP
+    # caches shorter than the measured range keep the deep plan
+    assert b.launch_plan(problem(B, T, Hq, Hkv, 4096, D, device="cuda:0"), 0)[0] == (cb.WIDE if B == 17 else cb.DEEP)
+
+
+def test_forced_plans_get_no_shallow_ring_note(monkeypatch):
+    """launch_details describes a forced plan as it runs: the shallow-ring note only where the rule chose it,
+    the stream variant's 64-row loop where the rows exceed the narrow loop's."""
+    from fmha.cuda import backend as cb
+
+    b = stub_backend(monkeypatch, clustered=())
+    small = problem(1, 1, 16, 8, 32768, 256, device="cuda:0")  # 8 CTAs
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (cb.WIDE, 1))
+    assert "shallow ring" not in b.launch_details(small)
+    rows21 = problem(16, 3, 56, 8, 32768, 128, device="cuda:0")  # G = 7: 21 rows
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (cb.STREAM, 1))
+    text = b.launch_details(rows21)
+    assert "shallow ring" not in text and "64-row loop" in text and text.startswith("variant stream"), text
 
 
 @pytest.mark.parametrize("dtype,code", ((torch.bfloat16, 1), (torch.float16, 0)))

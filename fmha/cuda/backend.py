@@ -21,13 +21,15 @@ BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
 # ring with the narrow loop.
 WIDE, DEEP, STREAM = 0, 1, 2
 VARIANTS = (WIDE, DEEP, STREAM)
-# Unsplit narrow grids (<= 16 packed rows) of at least this share of one wave (choose_num_splits leaves them
-# unsplit) stream faster with the shallow 64 KB ring of WIDE (D = 64) / STREAM (D = 128) than with DEEP's
-# 192 KB one. H200 (us, deep -> shallow; runs ec, ed, ee): B16 Hkv8 D128 S8192 120.8 -> 119.7, S16384
+# Unsplit narrow grids (<= 16 packed rows) of at least this share of one wave (with one deep CTA per SM,
+# choose_num_splits leaves them unsplit too) stream faster with the shallow 64 KB ring of WIDE (D = 64) /
+# STREAM (D = 128) than with DEEP's 192 KB one. H200 (us, deep -> shallow; runs ec, ed, ee): B16 Hkv8 D128 S8192 120.8 -> 119.7, S16384
 # 242.9 -> 239.2, S32768 468.5 -> 462.8 (cuDNN 464.2), S65536 955.1 -> 940.2, T4 S32768 469.7 -> 464.1;
 # D64 B16 S65536 480.5 -> 471.9; with an add after each call S32768 480.7 -> 474.0. D = 256 level (the wide
 # instantiation's 128 KB ring 474.3 vs deep 474.8, run ec), so it stays deep.
+# Measured from S = 8192 keys up; shorter caches keep the deep plan until measured.
 SHALLOW_RING_MIN_FILL = 0.8
+SHALLOW_RING_MIN_KEYS = 8192
 _SHALLOW_RING_VARIANT = {64: WIDE, 128: STREAM}
 # Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the
 # ~128-CTA plan that needs the combine kernel, while a CTA's K/V share is small enough that 64 SMs
@@ -150,14 +152,23 @@ class CudaSm90Backend(Backend):
         if self._fn is None:
             self._bind()
         ctas = _grid_ctas(p)
-        sms = num_sms(index)
-        if ctas > sms:
+        if ctas > num_sms(index):
             return WIDE, 1
-        shallow = _SHALLOW_RING_VARIANT.get(p.head_dim)
-        if (shallow is not None and ctas >= SHALLOW_RING_MIN_FILL * sms
-                and p.seqlen_q * p.group_size <= self._narrow_rows[(p.head_dim, shallow)]):
+        shallow = self._shallow_ring_variant(p, index)
+        if shallow is not None:
             return shallow, 1
         return DEEP, clustered_splits(p, ctas, self._occupancy_splits(p, index), self._merge_modes(p, index, DEEP))
+
+    def _shallow_ring_variant(self, p: Problem, index: int) -> Optional[int]:
+        """The variant of launch_plan's shallow-ring rule for p (WIDE at D = 64, STREAM at D = 128), or None
+        where the rule does not apply: a grid of at most the SMs and at least SHALLOW_RING_MIN_FILL of them,
+        at most the narrow loop's rows, at least SHALLOW_RING_MIN_KEYS keys."""
+        shallow = _SHALLOW_RING_VARIANT.get(p.head_dim)
+        ctas, sms = _grid_ctas(p), num_sms(index)
+        if (shallow is None or not SHALLOW_RING_MIN_FILL * sms <= ctas <= sms or p.seqlen_k < SHALLOW_RING_MIN_KEYS
+                or p.seqlen_q * p.group_size > self._narrow_rows[(p.head_dim, shallow)]):
+            return None
+        return shallow
 
     def _merge_modes(self, p: Problem, index: int, variant: int):
         """splits -> the C API's ClusterMergeMode of a `variant` launch of p in that many splits (it reads the
@@ -178,11 +189,13 @@ class CudaSm90Backend(Backend):
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
         variant, num_splits = self.launch_plan(p, index)
-        kind = {WIDE: "wide (several CTAs per SM)" if self._ctas_per_sm[(p.head_dim, variant)] > 1
-                else "one CTA per SM",
-                DEEP: "deep (one CTA per SM, deeper K/V ring)",
-                STREAM: "stream (the wide K/V ring with the narrow loop)"}[variant]
-        if variant in (WIDE, STREAM) and num_splits == 1 and _grid_ctas(p) <= num_sms(index):
+        if variant == DEEP:
+            kind = "deep (one CTA per SM, deeper K/V ring)"
+        elif variant == STREAM:
+            kind = "stream (the wide configuration's K/V ring)"
+        else:
+            kind = "wide (several CTAs per SM)" if self._ctas_per_sm[(p.head_dim, variant)] > 1 else "one CTA per SM"
+        if num_splits == 1 and variant == self._shallow_ring_variant(p, index):
             kind += ", shallow ring for an unsplit grid of one wave"
         rows = p.seqlen_q * p.group_size
         loop = ("narrow loop (keys in the MMA's M, query rows in N)" if rows <= self._narrow_rows[(p.head_dim, variant)]

@@ -145,9 +145,10 @@ InstanceShape instance_shape_of_traits() {
 template <int D>
 InstanceShape instance_shape(int variant) {
   using fmha::sm90::DecodeTraits;
-  if constexpr (D == 128)
-    if (variant == fmha::sm90::kStream) return instance_shape_of_traits<DecodeTraits<D, fmha::sm90::kStream>>();
-  if (variant == fmha::sm90::kStream) return {0, 0, 0};  // instantiated for D = 128 only
+  if (variant == fmha::sm90::kStream) {
+    if constexpr (D == 128) return instance_shape_of_traits<DecodeTraits<D, fmha::sm90::kStream>>();
+    return {0, 0, 0};  // instantiated for D = 128 only
+  }
   return variant == fmha::sm90::kDeep ? instance_shape_of_traits<DecodeTraits<D, fmha::sm90::kDeep>>()
                                       : instance_shape_of_traits<DecodeTraits<D, fmha::sm90::kWide>>();
 }
@@ -474,7 +475,7 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
     return fail("softmax_scale %g must be finite and positive", (double)softmax_scale);
   if (num_splits < 1 || num_splits > 1024) return fail("num_splits=%d out of range [1, 1024]", num_splits);
   if (instance_shape_of(D, variant).tile_n == 0)
-    return fail("variant=%d invalid for D=%d (0 = wide: several CTAs per SM, 1 = deep: one CTA per SM, deeper ring, "
+    return fail("variant=%d invalid for D=%d (0 = wide: several CTAs per SM; 1 = deep: one CTA per SM, deeper ring; "
                 "2 = stream: D = 128 only, the wide ring with the narrow loop)", variant, D);
   const int G = Hq / Hkv;
   if (static_cast<long long>(T) * G > (1LL << 30)) return fail("T * Hq / Hkv too large");
@@ -525,8 +526,10 @@ int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
   for (int64_t d : dims)
     if (d < 1 || d > INT32_MAX) return fail("fmha_sm90_decode_packed: a shape value (%lld) is out of range", (long long)d);
   if (a->dtype < 0 || a->dtype > 1 || a->causal < 0 || a->causal > 1 || a->num_splits < 1 ||
-      a->num_splits > INT32_MAX || a->variant < 0 || a->variant > 2)
-    return fail("fmha_sm90_decode_packed: dtype=%lld causal=%lld num_splits=%lld variant=%lld out of range",
+      a->num_splits > INT32_MAX || a->variant < INT32_MIN || a->variant > INT32_MAX ||
+      !valid_variant(static_cast<int>(a->variant)))
+    return fail("fmha_sm90_decode_packed: dtype=%lld causal=%lld num_splits=%lld variant=%lld out of range (dtype 0 "
+                "or 1, causal 0 or 1, num_splits >= 1, variant 0 = wide, 1 = deep, 2 = stream)",
                 (long long)a->dtype, (long long)a->causal, (long long)a->num_splits, (long long)a->variant);
   return fmha_sm90_decode(reinterpret_cast<const void*>(a->q), reinterpret_cast<const void*>(a->k),
                           reinterpret_cast<const void*>(a->v), reinterpret_cast<void*>(a->out),
