@@ -502,22 +502,13 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, D, num_splits);
   }
   cudaStream_t st = static_cast<cudaStream_t>(stream);
-  const bool bf16 = dtype == 1;
-  const bool deep = variant == fmha::sm90::kDeep;
-  const bool stream_variant = variant == fmha::sm90::kStream;
-#define FMHA_LAUNCH(DIM, V) \
-  (bf16 ? launch<DIM, true, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st) \
-        : launch<DIM, false, V>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st))
-  using fmha::sm90::kDeep;
-  using fmha::sm90::kStream;
-  using fmha::sm90::kWide;
-  switch (D) {
-    case 64: return deep ? FMHA_LAUNCH(64, kDeep) : FMHA_LAUNCH(64, kWide);
-    case 128: return stream_variant ? FMHA_LAUNCH(128, kStream) : deep ? FMHA_LAUNCH(128, kDeep) : FMHA_LAUNCH(128, kWide);
-    case 256: return deep ? FMHA_LAUNCH(256, kDeep) : FMHA_LAUNCH(256, kWide);
-    default: return FMHA_LAUNCH(512, kWide);  // D = 512: one configuration (the variants coincide)
-  }
-#undef FMHA_LAUNCH
+  // (D, variant) were validated above, so with_instance finds the instantiation (-1 is unreachable).
+  const int status = with_instance(D, variant, -1, [&](auto dim, auto instance) {  // (v is v_cache here)
+    constexpr int kD = decltype(dim)::value, kV = decltype(instance)::value;
+    return dtype == 1 ? launch<kD, true, kV>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st)
+                      : launch<kD, false, kV>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st);
+  });
+  return status >= 0 ? status : fail("no decode kernel for D=%d variant=%d", D, variant);
 }
 
 int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
