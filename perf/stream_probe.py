@@ -35,12 +35,16 @@ EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait",
 
 
 def probe_backend(flags=()):
-    """A cuda backend bound to a library built with the probe (and `flags`), and that library."""
+    """A cuda backend bound to a library built with the probe (and `flags`; plan tokens such as @stream
+    @splits=16 among them force the launch plan, see perf/variants.py force_plan), and that library."""
     from fmha.cuda import loader
-    from perf.variants import bound_backend
+    from perf.variants import bound_backend, force_plan
 
-    lib = loader._declare(ctypes.CDLL(str(loader.build(extra_flags=["-DFMHA_SM90_PROBE_TIMESTAMPS=1", *flags]))))
-    return bound_backend(lib), lib
+    build = [f for f in flags if not f.startswith("@")]
+    lib = loader._declare(ctypes.CDLL(str(loader.build(extra_flags=["-DFMHA_SM90_PROBE_TIMESTAMPS=1", *build]))))
+    b = bound_backend(lib)
+    force_plan(b, [f for f in flags if f.startswith("@")])
+    return b, lib
 
 
 def read_stamps(lib, clear: bool):
@@ -67,7 +71,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test")
+    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test; plan tokens "
+                    "(@stream, @deep, @wide, @splits=N) force the launch plan")
     ap.add_argument("--repeat", type=int, default=1,
                     help="calls back to back (no host sync between) before reading: the stamps are the last call's")
     ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd",

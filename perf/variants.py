@@ -72,29 +72,35 @@ def library_backend(path: str):
 def variant_backend(flags: str):
     """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS).
 
-    Tokens among the flags override launch_plan's choice: @deep / @wide run every problem with that
-    instantiation, @stream the D = 128 problems (the plan's choice elsewhere), @splits=N with N KV splits (else
-    the plan's count).
+    Tokens among the flags override launch_plan's choice (see force_plan).
     """
-    from fmha.cuda import backend as cb
     from fmha.cuda import loader
 
     words = shlex.split(flags)
-    plan = dict(w[1:].partition("=")[::2] for w in words if w.startswith("@"))
-    words = [w for w in words if not w.startswith("@")]
-    b = bound_backend(loader._declare(ctypes.CDLL(str(loader.build(extra_flags=words)))))
-    if plan:
-        planned = b.launch_plan
-
-        def forced(p, index):
-            variant, splits = planned(p, index)
-            if "stream" in plan and b._tile_n[(p.head_dim, cb.STREAM)]:  # stream exists at D = 128 only
-                variant = cb.STREAM
-            variant = cb.DEEP if "deep" in plan else cb.WIDE if "wide" in plan else variant
-            return variant, int(plan.get("splits") or splits)
-
-        b.launch_plan = forced  # type: ignore[method-assign]
+    build = [w for w in words if not w.startswith("@")]
+    b = bound_backend(loader._declare(ctypes.CDLL(str(loader.build(extra_flags=build)))))
+    force_plan(b, [w for w in words if w.startswith("@")])
     return b
+
+
+def force_plan(b, tokens):
+    """Override b.launch_plan by plan tokens: @deep / @wide run every problem with that instantiation, @stream
+    the D = 128 problems (the plan's choice elsewhere), @splits=N with N KV splits (else the plan's count)."""
+    from fmha.cuda import backend as cb
+
+    plan = dict(w[1:].partition("=")[::2] for w in tokens)
+    if not plan:
+        return
+    planned = b.launch_plan
+
+    def forced(p, index):
+        variant, splits = planned(p, index)
+        if "stream" in plan and b._tile_n[(p.head_dim, cb.STREAM)]:  # stream exists at D = 128 only
+            variant = cb.STREAM
+        variant = cb.DEEP if "deep" in plan else cb.WIDE if "wide" in plan else variant
+        return variant, int(plan.get("splits") or splits)
+
+    b.launch_plan = forced  # type: ignore[method-assign]
 
 
 def main():

@@ -56,6 +56,10 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 // (decode_kernel.cuh, merge_cluster_splits); 0: always through the workspace and combine_splits_kernel
 #define FMHA_SM90_CLUSTER_MERGE 1
 #endif
+#ifndef FMHA_SM90_SPLIT_ONE_CTA_PER_SM  // experiment (1): split-KV launches ask for enough dynamic shared memory
+// that one CTA fills an SM, so that no two CTAs of a split grid (or of one cluster) share an SM
+#define FMHA_SM90_SPLIT_ONE_CTA_PER_SM 0
+#endif
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
 #define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
 #endif
@@ -170,13 +174,22 @@ InstanceShape instance_shape_of(int D, int variant) {
 
 constexpr int kMaxDevices = 64;
 
+// Dynamic shared memory of a decode launch: the kernel's storage, or with FMHA_SM90_SPLIT_ONE_CTA_PER_SM on a
+// split grid more than half an SM's (two such CTAs with their reserved 1 KB each exceed kSmemPerSm).
+template <class Tr>
+constexpr size_t launch_smem_bytes(bool split) {
+  constexpr size_t own = fmha::sm90::smem_bytes<Tr>();
+  constexpr size_t half_sm = fmha::sm90::kSmemPerSm / 2;
+  return FMHA_SM90_SPLIT_ONE_CTA_PER_SM && split && own < half_sm ? half_sm : own;
+}
+
 // Sets the decode kernel's function attributes once per device: the dynamic shared memory it needs,
 // and cluster sizes above the portable 8 (the cluster merge uses up to kMaxClusterSplits CTAs).
 template <int D, bool kBf16, int kVariant>
 int configure_kernel() {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   auto kernel = fmha::sm90::decode_kernel<D, kBf16, kVariant>;
-  constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
+  constexpr size_t smem = launch_smem_bytes<Tr>(true);  // the largest a launch asks for
   // The attributes are per function and per device (one static per instantiation). Remember which
   // devices are done so the hot path skips the driver calls; setting them twice (a race between
   // threads) is harmless.
@@ -204,7 +217,7 @@ template <int D, bool kBf16, int kVariant>
 int max_active_clusters(int cluster) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   auto kernel = fmha::sm90::decode_kernel<D, kBf16, kVariant>;
-  constexpr size_t smem = fmha::sm90::smem_bytes<Tr>();
+  constexpr size_t smem = launch_smem_bytes<Tr>(true);  // clusters are the splits of a split grid
   static std::atomic<int> cached[kMaxDevices][fmha::sm90::kMaxClusterSplits + 1];  // answer + 1; 0: not known
   if (cluster < 1 || cluster > fmha::sm90::kMaxClusterSplits) return 0;
   int device = 0;
@@ -362,7 +375,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(Tr::kThreads);
-  cfg.dynamicSmemBytes = smem;
+  cfg.dynamicSmemBytes = launch_smem_bytes<Tr>(p.num_splits > 1);
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
