@@ -7,7 +7,8 @@ Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the
 (at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
 variant; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows); the
-shallow ring of an unsplit one-wave grid (stream at D=128, wide at D=64)."""
+shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit and split (launched one CTA
+per SM)."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -24,8 +25,6 @@ for D in (64, 128, 256, 512):
         cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide variant
         cases.append((2, 3, 16, 4, 129, D, [129, 0]))           # narrow loop (12 rows), causal, empty row
         cases.append((48, 1, Hq, Hkv, 300, D, [300, 0] * 24))   # narrow loop on the wide variant (7 rows)
-    if D in (64, 128):  # one wave of 128 CTAs, unsplit: the shallow ring (stream / wide) with the narrow loop (15 rows)
-        cases.append((16, 3, 40, 8, 300, D, [300, 0, 129, 64] * 4))
     if D == 128:  # 64 rows on the deep variant (the T=16 plan), odd and even tile counts
         cases.append((2, 16, 32, 8, 1000, D, [1000, 300]))
         cases.append((6, 13, 28, 4, 700, D, [700, 0, 13, 650, 129, 700]))  # 2 splits, 2184 rows: a combine grid of many CTAs
@@ -65,3 +64,18 @@ for D in (64, 128):
         torch.cuda.synchronize()
         print("ran pair merge", D, T, Hq, Hkv, "pairs" if "as each finishes" in launch else "NOT in pairs: " + launch,
               "nan" if torch.isnan(out).any() else "ok", flush=True)
+
+
+# The shallow ring (stream at D = 128, wide at D = 64) on grids of one wave, launched one CTA per SM: 128 CTAs
+# unsplit (15 rows, causal) and 16 CTAs x 8 splits (4 rows), forced on short caches (the plan takes it from 4096
+# keys a CTA up).
+for D in (64, 128):
+    for (B, T, Hq, S, splits, sl) in ((16, 3, 40, 300, 1, [300, 0, 129, 64] * 4), (2, 1, 32, 3000, 8, [3000, 129])):
+        b.launch_plan = lambda p, index, var=(cb.STREAM if D == 128 else cb.WIDE), n=splits: (var, n)
+        b._launches = {}
+        q, k, v, cs = make_inputs(B, T, Hq, 8, S, D, device="cuda", seqlens=sl)
+        launch = fmha.explain(q, k, v, cs, causal=True, backend="cuda").launch
+        out, lse = fmha.attention(q, k, v, cs, causal=True, backend="cuda", return_lse=True)
+        torch.cuda.synchronize()
+        print("ran shallow ring", D, B, T, Hq, S, splits, launch.split(",")[0], "nan" if torch.isnan(out).any() else "ok",
+              flush=True)

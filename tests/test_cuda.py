@@ -184,10 +184,25 @@ def test_shallow_ring_plan(D, T, Hq, Hkv):
     seqlens = [1000, 0, 129, 64] * 4  # a cache of 8192 (the rule's shortest), sequences much shorter
     q, k, v, sl = make_inputs(16, T, Hq, Hkv, 8192, D, device=DEV, seqlens=seqlens, seed=D + T)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
-    kind = "stream (the wide configuration's K/V ring)" if D == 128 else "wide (several CTAs per SM)"
+    kind = "stream (the wide configuration's K/V ring, one CTA per SM)" if D == 128 else "wide (one CTA per SM)"
     assert launch.startswith(f"variant {kind}, shallow ring for an unsplit grid of one wave") and \
         "narrow loop" in launch and "128 CTAs x 1 KV split(s)" in launch, launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"shallow ring D={D} T={T}")
+
+
+@pytest.mark.parametrize("D", (64, 128))
+@pytest.mark.parametrize("T,Hq,Hkv", ((1, 32, 8), (3, 40, 8)))
+def test_shallow_ring_split_plan(D, T, Hq, Hkv):
+    """A split grid of one wave (8 KV heads x 16 splits = 128 CTAs, 4096 keys a split) runs the shallow ring too,
+    one CTA per SM (capi.cu exclusive_sms); the sequence ends inside the last split (60000 of 65536 keys)."""
+    if not 128 <= torch.cuda.get_device_properties(0).multi_processor_count <= 160:
+        pytest.skip("needs a GPU of 128-160 SMs for a 128-CTA grid to fill at least 0.8 of one wave")
+    q, k, v, sl = make_inputs(1, T, Hq, Hkv, 65536, D, device=DEV, seqlens=[60000], seed=D + T)
+    launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
+    kind = "stream (the wide configuration's K/V ring, one CTA per SM)" if D == 128 else "wide (one CTA per SM)"
+    assert launch.startswith(f"variant {kind}, shallow ring for a split grid of one wave") and \
+        "narrow loop" in launch and "8 CTAs x 16 KV split(s)" in launch, launch
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"shallow ring split D={D} T={T}")
 
 
 @pytest.mark.parametrize("B,T,Hq,Hkv,S,D,splits", ((1, 1, 32, 8, 8192, 128, 8), (2, 1, 32, 8, 4096, 128, 4),

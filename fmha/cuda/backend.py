@@ -21,15 +21,19 @@ BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
 # ring with the narrow loop.
 WIDE, DEEP, STREAM = 0, 1, 2
 VARIANTS = (WIDE, DEEP, STREAM)
-# Unsplit narrow grids (<= 16 packed rows) of at least this share of one wave (with one deep CTA per SM,
-# choose_num_splits leaves them unsplit too) stream faster with the shallow 64 KB ring of WIDE (D = 64) /
-# STREAM (D = 128) than with DEEP's 192 KB one. H200 (us, deep -> shallow; runs ec, ed, ee): B16 Hkv8 D128 S8192 120.8 -> 119.7, S16384
+# Narrow grids (<= 16 packed rows) of at least this share of one wave, unsplit or in the splits the deep plan
+# chose, stream faster with the shallow 64 KB ring of WIDE (D = 64) / STREAM (D = 128) than with DEEP's 192 KB
+# one, once each of their CTAs has an SM to itself (the C API launches grids of at most one wave so: capi.cu
+# exclusive_sms). H200 (us, deep -> shallow; runs ec, ed, ee): B16 Hkv8 D128 S8192 120.8 -> 119.7, S16384
 # 242.9 -> 239.2, S32768 468.5 -> 462.8 (cuDNN 464.2), S65536 955.1 -> 940.2, T4 S32768 469.7 -> 464.1;
 # D64 B16 S65536 480.5 -> 471.9; with an add after each call S32768 480.7 -> 474.0. D = 256 level (the wide
-# instantiation's 128 KB ring 474.3 vs deep 474.8, run ec), so it stays deep.
-# Measured from S = 8192 keys up; shorter caches keep the deep plan until measured.
+# instantiation's 128 KB ring 474.3 vs deep 474.8, run ec), so it stays deep. Split grids, one CTA per SM (run ek):
+# B1 S65536 66.1 -> 65.3 (16 splits), S262144 239.4 -> 237.4, D64 B1 S65536 37.0 -> 36.8; without an SM each
+# (two CTAs on some SMs, others idle) 74.2 and 275.4.
+# Measured from 4096 keys a CTA up (SHALLOW_RING_MIN_KEYS: the cache's keys over the splits); shorter shares keep
+# the deep plan until measured.
 SHALLOW_RING_MIN_FILL = 0.8
-SHALLOW_RING_MIN_KEYS = 8192
+SHALLOW_RING_MIN_KEYS = 4096
 _SHALLOW_RING_VARIANT = {64: WIDE, 128: STREAM}
 # Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the
 # ~128-CTA plan that needs the combine kernel, while a CTA's K/V share is small enough that 64 SMs
@@ -144,28 +148,29 @@ class CudaSm90Backend(Backend):
         """(variant, num_splits) for a problem on device `index`.
 
         A grid of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's
-        prologue and epilogue hide behind another's streaming). A narrow grid of nearly one wave runs
-        unsplit with the shallow ring (SHALLOW_RING_MIN_FILL). Otherwise one CTA per SM with the
-        deeper ring (DEEP), and the keys are split when the grid would leave SMs idle; short split
-        problems take fewer splits, on 64 CTAs, where those merge inside clusters (clustered_splits).
+        prologue and epilogue hide behind another's streaming). Otherwise the keys are split when the
+        grid would leave SMs idle (one deep CTA per SM fills them), and short split problems take fewer
+        splits, on 64 CTAs, where those merge inside clusters (clustered_splits). That grid, unsplit or
+        split, runs the shallow ring where it is narrow and fills nearly one wave (SHALLOW_RING_MIN_FILL),
+        else DEEP: one CTA per SM with the deeper ring.
         """
         if self._fn is None:
             self._bind()
         ctas = _grid_ctas(p)
         if ctas > num_sms(index):
             return WIDE, 1
-        shallow = self._shallow_ring_variant(p, index)
-        if shallow is not None:
-            return shallow, 1
-        return DEEP, clustered_splits(p, ctas, self._occupancy_splits(p, index), self._merge_modes(p, index, DEEP))
+        splits = clustered_splits(p, ctas, self._occupancy_splits(p, index), self._merge_modes(p, index, DEEP))
+        shallow = self._shallow_ring_variant(p, index, splits)
+        return (DEEP if shallow is None else shallow), splits
 
-    def _shallow_ring_variant(self, p: Problem, index: int) -> Optional[int]:
-        """The variant of launch_plan's shallow-ring rule for p (WIDE at D = 64, STREAM at D = 128), or None
-        where the rule does not apply: a grid of at most the SMs and at least SHALLOW_RING_MIN_FILL of them,
-        at most the narrow loop's rows, at least SHALLOW_RING_MIN_KEYS keys."""
+    def _shallow_ring_variant(self, p: Problem, index: int, num_splits: int) -> Optional[int]:
+        """The variant of launch_plan's shallow-ring rule for p in num_splits splits (WIDE at D = 64, STREAM at
+        D = 128), or None where the rule does not apply: a grid of at most the SMs and at least
+        SHALLOW_RING_MIN_FILL of them, at most the narrow loop's rows, at least SHALLOW_RING_MIN_KEYS keys a CTA."""
         shallow = _SHALLOW_RING_VARIANT.get(p.head_dim)
-        ctas, sms = _grid_ctas(p), num_sms(index)
-        if (shallow is None or not SHALLOW_RING_MIN_FILL * sms <= ctas <= sms or p.seqlen_k < SHALLOW_RING_MIN_KEYS
+        ctas, sms = _grid_ctas(p) * num_splits, num_sms(index)
+        if (shallow is None or not SHALLOW_RING_MIN_FILL * sms <= ctas <= sms
+                or cdiv(p.seqlen_k, num_splits) < SHALLOW_RING_MIN_KEYS
                 or p.seqlen_q * p.group_size > self._narrow_rows[(p.head_dim, shallow)]):
             return None
         return shallow
@@ -189,14 +194,17 @@ class CudaSm90Backend(Backend):
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
         variant, num_splits = self.launch_plan(p, index)
+        # A grid of at most one wave runs one CTA per SM whatever its shared memory (capi.cu exclusive_sms).
+        one_per_sm = self._ctas_per_sm[(p.head_dim, variant)] == 1 or _grid_ctas(p) * num_splits <= num_sms(index)
+        per_sm = "one CTA per SM" if one_per_sm else "several CTAs per SM"
         if variant == DEEP:
             kind = "deep (one CTA per SM, deeper K/V ring)"
         elif variant == STREAM:
-            kind = "stream (the wide configuration's K/V ring)"
+            kind = f"stream (the wide configuration's K/V ring, {per_sm})"
         else:
-            kind = "wide (several CTAs per SM)" if self._ctas_per_sm[(p.head_dim, variant)] > 1 else "one CTA per SM"
-        if num_splits == 1 and variant == self._shallow_ring_variant(p, index):
-            kind += ", shallow ring for an unsplit grid of one wave"
+            kind = f"wide ({per_sm})"
+        if variant == self._shallow_ring_variant(p, index, num_splits):
+            kind += f", shallow ring for {'an unsplit' if num_splits == 1 else 'a split'} grid of one wave"
         rows = p.seqlen_q * p.group_size
         loop = ("narrow loop (keys in the MMA's M, query rows in N)" if rows <= self._narrow_rows[(p.head_dim, variant)]
                 else "64-row loop (packed query rows in the MMA's M)")

@@ -56,9 +56,9 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 // (decode_kernel.cuh, merge_cluster_splits); 0: always through the workspace and combine_splits_kernel
 #define FMHA_SM90_CLUSTER_MERGE 1
 #endif
-#ifndef FMHA_SM90_SPLIT_ONE_CTA_PER_SM  // experiment (1): split-KV launches ask for enough dynamic shared memory
-// that one CTA fills an SM, so that no two CTAs of a split grid (or of one cluster) share an SM
-#define FMHA_SM90_SPLIT_ONE_CTA_PER_SM 0
+#ifndef FMHA_SM90_ONE_WAVE_EXCLUSIVE  // 1: a grid of at most one CTA per SM is launched with enough dynamic shared
+// memory that no two of its CTAs share an SM (see launch_smem_bytes)
+#define FMHA_SM90_ONE_WAVE_EXCLUSIVE 1
 #endif
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
 #define FMHA_SM90_CLUSTER_MERGE_MAX_ROWS 16
@@ -174,13 +174,42 @@ InstanceShape instance_shape_of(int D, int variant) {
 
 constexpr int kMaxDevices = 64;
 
-// Dynamic shared memory of a decode launch: the kernel's storage, or with FMHA_SM90_SPLIT_ONE_CTA_PER_SM on a
-// split grid more than half an SM's (two such CTAs with their reserved 1 KB each exceed kSmemPerSm).
+// The current device's SM count (cached per device; 0 when the query fails).
+int sm_count() {
+  static std::atomic<int> cached[kMaxDevices];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  int n = cached[device].load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  cached[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Whether a grid of `ctas` CTAs runs one CTA per SM (FMHA_SM90_ONE_WAVE_EXCLUSIVE): it fits one wave. Two of
+// its CTAs on one SM share that SM's bandwidth while another SM idles; the block scheduler does that to a
+// kernel whose shared memory leaves room for two, when the previous kernel (PDL) still holds SMs or when it
+// places clusters. H200 (perf/RESULTS.md, run ek): the stream instantiation forced on B1 S65536 (128 CTAs in
+// 16 splits) ran 46 SMs with two CTAs and 36 with one, 74.2 us; one CTA per SM 65.3 us.
+bool exclusive_sms(long long ctas) {
+  if (!FMHA_SM90_ONE_WAVE_EXCLUSIVE) return false;
+  const int sms = sm_count();
+  return sms > 0 && ctas <= sms;
+}
+
+// Dynamic shared memory of a decode launch: the kernel's storage, or for an exclusive launch (exclusive_sms) at
+// least half an SM's (two such CTAs with their reserved 1 KB each exceed kSmemPerSm).
 template <class Tr>
-constexpr size_t launch_smem_bytes(bool split) {
+constexpr size_t launch_smem_bytes(bool exclusive) {
   constexpr size_t own = fmha::sm90::smem_bytes<Tr>();
   constexpr size_t half_sm = fmha::sm90::kSmemPerSm / 2;
-  return FMHA_SM90_SPLIT_ONE_CTA_PER_SM && split && own < half_sm ? half_sm : own;
+  return exclusive && own < half_sm ? half_sm : own;
 }
 
 // Sets the decode kernel's function attributes once per device: the dynamic shared memory it needs,
@@ -189,7 +218,7 @@ template <int D, bool kBf16, int kVariant>
 int configure_kernel() {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   auto kernel = fmha::sm90::decode_kernel<D, kBf16, kVariant>;
-  constexpr size_t smem = launch_smem_bytes<Tr>(true);  // the largest a launch asks for
+  constexpr size_t smem = launch_smem_bytes<Tr>(true);  // the most a launch asks for
   // The attributes are per function and per device (one static per instantiation). Remember which
   // devices are done so the hot path skips the driver calls; setting them twice (a race between
   // threads) is harmless.
@@ -209,16 +238,16 @@ int configure_kernel() {
 }
 
 // How many clusters of `cluster` CTAs of the decode kernel the current device holds at once (0 when
-// it cannot launch them, or the query failed). A driver query: answers are cached per instantiation,
-// device and cluster size; failures are not (a later call asks again). The query may run during
+// it cannot launch them, or the query failed), launched exclusive (exclusive_sms) or not. A driver query:
+// answers are cached per instantiation, device, launch kind and cluster size; failures are not (a later call asks again). The query may run during
 // stream capture (the first launch of a shape inside torch.cuda.graph): the thread's capture mode is
 // relaxed around it so that capture is never invalidated by it.
 template <int D, bool kBf16, int kVariant>
-int max_active_clusters(int cluster) {
+int max_active_clusters(int cluster, bool exclusive) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   auto kernel = fmha::sm90::decode_kernel<D, kBf16, kVariant>;
-  constexpr size_t smem = launch_smem_bytes<Tr>(true);  // clusters are the splits of a split grid
-  static std::atomic<int> cached[kMaxDevices][fmha::sm90::kMaxClusterSplits + 1];  // answer + 1; 0: not known
+  const size_t smem = launch_smem_bytes<Tr>(exclusive);
+  static std::atomic<int> cached[kMaxDevices][2][fmha::sm90::kMaxClusterSplits + 1];  // answer + 1; 0: not known
   if (cluster < 1 || cluster > fmha::sm90::kMaxClusterSplits) return 0;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) {
@@ -226,7 +255,7 @@ int max_active_clusters(int cluster) {
     return 0;
   }
   if (device >= kMaxDevices) return 0;
-  const int known = cached[device][cluster].load(std::memory_order_relaxed);
+  const int known = cached[device][exclusive][cluster].load(std::memory_order_relaxed);
   if (known > 0) return known - 1;
   if (configure_kernel<D, kBf16, kVariant>()) {
     (void)cudaGetLastError();
@@ -253,7 +282,7 @@ int max_active_clusters(int cluster) {
     (void)cudaGetLastError();
     return 0;
   }
-  cached[device][cluster].store(n + 1, std::memory_order_relaxed);
+  cached[device][exclusive][cluster].store(n + 1, std::memory_order_relaxed);
   return n;
 }
 
@@ -299,7 +328,7 @@ bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   if (!Tr::kClusterMerge || !FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 || rows > FMHA_SM90_CLUSTER_MERGE_MAX_ROWS ||
       num_splits > fmha::sm90::kMaxClusterSplits || !fmha::sm90::merge_fits<Tr>(num_splits, rows))
     return false;
-  return max_active_clusters<D, kBf16, kVariant>(num_splits) >= clusters;
+  return max_active_clusters<D, kBf16, kVariant>(num_splits, exclusive_sms(clusters * num_splits)) >= clusters;
 }
 
 // Whether a split-KV grid merges as cluster pairs (kMergePair, store_output_pair): two splits on the 64-row
@@ -309,7 +338,7 @@ bool use_pair_merge(int num_splits, long long clusters, int rows) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   const bool narrow = Tr::kNarrow && rows <= Tr::kNarrowRows;  // the narrow loop has its own epilogue
   if (!Tr::kPairMerge || FMHA_SM90_PROBE_NO_COMBINE || num_splits != 2 || narrow) return false;
-  return max_active_clusters<D, kBf16, kVariant>(2) >= clusters;
+  return max_active_clusters<D, kBf16, kVariant>(2, exclusive_sms(clusters * 2)) >= clusters;
 }
 
 // The ClusterMergeMode of a split-KV launch (params.h).
@@ -375,7 +404,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(Tr::kThreads);
-  cfg.dynamicSmemBytes = launch_smem_bytes<Tr>(p.num_splits > 1);
+  cfg.dynamicSmemBytes = launch_smem_bytes<Tr>(exclusive_sms(grid_x * p.Hkv * p.B));
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
@@ -418,7 +447,7 @@ int fmha_sm90_narrow_rows(int D, int variant) { return instance_shape_of(D, vari
 
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size) {
   return with_instance(D, variant, 0, [&](auto d, auto v) {
-    return max_active_clusters<decltype(d)::value, true, decltype(v)::value>(cluster_size);
+    return max_active_clusters<decltype(d)::value, true, decltype(v)::value>(cluster_size, false);
   });
 }
 
