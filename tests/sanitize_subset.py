@@ -7,8 +7,8 @@ Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the
 (at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
 variant; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows); the
-shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit and split (launched one CTA
-per SM)."""
+shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit and split (the split one
+launched one CTA per SM)."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -66,8 +66,8 @@ for D in (64, 128):
               "nan" if torch.isnan(out).any() else "ok", flush=True)
 
 
-# The shallow ring (stream at D = 128, wide at D = 64) on grids of one wave, launched one CTA per SM: 128 CTAs
-# unsplit (15 rows, causal) and 16 CTAs x 8 splits (4 rows), forced on short caches (the plan takes it from 4096
+# The shallow ring (stream at D = 128, wide at D = 64) on grids of one wave: 128 CTAs unsplit (15 rows, causal)
+# and 16 CTAs x 8 splits (4 rows; launched one CTA per SM), forced on short caches (the plan takes it from 2048
 # keys a CTA up).
 for D in (64, 128):
     for (B, T, Hq, S, splits, sl) in ((16, 3, 40, 300, 1, [300, 0, 129, 64] * 4), (2, 1, 32, 3000, 8, [3000, 129])):

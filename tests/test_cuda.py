@@ -184,7 +184,7 @@ def test_shallow_ring_plan(D, T, Hq, Hkv):
     seqlens = [1000, 0, 129, 64] * 4  # a cache of 8192 (the rule's shortest), sequences much shorter
     q, k, v, sl = make_inputs(16, T, Hq, Hkv, 8192, D, device=DEV, seqlens=seqlens, seed=D + T)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
-    kind = "stream (the wide configuration's K/V ring, one CTA per SM)" if D == 128 else "wide (one CTA per SM)"
+    kind = "stream (the wide configuration's K/V ring, several CTAs per SM)" if D == 128 else "wide (several CTAs per SM)"
     assert launch.startswith(f"variant {kind}, shallow ring for an unsplit grid of one wave") and \
         "narrow loop" in launch and "128 CTAs x 1 KV split(s)" in launch, launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"shallow ring D={D} T={T}")

@@ -130,19 +130,20 @@ def test_shallow_ring_for_one_wave(monkeypatch, B, T, Hq, Hkv, D, variant, split
     text = b.launch_details(p)
     assert ("shallow ring for an unsplit grid of one wave" in text) == (variant != "DEEP" and B < 17), text
     if variant == "STREAM":
-        assert text.startswith("variant stream (the wide configuration's K/V ring, one CTA per SM), shallow ring for "
+        assert text.startswith("variant stream (the wide configuration's K/V ring, several CTAs per SM), shallow ring for "
                                "an unsplit grid of one wave, 64-token tiles, narrow loop"), text
     # 104 CTAs, below the share of one wave: split on the deep ring
     assert b.launch_plan(problem(13, 1, 32, 8, 32768, 128, device="cuda:0"), 0)[0] == cb.DEEP
     # fewer keys a CTA than the measured range keep the deep plan
-    assert b.launch_plan(problem(B, T, Hq, Hkv, 2048, D, device="cuda:0"), 0)[0] == (cb.WIDE if B == 17 else cb.DEEP)
+    assert b.launch_plan(problem(B, T, Hq, Hkv, 1024, D, device="cuda:0"), 0)[0] == (cb.WIDE if B == 17 else cb.DEEP)
 
 
 @pytest.mark.parametrize("B,T,S,D,variant,splits", (
     (1, 1, 65536, 128, "STREAM", 16),   # 8 CTAs x 16 splits = 128, 4096 keys a split
     (1, 4, 262144, 128, "STREAM", 16),  # 16 rows
     (1, 1, 65536, 64, "WIDE", 16),      # D = 64: WIDE's ring
-    (1, 1, 32768, 128, "DEEP", 16),     # 2048 keys a split: below SHALLOW_RING_MIN_KEYS
+    (1, 1, 32768, 128, "STREAM", 16),   # 2048 keys a split: SHALLOW_RING_MIN_KEYS
+    (1, 1, 16384, 128, "DEEP", 16),     # 1024 keys a split: below it
     (8, 16, 8192, 128, "DEEP", 2),      # 64 rows: the 64-row loop keeps the deep ring
     (1, 1, 65536, 256, "DEEP", 16),     # D = 256: no shallow variant
 ))

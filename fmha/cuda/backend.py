@@ -23,17 +23,17 @@ WIDE, DEEP, STREAM = 0, 1, 2
 VARIANTS = (WIDE, DEEP, STREAM)
 # Narrow grids (<= 16 packed rows) of at least this share of one wave, unsplit or in the splits the deep plan
 # chose, stream faster with the shallow 64 KB ring of WIDE (D = 64) / STREAM (D = 128) than with DEEP's 192 KB
-# one, once each of their CTAs has an SM to itself (the C API launches grids of at most one wave so: capi.cu
+# one; split grids once each of their CTAs has an SM to itself (the C API launches them so: capi.cu
 # exclusive_sms). H200 (us, deep -> shallow; runs ec, ed, ee): B16 Hkv8 D128 S8192 120.8 -> 119.7, S16384
 # 242.9 -> 239.2, S32768 468.5 -> 462.8 (cuDNN 464.2), S65536 955.1 -> 940.2, T4 S32768 469.7 -> 464.1;
 # D64 B16 S65536 480.5 -> 471.9; with an add after each call S32768 480.7 -> 474.0. D = 256 level (the wide
 # instantiation's 128 KB ring 474.3 vs deep 474.8, run ec), so it stays deep. Split grids, one CTA per SM (run ek):
 # B1 S65536 66.1 -> 65.3 (16 splits), S262144 239.4 -> 237.4, D64 B1 S65536 37.0 -> 36.8; without an SM each
 # (two CTAs on some SMs, others idle) 74.2 and 275.4.
-# Measured from 4096 keys a CTA up (SHALLOW_RING_MIN_KEYS: the cache's keys over the splits); shorter shares keep
-# the deep plan until measured.
+# Measured from 2048 keys a CTA up (SHALLOW_RING_MIN_KEYS: the cache's keys over the splits; B1 S32768 in 16 splits
+# 37.4 -> 36.7, run el); shorter shares keep the deep plan until measured.
 SHALLOW_RING_MIN_FILL = 0.8
-SHALLOW_RING_MIN_KEYS = 4096
+SHALLOW_RING_MIN_KEYS = 2048
 _SHALLOW_RING_VARIANT = {64: WIDE, 128: STREAM}
 # Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the
 # ~128-CTA plan that needs the combine kernel, while a CTA's K/V share is small enough that 64 SMs
@@ -194,8 +194,9 @@ class CudaSm90Backend(Backend):
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
         variant, num_splits = self.launch_plan(p, index)
-        # A grid of at most one wave runs one CTA per SM whatever its shared memory (capi.cu exclusive_sms).
-        one_per_sm = self._ctas_per_sm[(p.head_dim, variant)] == 1 or _grid_ctas(p) * num_splits <= num_sms(index)
+        # A split grid of at most one wave runs one CTA per SM whatever its shared memory (capi.cu exclusive_sms).
+        one_per_sm = self._ctas_per_sm[(p.head_dim, variant)] == 1 or (
+            num_splits > 1 and _grid_ctas(p) * num_splits <= num_sms(index))
         per_sm = "one CTA per SM" if one_per_sm else "several CTAs per SM"
         if variant == DEEP:
             kind = "deep (one CTA per SM, deeper K/V ring)"

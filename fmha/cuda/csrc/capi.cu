@@ -56,8 +56,8 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 // (decode_kernel.cuh, merge_cluster_splits); 0: always through the workspace and combine_splits_kernel
 #define FMHA_SM90_CLUSTER_MERGE 1
 #endif
-#ifndef FMHA_SM90_ONE_WAVE_EXCLUSIVE  // 1: a grid of at most one CTA per SM is launched with enough dynamic shared
-// memory that no two of its CTAs share an SM (see launch_smem_bytes)
+#ifndef FMHA_SM90_ONE_WAVE_EXCLUSIVE  // 1: a split-KV grid of at most one CTA per SM is launched with enough dynamic
+// shared memory that no two of its CTAs share an SM (see exclusive_sms)
 #define FMHA_SM90_ONE_WAVE_EXCLUSIVE 1
 #endif
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
@@ -192,13 +192,15 @@ int sm_count() {
   return n;
 }
 
-// Whether a grid of `ctas` CTAs runs one CTA per SM (FMHA_SM90_ONE_WAVE_EXCLUSIVE): it fits one wave. Two of
-// its CTAs on one SM share that SM's bandwidth while another SM idles; the block scheduler does that to a
-// kernel whose shared memory leaves room for two, when the previous kernel (PDL) still holds SMs or when it
-// places clusters. H200 (perf/RESULTS.md, run ek): the stream instantiation forced on B1 S65536 (128 CTAs in
-// 16 splits) ran 46 SMs with two CTAs and 36 with one, 74.2 us; one CTA per SM 65.3 us.
-bool exclusive_sms(long long ctas) {
-  if (!FMHA_SM90_ONE_WAVE_EXCLUSIVE) return false;
+// Whether a split grid of `ctas` CTAs in all runs one CTA per SM (FMHA_SM90_ONE_WAVE_EXCLUSIVE): it fits one
+// wave. Two of its CTAs on one SM share that SM's bandwidth while another SM idles; the block scheduler does
+// that to a kernel whose shared memory leaves room for two when it places clusters, or while the previous
+// kernel (PDL) still holds SMs. H200 (perf/RESULTS.md, runs ek, el): the stream instantiation on B1 S65536 (128
+// CTAs in 16 splits) ran 46 SMs with two CTAs and 36 with one, 74.4 us; one CTA per SM 65.4 us (D = 64: 40.6 ->
+// 36.6). Unsplit grids keep the kernel's own shared memory: there the next call's CTAs start on SMs the previous
+// call's are leaving (PDL), worth 0.3-0.5% (B16 S32768 462.7 vs 464.4 us one CTA per SM).
+bool exclusive_sms(long long ctas, int num_splits) {
+  if (!FMHA_SM90_ONE_WAVE_EXCLUSIVE || num_splits < 2) return false;
   const int sms = sm_count();
   return sms > 0 && ctas <= sms;
 }
@@ -328,7 +330,7 @@ bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   if (!Tr::kClusterMerge || !FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 || rows > FMHA_SM90_CLUSTER_MERGE_MAX_ROWS ||
       num_splits > fmha::sm90::kMaxClusterSplits || !fmha::sm90::merge_fits<Tr>(num_splits, rows))
     return false;
-  return max_active_clusters<D, kBf16, kVariant>(num_splits, exclusive_sms(clusters * num_splits)) >= clusters;
+  return max_active_clusters<D, kBf16, kVariant>(num_splits, exclusive_sms(clusters * num_splits, num_splits)) >= clusters;
 }
 
 // Whether a split-KV grid merges as cluster pairs (kMergePair, store_output_pair): two splits on the 64-row
@@ -338,7 +340,7 @@ bool use_pair_merge(int num_splits, long long clusters, int rows) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   const bool narrow = Tr::kNarrow && rows <= Tr::kNarrowRows;  // the narrow loop has its own epilogue
   if (!Tr::kPairMerge || FMHA_SM90_PROBE_NO_COMBINE || num_splits != 2 || narrow) return false;
-  return max_active_clusters<D, kBf16, kVariant>(2, exclusive_sms(clusters * 2)) >= clusters;
+  return max_active_clusters<D, kBf16, kVariant>(2, exclusive_sms(clusters * 2, 2)) >= clusters;
 }
 
 // The ClusterMergeMode of a split-KV launch (params.h).
@@ -404,7 +406,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(Tr::kThreads);
-  cfg.dynamicSmemBytes = launch_smem_bytes<Tr>(exclusive_sms(grid_x * p.Hkv * p.B));
+  cfg.dynamicSmemBytes = launch_smem_bytes<Tr>(exclusive_sms(grid_x * p.Hkv * p.B, p.num_splits));
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
