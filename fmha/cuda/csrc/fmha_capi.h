@@ -20,8 +20,9 @@ const char* fmha_last_error(void);
 // (0: unsupported), for the host's choice of variant and split count.
 // Variants: 0 = wide (several CTAs per SM where D <= 128, shallow K/V ring: grids that fill the GPU),
 //           1 = deep (one CTA per SM, deeper ring: small grids and split-KV),
-//           2 = stream (D = 128 only: wide's ring with the narrow loop, for unsplit grids of at most 16
-//               packed rows that fill one wave). D = 512 has one configuration.
+//           2 = stream (D = 128 only: wide's ring with the narrow loop, for grids of at most 16 packed
+//               rows that fill one wave, unsplit or split). D = 512 has one configuration.
+// A split grid of at most one CTA per SM is launched one CTA per SM, whatever its variant's shared memory.
 int fmha_sm90_tile_n(int D, int variant);
 int fmha_sm90_ctas_per_sm(int D, int variant);
 // Problems of at most this many packed query rows (T x Hq/Hkv) run that instantiation's narrow loop

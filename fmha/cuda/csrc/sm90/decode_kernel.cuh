@@ -12,8 +12,9 @@
 //
 // Instantiations: head dim D x dtype x DecodeVariant. The host (fmha/cuda/backend.py,
 // launch_plan) runs grids of more CTAs than SMs with kWide (two CTAs per SM at D <= 128, shallow
-// ring), unsplit narrow grids of one wave at D = 128 with kStream (kWide's ring, the narrow loop),
-// and other smaller or split-KV grids with kDeep (one CTA per SM, deeper ring).
+// ring), narrow grids of one wave (unsplit or split) at D = 128 with kStream (kWide's ring, the narrow
+// loop; at D = 64 kWide is that), and other smaller or split-KV grids with kDeep (one CTA per SM, deeper
+// ring). The C API launches a split grid of one wave one CTA per SM (capi.cu exclusive_sms).
 //
 // Roles (kConsumerWGs consumer warpgroups, then the producer: one warp, or a
 // warpgroup of which one warp works when setmaxnreg is used)
@@ -201,10 +202,11 @@ enum DecodeVariant : int {
   kWide = 0,  // several CTAs per SM (D <= 128), shallow ring: grids of at least one CTA per SM
   kDeep = 1,  // one CTA per SM, deep ring: small grids and split-KV
   // D = 128 only: kWide's configuration (64-token tiles, a two-stage ring: 64 KB of K/V in flight a CTA)
-  // with the narrow loop, for unsplit grids of at most 16 packed rows that fill one wave. H200, B16 S32768
+  // with the narrow loop, for grids of at most 16 packed rows that fill one wave. H200, B16 S32768
   // (128 CTAs, run ee): 462.8 us against kDeep's 468.5 (its 192 KB ring; cuDNN 464.2); alone under ncu
-  // 92.4-92.8% of DRAM peak against 91.4-91.9% (run ed). Split grids lose with a ring that shallow (B1
-  // S65536 74.3 vs 67.4, run eb), and so does the 64-row loop (B128 Hkv1 G32 S8192: 174.2 vs 128.8, run ec).
+  // 92.4-92.8% of DRAM peak against 91.4-91.9% (run ed). Split grids gain too once every CTA has an SM to
+  // itself (B1 S65536 65.4 vs 66.1, run el; 74.4 with two CTAs on some SMs); the 64-row loop loses (B128
+  // Hkv1 G32 S8192: 174.2 vs 128.8, run ec).
   kStream = 2,
 };
 
