@@ -181,7 +181,7 @@ def test_shallow_ring_plan(D, T, Hq, Hkv):
     narrow loop: sequences of 1000, 0, 129 and 64 keys (a tail tile, an empty row, a single tile), causal."""
     if not 128 <= torch.cuda.get_device_properties(0).multi_processor_count <= 160:
         pytest.skip("needs a GPU of 128-160 SMs for a 128-CTA grid to fill at least 0.8 of one wave")
-    seqlens = [1000, 0, 129, 64] * 4  # a cache of 8192 (the rule's shortest), sequences much shorter
+    seqlens = [1000, 0, 129, 64] * 4  # a cache of 8192 keys (the rule counts the cache's), sequences much shorter
     q, k, v, sl = make_inputs(16, T, Hq, Hkv, 8192, D, device=DEV, seqlens=seqlens, seed=D + T)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     kind = "stream (the wide configuration's K/V ring, several CTAs per SM)" if D == 128 else "wide (several CTAs per SM)"
