@@ -77,5 +77,4 @@ for D in (64, 128):
         launch = fmha.explain(q, k, v, cs, causal=True, backend="cuda").launch
         out, lse = fmha.attention(q, k, v, cs, causal=True, backend="cuda", return_lse=True)
         torch.cuda.synchronize()
-        print("ran shallow ring", D, B, T, Hq, S, splits, launch.split(",")[0], "nan" if torch.isnan(out).any() else "ok",
-              flush=True)
+        print("ran shallow ring", D, B, T, Hq, S, splits, launch, "nan" if torch.isnan(out).any() else "ok", flush=True)

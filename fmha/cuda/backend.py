@@ -151,8 +151,8 @@ class CudaSm90Backend(Backend):
         prologue and epilogue hide behind another's streaming). Otherwise the keys are split when the
         grid would leave SMs idle (one deep CTA per SM fills them), and short split problems take fewer
         splits, on 64 CTAs, where those merge inside clusters (clustered_splits). That grid, unsplit or
-        split, runs the shallow ring where it is narrow and fills nearly one wave (SHALLOW_RING_MIN_FILL),
-        else DEEP: one CTA per SM with the deeper ring.
+        split, runs the shallow ring where it is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and
+        gives each CTA at least SHALLOW_RING_MIN_KEYS keys, else DEEP: one CTA per SM with the deeper ring.
         """
         if self._fn is None:
             self._bind()
@@ -194,7 +194,8 @@ class CudaSm90Backend(Backend):
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
         variant, num_splits = self.launch_plan(p, index)
-        # A split grid of at most one wave runs one CTA per SM whatever its shared memory (capi.cu exclusive_sms).
+        # A split grid of at most one wave runs one CTA per SM whatever its shared memory (capi.cu exclusive_sms;
+        # a library built with FMHA_SM90_ONE_WAVE_EXCLUSIVE=0, an experiment, packs them and is misdescribed here).
         one_per_sm = self._ctas_per_sm[(p.head_dim, variant)] == 1 or (
             num_splits > 1 and _grid_ctas(p) * num_splits <= num_sms(index))
         per_sm = "one CTA per SM" if one_per_sm else "several CTAs per SM"

@@ -197,8 +197,9 @@ int sm_count() {
 // that to a kernel whose shared memory leaves room for two when it places clusters, or while the previous
 // kernel (PDL) still holds SMs. H200 (perf/RESULTS.md, runs ek, el): the stream instantiation on B1 S65536 (128
 // CTAs in 16 splits) ran 46 SMs with two CTAs and 36 with one, 74.4 us; one CTA per SM 65.4 us (D = 64: 40.6 ->
-// 36.6). Unsplit grids keep the kernel's own shared memory: there the next call's CTAs start on SMs the previous
-// call's are leaving (PDL), worth 0.3-0.5% (B16 S32768 462.7 vs 464.4 us one CTA per SM).
+// 36.6). Unsplit grids keep the kernel's own shared memory: packed, they measured 0.3-0.6% faster (B16 S32768
+// 462.7 vs 464.4 us one CTA per SM); likely (not measured) the next call's CTAs start beside the previous call's
+// last ones under PDL.
 bool exclusive_sms(long long ctas, int num_splits) {
   if (!FMHA_SM90_ONE_WAVE_EXCLUSIVE || num_splits < 2) return false;
   const int sms = sm_count();

@@ -22,7 +22,8 @@ const char* fmha_last_error(void);
 //           1 = deep (one CTA per SM, deeper ring: small grids and split-KV),
 //           2 = stream (D = 128 only: wide's ring with the narrow loop, for grids of at most 16 packed
 //               rows that fill one wave, unsplit or split). D = 512 has one configuration.
-// A split grid of at most one CTA per SM is launched one CTA per SM, whatever its variant's shared memory.
+// A split grid of at most as many CTAs as SMs (one wave) is launched one CTA per SM, whatever its variant's
+// shared memory.
 int fmha_sm90_tile_n(int D, int variant);
 int fmha_sm90_ctas_per_sm(int D, int variant);
 // Problems of at most this many packed query rows (T x Hq/Hkv) run that instantiation's narrow loop
@@ -38,7 +39,7 @@ int fmha_sm90_narrow_rows(int D, int variant);
 int fmha_sm90_cluster_merge(int D, int dtype, int variant, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once (asked of the bf16
 // instantiation; the fp16 one has the same shared memory and threads), launched with the kernel's own shared
-// memory (a split grid of at most one CTA per SM asks for more, so that its CTAs get an SM each). For probes: the plan
+// memory (a split grid of at most as many CTAs as SMs asks for more, so that its CTAs get an SM each). For probes: the plan
 // asks fmha_sm90_cluster_merge.
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);
 
