@@ -198,8 +198,8 @@ int sm_count() {
 // kernel (PDL) still holds SMs. H200 (perf/RESULTS.md, runs ek, el): the stream instantiation on B1 S65536 (128
 // CTAs in 16 splits) ran 46 SMs with two CTAs and 36 with one, 74.4 us; one CTA per SM 65.4 us (D = 64: 40.6 ->
 // 36.6). Unsplit grids keep the kernel's own shared memory: packed, they measured 0.3-0.6% faster (B16 S32768
-// 462.7 vs 464.4 us one CTA per SM); likely (not measured) the next call's CTAs start beside the previous call's
-// last ones under PDL.
+// 462.7 vs 464.4 us one CTA per SM), and still ran one CTA on each SM, the next call's CTAs (PDL) waiting resident
+// beside the running ones (run en), which one CTA per SM would forbid.
 bool exclusive_sms(long long ctas, int num_splits) {
   if (!FMHA_SM90_ONE_WAVE_EXCLUSIVE || num_splits < 2) return false;
   const int sms = sm_count();
