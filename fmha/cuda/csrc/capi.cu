@@ -56,8 +56,8 @@ constexpr CUtensorMapL2promotion kKvL2Promotion =
 // (decode_kernel.cuh, merge_cluster_splits); 0: always through the workspace and combine_splits_kernel
 #define FMHA_SM90_CLUSTER_MERGE 1
 #endif
-#ifndef FMHA_SM90_ONE_WAVE_EXCLUSIVE  // 1: a split-KV grid of at most one CTA per SM is launched with enough dynamic
-// shared memory that no two of its CTAs share an SM (see exclusive_sms)
+#ifndef FMHA_SM90_ONE_WAVE_EXCLUSIVE  // 1: a split-KV grid of at most as many CTAs as SMs is launched with enough
+// dynamic shared memory that no two of its CTAs share an SM (see exclusive_sms)
 #define FMHA_SM90_ONE_WAVE_EXCLUSIVE 1
 #endif
 #ifndef FMHA_SM90_CLUSTER_MERGE_MAX_ROWS  // packed query rows (T x Hq/Hkv) up to which the cluster merge is used
@@ -242,9 +242,9 @@ int configure_kernel() {
 
 // How many clusters of `cluster` CTAs of the decode kernel the current device holds at once (0 when
 // it cannot launch them, or the query failed), launched exclusive (exclusive_sms) or not. A driver query:
-// answers are cached per instantiation, device, launch kind and cluster size; failures are not (a later call asks again). The query may run during
-// stream capture (the first launch of a shape inside torch.cuda.graph): the thread's capture mode is
-// relaxed around it so that capture is never invalidated by it.
+// answers are cached per instantiation, device, launch kind and cluster size; failures are not (a later
+// call asks again). The query may run during stream capture (the first launch of a shape inside
+// torch.cuda.graph): the thread's capture mode is relaxed around it so that capture is never invalidated by it.
 template <int D, bool kBf16, int kVariant>
 int max_active_clusters(int cluster, bool exclusive) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
@@ -331,7 +331,8 @@ bool use_cluster_merge(int num_splits, long long clusters, int rows) {
   if (!Tr::kClusterMerge || !FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 || rows > FMHA_SM90_CLUSTER_MERGE_MAX_ROWS ||
       num_splits > fmha::sm90::kMaxClusterSplits || !fmha::sm90::merge_fits<Tr>(num_splits, rows))
     return false;
-  return max_active_clusters<D, kBf16, kVariant>(num_splits, exclusive_sms(clusters * num_splits, num_splits)) >= clusters;
+  const bool exclusive = exclusive_sms(clusters * num_splits, num_splits);  // as the launch will ask
+  return max_active_clusters<D, kBf16, kVariant>(num_splits, exclusive) >= clusters;
 }
 
 // Whether a split-KV grid merges as cluster pairs (kMergePair, store_output_pair): two splits on the 64-row

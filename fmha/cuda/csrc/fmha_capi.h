@@ -38,9 +38,9 @@ int fmha_sm90_narrow_rows(int D, int variant);
 // finished (two splits). -1: D, dtype or variant invalid.
 int fmha_sm90_cluster_merge(int D, int dtype, int variant, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once (asked of the bf16
-// instantiation; the fp16 one has the same shared memory and threads), launched with the kernel's own shared
-// memory (a split grid of at most as many CTAs as SMs asks for more, so that its CTAs get an SM each). For probes: the plan
-// asks fmha_sm90_cluster_merge.
+// instantiation; the fp16 one has the same shared memory and threads), launched with the kernel's own
+// shared memory (a split grid of at most as many CTAs as SMs asks for more, so that its CTAs get an SM
+// each). For probes: the plan asks fmha_sm90_cluster_merge.
 int fmha_sm90_max_active_clusters(int D, int variant, int cluster_size);
 
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs where the splits merge
