@@ -325,31 +325,31 @@ size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
 // for at most FMHA_SM90_CLUSTER_MERGE_MAX_ROWS packed rows. H200 (run ac, us): B8 S8192 T1 (4 rows)
 // 68.8 -> 65.4, B4 S512 8.5 -> 7.4; but T=16 (64 rows) 73.4 -> 73.9 (and 74.2 -> 75.4 with the
 // first, pull-based merge), so 64-row problems take the pair merge below (two splits) or the combine kernel.
+// `exclusive`: the launch runs one CTA per SM (exclusive_sms), so the occupancy query asks as the launch will.
 template <int D, bool kBf16, int kVariant>
-bool use_cluster_merge(int num_splits, long long clusters, int rows) {
+bool use_cluster_merge(int num_splits, long long clusters, int rows, bool exclusive) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   if (!Tr::kClusterMerge || !FMHA_SM90_CLUSTER_MERGE || FMHA_SM90_PROBE_NO_COMBINE || num_splits < 2 || rows > FMHA_SM90_CLUSTER_MERGE_MAX_ROWS ||
       num_splits > fmha::sm90::kMaxClusterSplits || !fmha::sm90::merge_fits<Tr>(num_splits, rows))
     return false;
-  const bool exclusive = exclusive_sms(clusters * num_splits, num_splits);  // as the launch will ask
   return max_active_clusters<D, kBf16, kVariant>(num_splits, exclusive) >= clusters;
 }
 
 // Whether a split-KV grid merges as cluster pairs (kMergePair, store_output_pair): two splits on the 64-row
 // loop, every pair resident at once.
 template <int D, bool kBf16, int kVariant>
-bool use_pair_merge(int num_splits, long long clusters, int rows) {
+bool use_pair_merge(int num_splits, long long clusters, int rows, bool exclusive) {
   using Tr = fmha::sm90::DecodeTraits<D, kVariant>;
   const bool narrow = Tr::kNarrow && rows <= Tr::kNarrowRows;  // the narrow loop has its own epilogue
   if (!Tr::kPairMerge || FMHA_SM90_PROBE_NO_COMBINE || num_splits != 2 || narrow) return false;
-  return max_active_clusters<D, kBf16, kVariant>(2, exclusive_sms(clusters * 2, 2)) >= clusters;
+  return max_active_clusters<D, kBf16, kVariant>(2, exclusive) >= clusters;
 }
 
-// The ClusterMergeMode of a split-KV launch (params.h).
+// The ClusterMergeMode of a split-KV launch (params.h) of `clusters` x num_splits CTAs, exclusive or not.
 template <int D, bool kBf16, int kVariant>
-int cluster_merge_mode(int num_splits, long long clusters, int rows) {
-  if (use_cluster_merge<D, kBf16, kVariant>(num_splits, clusters, rows)) return fmha::kMergeDealtRows;
-  if (use_pair_merge<D, kBf16, kVariant>(num_splits, clusters, rows)) return fmha::kMergePair;
+int cluster_merge_mode(int num_splits, long long clusters, int rows, bool exclusive) {
+  if (use_cluster_merge<D, kBf16, kVariant>(num_splits, clusters, rows, exclusive)) return fmha::kMergeDealtRows;
+  if (use_pair_merge<D, kBf16, kVariant>(num_splits, clusters, rows, exclusive)) return fmha::kMergePair;
   return fmha::kMergeByKernel;
 }
 
@@ -377,9 +377,11 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
     return fail("grid too large: row_blocks*num_splits=%lld Hkv=%d B=%d (limits 2^31-1, 65535, 65535)", grid_x,
                 p.Hkv, p.B);
   dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
+  const long long clusters = static_cast<long long>(row_blocks) * p.Hkv * p.B;  // one per split group
+  // Decided once: the shared memory the launch asks for and the cluster occupancy the merge mode reads.
+  const bool exclusive = exclusive_sms(clusters * p.num_splits, p.num_splits);
   fmha::DecodeParams lp = p;
-  lp.cluster_merge =
-      cluster_merge_mode<D, kBf16, kVariant>(p.num_splits, static_cast<long long>(row_blocks) * p.Hkv * p.B, p.rows);
+  lp.cluster_merge = cluster_merge_mode<D, kBf16, kVariant>(p.num_splits, clusters, p.rows, exclusive);
   if (p.num_splits > 1 && lp.cluster_merge == fmha::kMergeByKernel) {  // partials go through the workspace
     const size_t need = workspace_bytes(p.B, p.T, p.Hq, D, p.num_splits);
     if (p.o_partial == nullptr || workspace_size < need)
@@ -408,7 +410,7 @@ int launch(const fmha::DecodeParams& p, const void* k, const void* v, int64_t k_
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(Tr::kThreads);
-  cfg.dynamicSmemBytes = launch_smem_bytes<Tr>(exclusive_sms(grid_x * p.Hkv * p.B, p.num_splits));
+  cfg.dynamicSmemBytes = launch_smem_bytes<Tr>(exclusive);
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
@@ -459,8 +461,9 @@ int fmha_sm90_cluster_merge(int D, int dtype, int variant, int num_splits, long 
   if ((dtype != 0 && dtype != 1) || !valid_variant(variant)) return -1;
   return with_instance(D, variant, -1, [&](auto d, auto v) {
     constexpr int kD = decltype(d)::value, kV = decltype(v)::value;
-    return dtype == 1 ? cluster_merge_mode<kD, true, kV>(num_splits, clusters, rows)
-                      : cluster_merge_mode<kD, false, kV>(num_splits, clusters, rows);
+    const bool exclusive = exclusive_sms(clusters * num_splits, num_splits);  // as the launch will decide
+    return dtype == 1 ? cluster_merge_mode<kD, true, kV>(num_splits, clusters, rows, exclusive)
+                      : cluster_merge_mode<kD, false, kV>(num_splits, clusters, rows, exclusive);
   });
 }
 
