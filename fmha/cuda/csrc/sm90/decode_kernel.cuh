@@ -173,12 +173,9 @@
 #ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
 #define FMHA_SM90_D512_V_STAGES 3
 #endif
-#ifndef FMHA_SM90_D512_K_STAGES  // D = 512: K ring depth
+#ifndef FMHA_SM90_D512_K_STAGES  // D = 512: K ring depth. H200 run eq, MQA Hq=128 (us), 3 K / 2 V stages against 2 / 3:
+// 197.7 vs 204.3 sustained (+-4-5%), 184.8 vs 183.5 per replay; Hq=16 248.5 vs 249.2
 #define FMHA_SM90_D512_K_STAGES 2
-#endif
-#ifndef FMHA_SM90_QK_AHEAD  // 1: at D = 512, Q K^T of tile i+1 is computed while the softmax of tile i runs
-// (consumer_loop_qk_ahead)
-#define FMHA_SM90_QK_AHEAD 0
 #endif
 
 #ifndef FMHA_SM90_TMA_BOX_ROWS  // deep variant: tokens per K/V TMA box (0: the whole tile); smaller boxes fetch both
@@ -228,8 +225,8 @@ struct DecodeTraits {
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_D128_TILE_N : FMHA_SM90_D128_TILE_N)
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
                                             : 32;  // 16-token tiles x 4 stages measured 44% slower
-  // K ring depth (the V ring's too, except at D = 512: kStagesV). D = 512 has room for two K stages
-  // only, so its variants coincide.
+  // K ring depth (the V ring's too, except at D = 512: kStagesV). D = 512 has room for five K and V
+  // stages together (two K, three V by default), so its variants coincide.
   static constexpr int kStages = D == 64    ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_D64_STAGES)
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES * 64 / FMHA_SM90_DEEP_D128_TILE_N
                                                        : FMHA_SM90_SMALL_D_STAGES)
@@ -250,8 +247,6 @@ struct DecodeTraits {
   // tiles) with two CTAs per SM (168 registers a thread) that spills, so that instantiation keeps
   // the serial loop.
   static constexpr bool kOverlap = FMHA_SM90_OVERLAP && !(D == 64 && kBlockN == 128 && kCtasPerSm > 1);
-  // consumer_loop_qk_ahead: two score buffers, Q K^T one tile ahead of the softmax (split Q K^T only).
-  static constexpr bool kQkAhead = FMHA_SM90_QK_AHEAD && kSplitQk && FMHA_SM90_SPLIT_RELEASE;
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = FMHA_SM90_NARROW && kConsumerWGs == 1 && kBlockN % 64 == 0 &&
@@ -1201,135 +1196,6 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
 }
 
-// Q K^T one tile ahead of the softmax (Tr::kQkAhead, D = 512). consumer_loop_overlapped waits for
-// Q K^T(i+1) right after issuing it, so the softmax never overlaps a Q K^T. Here the scores of the next
-// tile land in a second buffer while the softmax of this one runs:
-//   issue Q K^T(i+1) -> sb;  softmax(i) on sa       || tensor core: Q K^T(i+1)
-//   O *= alpha(i); pa = P(i); issue P V(i)
-//   wait Q K^T(i+1); issue Q K^T(i+2) -> sa;  softmax(i+1) on sb   || P V(i), Q K^T(i+2)
-//   wait P V(i); O *= alpha(i+1); pa = P(i+1); issue P V(i+1); wait for both
-// Two tiles a trip, so the buffers swap roles by name, and nothing is in flight across the loop's back
-// edge: a wgmma in flight there makes ptxas serialise every wgmma of the kernel (C7514/C7515: the
-// loop-carried copies of its registers). wgmma groups complete in issue order, so waiting until one
-// group is pending waits for the older one.
-template <class Tr, bool kBf16>
-__device__ __forceinline__ void consumer_loop_qk_ahead(SharedStorage<Tr>& ss, const DecodeParams& p,
-                                                       const TileRange& tr, int b, int kvh, int row0, int split,
-                                                       int ctid) {
-  static_assert(Tr::kSplitQk && FMHA_SM90_SPLIT_RELEASE, "Q K^T ahead: split Q K^T, K released on its own");
-  const int wg = warpgroup_index<Tr>(ctid);
-  const int tid_wg = ctid % 128;
-  const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
-
-  int limit_abs[2];
-  consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
-  QRegs<Tr> qr;
-  load_q_regs<Tr>(qr, p, b, kvh, row0, wg, tid_wg);
-
-  RowState st;
-  st.init();
-  float acc[Tr::kOutCols / 2];
-#pragma unroll
-  for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
-  uint32_t pa[Tr::kBlockN / 16][4];  // P of the tile whose P V is next, as the PV wgmma's A fragment
-  float sa[Tr::kBlockN / 2];         // scores of even ring positions (from the loop's start)
-  float sb[Tr::kBlockN / 2];         // ... of odd ones
-
-  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
-  const int n = tr.end - tr.begin;
-  // dst = Q K^T of ring position `it`, committed as one group.
-  auto issue_qk = [&](float (&dst)[Tr::kBlockN / 2], int it) {
-    wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
-                    ctid);
-    fence_regs(dst);
-    ptx::wgmma_fence();
-    qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(dst, ss, it % Tr::kStages, wg * (Tr::kHeadDim / 2), &qr);
-    ptx::wgmma_commit_group();
-  };
-  // Q K^T(it) landed in s: free its K stage, then the masked online softmax (s becomes P).
-  auto softmax_scores = [&](float (&s)[Tr::kBlockN / 2], int it, float (&alpha)[2]) {
-    fence_regs(s);
-    release_stage(&ss.empty_k[it % Tr::kStages], lane);
-    fence_regs(s);  // the softmax reads s after the arrive: ptxas would otherwise sink the arrive below it
-    exchange_scores<Tr>(s, ss, it, wg, tid_wg);
-    const int key0 = (tr.begin + it) * Tr::kBlockN;
-    const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
-    if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
-      online_softmax_tile<Tr::kBlockN, false>(s, st, key_limit, p.qk_scale, ql, alpha);
-    else
-      online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
-  };
-  // P V(it - 1) complete: O *= alpha(it), pa = P(it) from s, P V(it) issued as one group.
-  auto issue_pv = [&](const float (&s)[Tr::kBlockN / 2], int it, const float (&alpha)[2]) {
-    fence_regs(acc);
-    fence_regs(pa);
-    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
-#pragma unroll
-    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
-    wait_v_tile<Tr>(ss, tr, it, ctid);
-    fence_regs(acc);
-    fence_regs(pa);
-    ptx::wgmma_fence();
-    pv_gemm<Tr, kBf16>(acc, pa, ss, it % Tr::kStagesV, wg);
-    ptx::wgmma_commit_group();
-  };
-  auto pv_done = [&](int it) {  // after the wait that retired P V(it)
-    fence_regs(acc);
-    fence_regs(pa);
-    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
-  };
-
-  if (n == 0) {  // an empty split or sequence: zero output, LSE -inf
-    float inv_l[2], lse[2];
-    finalize_rows(st, inv_l, lse);
-    store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
-    return;
-  }
-  issue_qk(sa, 0);
-  ptx::wgmma_wait_group<0>();
-  int it = 0;
-  // Entering a trip: S(it) in sa, nothing in flight; tiles it + 1 and it + 2 exist.
-  for (; it + 2 < n; it += 2) {
-    float alpha[2];
-    issue_qk(sb, it + 1);
-    softmax_scores(sa, it, alpha);
-    issue_pv(sa, it, alpha);
-    ptx::wgmma_wait_group<1>();  // Q K^T(it+1) landed (P V(it) may still run)
-    issue_qk(sa, it + 2);
-    softmax_scores(sb, it + 1, alpha);
-    ptx::wgmma_wait_group<1>();  // P V(it) done (Q K^T(it+2) may still run)
-    pv_done(it);
-    issue_pv(sb, it + 1, alpha);
-    ptx::wgmma_wait_group<0>();
-    pv_done(it + 1);
-  }
-  if (it + 1 < n) {  // two tiles left
-    float alpha[2];
-    issue_qk(sb, it + 1);
-    softmax_scores(sa, it, alpha);
-    issue_pv(sa, it, alpha);
-    ptx::wgmma_wait_group<1>();
-    softmax_scores(sb, it + 1, alpha);
-    ptx::wgmma_wait_group<0>();
-    pv_done(it);
-    issue_pv(sb, it + 1, alpha);
-    ptx::wgmma_wait_group<0>();
-    pv_done(it + 1);
-  } else {  // one tile left
-    float alpha[2];
-    softmax_scores(sa, it, alpha);
-    issue_pv(sa, it, alpha);
-    ptx::wgmma_wait_group<0>();
-    pv_done(it);
-  }
-
-  float inv_l[2], lse[2];
-  finalize_rows(st, inv_l, lse);
-  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
-}
-
 // ----------------------------------------------------------------------------
 // Narrow problems (at most 16 packed query rows: T = 1 with G <= 16, or T x G <= 16)
 // ----------------------------------------------------------------------------
@@ -1721,8 +1587,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
   if (narrow) {
     if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
-  } else if constexpr (Tr::kQkAhead) {
-    consumer_loop_qk_ahead<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else if constexpr (Tr::kOverlap) {
     consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else {
