@@ -31,7 +31,14 @@ from collections import Counter
 from perf.shapes import KV_LAYOUTS
 
 TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")  # the timeline row's stamps (ProbeTimeline)
-EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full")
+EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full",
+          # consumer_loop_overlapped's phases, per loop iteration (ProbeEvent)
+          "loop_issued", "qk_landed", "qk_landed_wg1", "exchanged", "softmax_done", "pv_landed")
+# The 64-row loop's phases in the order they happen within an iteration, then the next iteration's issue.
+LOOP_PHASES = (("issue -> Q K^T(it+1) landed", "loop_issued", "qk_landed"),
+               ("Q K^T landed -> scores exchanged", "qk_landed", "exchanged"),
+               ("exchanged -> softmax done", "exchanged", "softmax_done"),
+               ("softmax done -> P V(it) landed", "softmax_done", "pv_landed"))
 
 
 def probe_backend(flags=()):
@@ -129,7 +136,24 @@ def main():
             first, last = arrivals[0], arrivals[-1]
             per_tile.append((c[last][ev["k_full"]] - c[first][ev["k_full"]]) / (last - first))
     print(f"-- steady state: cycles/tile {summary(per_tile)}")
+    print_loop_phases(probed, ev)
     print_timeline([t for t in timelines if t[TIMELINE.index("end")] != 0])
+
+
+def print_loop_phases(probed, ev):
+    """consumer_loop_overlapped's phases (consumer thread 0; the 64-row loop only), iterations 3 onwards."""
+    rows = [(c, t) for c in probed for t in range(3, len(c) - 1) if c[t][ev["loop_issued"]] and c[t + 1][ev["loop_issued"]]]
+    if not rows:
+        return
+    print("-- 64-row loop phases, iterations 3+ (consumer thread 0, SM cycles)")
+    for label, a, b in LOOP_PHASES:
+        print(f"  {label:36s} {summary([c[t][ev[b]] - c[t][ev[a]] for c, t in rows if c[t][ev[a]] and c[t][ev[b]]])}")
+    print(f"  {'P V landed -> next issue':36s} "
+          f"{summary([c[t + 1][ev['loop_issued']] - c[t][ev['pv_landed']] for c, t in rows if c[t][ev['pv_landed']]])}")
+    print(f"  {'issue -> next issue':36s} {summary([c[t + 1][ev['loop_issued']] - c[t][ev['loop_issued']] for c, t in rows])}")
+    wg1 = [c[t][ev["qk_landed_wg1"]] - c[t][ev["qk_landed"]] for c, t in rows if c[t][ev["qk_landed_wg1"]]]
+    if wg1:
+        print(f"  {'Q K^T landed: warpgroup 1 - 0':36s} {summary(wg1)}")
 
 
 def print_timeline(rows):

@@ -388,9 +388,14 @@ constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T 
 // them (fmha_sm90_probe_read in capi.cu) and prints where a tile's time goes. The row after the ring
 // positions is the CTA's timeline in %globaltimer nanoseconds (one clock for the whole GPU, so CTAs
 // compare): entry, past griddepcontrol.wait, first K tile in, last V tile in, end, and the SM (%smid).
+// consumer_loop_overlapped (the 64-row loop) also stamps its phases, filed under the iteration `it`: wgmmas
+// of Q K^T(it+1) and P V(it) issued, Q K^T(it+1) landed (consumer thread 0, and thread 128 of a second
+// warpgroup), scores exchanged, softmax done, P V(it) landed.
 enum ProbeEvent : int {
   kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
-  kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull, kProbeEvents
+  kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull,
+  kProbeLoopIssued, kProbeQkLanded, kProbeQkLandedWg1, kProbeExchanged, kProbeSoftmaxDone, kProbePvLanded,
+  kProbeEvents
 };
 enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId };
 static_assert(kTimelineSmId < kProbeEvents, "the timeline row holds kProbeEvents stamps");
@@ -1119,6 +1124,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
       fence_regs(s);  // the softmax reads s after the arrive: ptxas would otherwise sink the arrive below it
     }
     if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
+    if (ctid == 0 && it > 0) probe_stamp(it - 1, kProbeExchanged);  // (filed under the loop iteration)
     const int key0 = (tr.begin + it) * Tr::kBlockN;
     const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
     if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
@@ -1167,15 +1173,20 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     ptx::wgmma_fence();
     issue_qk(it + 1);
     issue_pv(it);
+    if (ctid == 0) probe_stamp(it, kProbeLoopIssued);
     float alpha[2];
     ptx::wgmma_wait_group<1>();  // S(it+1) landed; P V(it) may still run (pa is repacked only after it)
+    if (ctid == 0) probe_stamp(it, kProbeQkLanded);
+    if (ctid == 128) probe_stamp(it, kProbeQkLandedWg1);
     softmax_scores(it + 1, alpha);
+    if (ctid == 0) probe_stamp(it, kProbeSoftmaxDone);
     // Tr::kEarlyOperandWait: the next iteration's operands are waited for here, before P V(it) is.
     // ptxas places the wgmma wait below as early as its dependencies allow, ahead of the softmax's
     // exponentials (out of the overlap with P V); the mbarrier wait loops are a boundary it keeps. But
     // V(it) is then released later, which costs D = 512 8% (run an).
     if constexpr (Tr::kEarlyOperandWait) wait_operands(it + 1);
     ptx::wgmma_wait_group<0>();  // P V(it) done: acc and pa are ours again
+    if (ctid == 0) probe_stamp(it, kProbePvLanded);
     fence_regs(acc);
     fence_regs(pa);
     release_after_pv(it);
