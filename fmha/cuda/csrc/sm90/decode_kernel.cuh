@@ -147,6 +147,12 @@
 #define FMHA_SM90_D512_SPLIT_QK 1
 #endif
 
+#ifndef FMHA_SM90_PV_AFTER_QK  // 1: with two consumer warpgroups (D = 512), P V(it) is issued once Q K^T(it+1) landed,
+// not with it: the two warpgroups' wgmmas share the SM's tensor cores, and one warpgroup's P V issued beside its
+// Q K^T runs ahead of the other's Q K^T, which the score exchange then waits for (probe, run ev)
+#define FMHA_SM90_PV_AFTER_QK 0
+#endif
+
 #ifndef FMHA_SM90_EARLY_OPERAND_WAIT  // overlapped loop at D = 128: wait for the next tile's K and V before P V(it)'s
 // wgmma wait (see consumer_loop_overlapped). H200 run an (us): B128 S8192 932.1 -> 927.2, T=4 124.1 -> 123.3, B1 S8192
 // and T=16 within 0.3%; D = 512 195.5 -> 211.7 (V(it) released later on its two-stage ring; with three V
@@ -1139,6 +1145,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
       for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
   };
   const int n = tr.end - tr.begin;
+  constexpr bool kPvAfterQk = FMHA_SM90_PV_AFTER_QK && Tr::kConsumerWGs == 2;
   // Before P V(it) and Q K^T(it + 1) are issued: V(it) and, unless it is the last, K(it + 1) landed.
   auto wait_operands = [&](int it) {
     wait_v_tile<Tr>(ss, tr, it, ctid);
@@ -1172,10 +1179,16 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     fence_regs(s);
     ptx::wgmma_fence();
     issue_qk(it + 1);
-    issue_pv(it);
+    if constexpr (!kPvAfterQk) issue_pv(it);
     if (ctid == 0) probe_stamp(it, kProbeLoopIssued);
     float alpha[2];
-    ptx::wgmma_wait_group<1>();  // S(it+1) landed; P V(it) may still run (pa is repacked only after it)
+    if constexpr (kPvAfterQk) {
+      ptx::wgmma_wait_group<0>();  // S(it+1) landed
+      ptx::wgmma_fence();
+      issue_pv(it);                // runs during the exchange and the softmax
+    } else {
+      ptx::wgmma_wait_group<1>();  // S(it+1) landed; P V(it) may still run (pa is repacked only after it)
+    }
     if (ctid == 0) probe_stamp(it, kProbeQkLanded);
     if (ctid == 128) probe_stamp(it, kProbeQkLandedWg1);
     softmax_scores(it + 1, alpha);
