@@ -33,7 +33,7 @@ from perf.shapes import KV_LAYOUTS
 TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")  # the timeline row's stamps (ProbeTimeline)
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full",
           # consumer_loop_overlapped's phases, per loop iteration (ProbeEvent)
-          "loop_issued", "qk_landed", "qk_landed_wg1", "exchanged", "softmax_done", "pv_landed")
+          "loop_issued", "qk_landed", "qk_landed_wg1", "exchanged", "softmax_done", "pv_landed", "operands_ready")
 # The 64-row loop's phases in the order they happen within an iteration, then the next iteration's issue.
 LOOP_PHASES = (("issue -> Q K^T(it+1) landed", "loop_issued", "qk_landed"),
                ("Q K^T landed -> scores exchanged", "qk_landed", "exchanged"),
@@ -78,7 +78,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test; plan tokens "
+    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test (--flags=-D...: a value that "
+                    "starts with '-' needs the '='); plan tokens "
                     "(@stream, @deep, @wide, @splits=N) force the launch plan")
     ap.add_argument("--repeat", type=int, default=1,
                     help="calls back to back (no host sync between) before reading: the stamps are the last call's")
@@ -148,8 +149,10 @@ def print_loop_phases(probed, ev):
     print("-- 64-row loop phases, iterations 3+ (consumer thread 0, SM cycles)")
     for label, a, b in LOOP_PHASES:
         print(f"  {label:36s} {summary([c[t][ev[b]] - c[t][ev[a]] for c, t in rows if c[t][ev[a]] and c[t][ev[b]]])}")
-    print(f"  {'P V landed -> next issue':36s} "
-          f"{summary([c[t + 1][ev['loop_issued']] - c[t][ev['pv_landed']] for c, t in rows if c[t][ev['pv_landed']]])}")
+    print(f"  {'P V landed -> next operands ready':36s} "
+          f"{summary([c[t + 1][ev['operands_ready']] - c[t][ev['pv_landed']] for c, t in rows if c[t][ev['pv_landed']]])}")
+    print(f"  {'operands ready -> wgmmas issued':36s} "
+          f"{summary([c[t][ev['loop_issued']] - c[t][ev['operands_ready']] for c, t in rows if c[t][ev['operands_ready']]])}")
     print(f"  {'issue -> next issue':36s} {summary([c[t + 1][ev['loop_issued']] - c[t][ev['loop_issued']] for c, t in rows])}")
     wg1 = [c[t][ev["qk_landed_wg1"]] - c[t][ev["qk_landed"]] for c, t in rows if c[t][ev["qk_landed_wg1"]]]
     if wg1:

@@ -394,13 +394,14 @@ constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T 
 // them (fmha_sm90_probe_read in capi.cu) and prints where a tile's time goes. The row after the ring
 // positions is the CTA's timeline in %globaltimer nanoseconds (one clock for the whole GPU, so CTAs
 // compare): entry, past griddepcontrol.wait, first K tile in, last V tile in, end, and the SM (%smid).
-// consumer_loop_overlapped (the 64-row loop) also stamps its phases, filed under the iteration `it`: wgmmas
-// of Q K^T(it+1) and P V(it) issued, Q K^T(it+1) landed (consumer thread 0, and thread 128 of a second
+// consumer_loop_overlapped (the 64-row loop) also stamps its phases, filed under the iteration `it`: its
+// operands waited for, wgmmas of Q K^T(it+1) and P V(it) issued, Q K^T(it+1) landed (consumer thread 0, and thread 128 of a second
 // warpgroup), scores exchanged, softmax done, P V(it) landed.
 enum ProbeEvent : int {
   kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
   kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull,
   kProbeLoopIssued, kProbeQkLanded, kProbeQkLandedWg1, kProbeExchanged, kProbeSoftmaxDone, kProbePvLanded,
+  kProbeOperandsReady,
   kProbeEvents
 };
 enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId };
@@ -1174,6 +1175,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   }
   for (int it = 0; it + 1 < n; ++it) {
     if constexpr (!Tr::kEarlyOperandWait) wait_operands(it);
+    if (ctid == 0) probe_stamp(it, kProbeOperandsReady);
     fence_regs(acc);
     fence_regs(pa);
     fence_regs(s);
