@@ -149,8 +149,10 @@
 
 #ifndef FMHA_SM90_PV_AFTER_QK  // 1: with two consumer warpgroups (D = 512), P V(it) is issued once Q K^T(it+1) landed,
 // not with it: the two warpgroups' wgmmas share the SM's tensor cores, and one warpgroup's P V issued beside its
-// Q K^T runs ahead of the other's Q K^T, which the score exchange then waits for (probe, run ev)
-#define FMHA_SM90_PV_AFTER_QK 0
+// Q K^T can run ahead of the other's Q K^T, which the score exchange then waits for. H200, MQA Hq=128, 12 rounds
+// (run ey): sustained 201.2 vs 203.9 us (faster in 8 of 12 rounds), per replay 187.5 vs 188.3 (9 of 12); T=2
+// 188.3 vs 190.0; Hq=64 and Hq=16 level
+#define FMHA_SM90_PV_AFTER_QK 1
 #endif
 
 #ifndef FMHA_SM90_EARLY_OPERAND_WAIT  // overlapped loop at D = 128: wait for the next tile's K and V before P V(it)'s
