@@ -31,7 +31,8 @@
 //     and finally O / l and the LSE (or per-split partials for the combine).
 //     consumer_loop_overlapped keeps the tensor core busy across tiles: Q K^T
 //     of tile i+1 is issued with P V of tile i, and the softmax of i+1 runs
-//     while P V of i is in flight.
+//     while P V of i is in flight (with two consumer warpgroups P V of i is
+//     issued once Q K^T of i+1 landed: FMHA_SM90_PV_AFTER_QK).
 //   With two consumer warpgroups (D = 512) each computes S over half of the
 //   head dim and they add each other's partial scores through shared memory
 //   (exchange_scores; both then hold the same S and identical softmax
@@ -181,8 +182,9 @@
 #ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
 #define FMHA_SM90_D512_V_STAGES 3
 #endif
-#ifndef FMHA_SM90_D512_K_STAGES  // D = 512: K ring depth. H200 run eq, MQA Hq=128 (us), 3 K / 2 V stages against 2 / 3:
-// 197.7 vs 204.3 sustained (+-4-5%), 184.8 vs 183.5 per replay; Hq=16 248.5 vs 249.2
+#ifndef FMHA_SM90_D512_K_STAGES  // D = 512: K ring depth. H200, MQA Hq=128 (us), 3 K / 2 V stages against 2 / 3 (with
+// FMHA_SM90_D512_V_STAGES=2): sustained 197.7 vs 204.3 (run eq), 193.5 vs 205.6 (run er), 201.4 vs 201.5 over 16
+// rounds (run es, +-16-19%); per replay 184.8 vs 183.5 (eq), 189.5 vs 188.9 (er); Hq=64 150.3 vs 149.3 (es)
 #define FMHA_SM90_D512_K_STAGES 2
 #endif
 
@@ -397,8 +399,9 @@ constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T 
 // positions is the CTA's timeline in %globaltimer nanoseconds (one clock for the whole GPU, so CTAs
 // compare): entry, past griddepcontrol.wait, first K tile in, last V tile in, end, and the SM (%smid).
 // consumer_loop_overlapped (the 64-row loop) also stamps its phases, filed under the iteration `it`: its
-// operands waited for, wgmmas of Q K^T(it+1) and P V(it) issued, Q K^T(it+1) landed (consumer thread 0, and thread 128 of a second
-// warpgroup), scores exchanged, softmax done, P V(it) landed.
+// operands waited for, wgmmas issued (Q K^T(it+1) and P V(it); Q K^T(it+1) alone with FMHA_SM90_PV_AFTER_QK),
+// Q K^T(it+1) landed (consumer thread 0, and thread 128 of a second warpgroup), scores exchanged, softmax
+// done, P V(it) landed.
 enum ProbeEvent : int {
   kProbeKEmptyWait = 0, kProbeKIssued, kProbeVEmptyWait, kProbeVIssued,
   kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull,
