@@ -150,7 +150,8 @@
 
 #ifndef FMHA_SM90_PV_AFTER_QK  // 1: with two consumer warpgroups (D = 512), P V(it) is issued once Q K^T(it+1) landed,
 // not with it: the two warpgroups' wgmmas share the SM's tensor cores, and one warpgroup's P V issued beside its
-// Q K^T can run ahead of the other's Q K^T, which the score exchange then waits for. H200, MQA Hq=128, 12 rounds
+// Q K^T can presumably run ahead of the other's Q K^T, which the score exchange then waits for (the probe, run ex,
+// did not show the warpgroups' skew change). H200, MQA Hq=128, 12 rounds
 // (run ey): sustained 201.2 vs 203.9 us (faster in 8 of 12 rounds), per replay 187.5 vs 188.3 (9 of 12); T=2
 // 188.3 vs 190.0; Hq=64 and Hq=16 level
 #define FMHA_SM90_PV_AFTER_QK 1
@@ -184,7 +185,8 @@
 #endif
 #ifndef FMHA_SM90_D512_K_STAGES  // D = 512: K ring depth. H200, MQA Hq=128 (us), 3 K / 2 V stages against 2 / 3 (with
 // FMHA_SM90_D512_V_STAGES=2): sustained 197.7 vs 204.3 (run eq), 193.5 vs 205.6 (run er), 201.4 vs 201.5 over 16
-// rounds (run es, +-16-19%); per replay 184.8 vs 183.5 (eq), 189.5 vs 188.9 (er); Hq=64 150.3 vs 149.3 (es)
+// rounds (run es, +-16-19%); per replay 184.8 vs 183.5 (eq), 189.5 vs 188.9 (er); Hq=64 150.3 vs 149.3, T=2 Hq=128
+// 183.4 vs 188.2 (es)
 #define FMHA_SM90_D512_K_STAGES 2
 #endif
 
