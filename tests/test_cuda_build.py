@@ -1,6 +1,7 @@
 """Compile the CUDA sources for sm_90a (no GPU needed) and inspect the result.
 
-* every kernel compiles with 0 bytes of spill stores/loads and no stack frame (ptxas -v);
+* every kernel compiles with 0 bytes of spill stores/loads and no stack frame (ptxas -v), and without ptxas
+  serialising its wgmma instructions;
 * every attention-kernel instantiation (wide and deep for D = 64, 128, 256, one for D = 512, stream for
   D = 128; x 2 dtypes) uses WGMMA (HGMMA in SASS) and TMA loads (UTMALDG).
 Skipped only when nvcc is absent.
@@ -77,8 +78,12 @@ def test_no_spills(build):
     # was taken (once a 24-byte frame in every decode kernel's epilogue, perf/RESULTS.md).
     stacked = {k: v for k, v in props.items() if v[0]}
     assert not stacked, f"kernels use a stack frame (stack, stores, loads, regs): {stacked}"
-    assert "C7512" not in log, "ptxas serialises wgmma (insufficient registers):\n" + "\n".join(
-        l for l in log.splitlines() if "C7512" in l)
+    # ptxas serialises every wgmma of a kernel (C7510-C7515: insufficient registers, or a non-wgmma instruction
+    # touching an accumulator of a wgmma in flight, e.g. one kept in flight across a loop's back edge; all were
+    # met while writing the D = 512 loop, perf/RESULTS.md): correct results, a large silent slowdown.
+    serialised = [l for l in log.splitlines()
+                  if re.search(r"C751\d", l) or "wgmma.mma_async instructions are serialized" in l]
+    assert not serialised, "ptxas serialises wgmma:\n" + "\n".join(serialised)
 
 
 def test_sass_uses_wgmma_and_tma(build):
