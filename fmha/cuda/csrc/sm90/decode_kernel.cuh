@@ -163,6 +163,10 @@
 // stages 201.2 vs 202.6, run ar): D = 128 only
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
+#ifndef FMHA_SM90_D512_EARLY_OPERAND_WAIT  // 1: FMHA_SM90_EARLY_OPERAND_WAIT at D = 512 too (its three-stage V ring
+// holds V(it) while V(it+1) is waited for)
+#define FMHA_SM90_D512_EARLY_OPERAND_WAIT 0
+#endif
 #ifndef FMHA_SM90_PRODUCER_REGS  // D = 512: registers the producer warpgroup keeps (setmaxnreg); the consumers get the
 // rest (40: 232; 24: 240). 24 vs 40 alone: no difference (runs am, ax); Q_REGS=192 was measured with 24 (run ax)
 #define FMHA_SM90_PRODUCER_REGS 24
@@ -309,7 +313,7 @@ struct DecodeTraits {
   // It waits for K(it+2) and V(it+1) before V(it) is released: needs K released on its own (split
   // release) and at least two stages in each ring, or a ring would wait on itself.
   static constexpr bool kEarlyOperandWait =
-      FMHA_SM90_EARLY_OPERAND_WAIT && D == 128 &&
+      FMHA_SM90_EARLY_OPERAND_WAIT && (D == 128 || (D == 512 && FMHA_SM90_D512_EARLY_OPERAND_WAIT)) &&
       FMHA_SM90_SPLIT_RELEASE && kStages >= 2 && kStagesV >= 2;
   // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
   __host__ __device__ static constexpr int q_smem_box(int bx) {
