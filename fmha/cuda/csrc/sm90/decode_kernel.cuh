@@ -164,7 +164,9 @@
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
 #ifndef FMHA_SM90_D512_EARLY_OPERAND_WAIT  // 1: FMHA_SM90_EARLY_OPERAND_WAIT at D = 512 too (its three-stage V ring
-// holds V(it) while V(it+1) is waited for)
+// holds V(it) while V(it+1) is waited for). H200 run fa, 8 rounds (us): sustained MQA Hq=128 197.8 vs 202.1 (faster
+// in 7 of 8 rounds), T=2 Hq=128 181.1 vs 188.1 (7 of 8), Hq=16 level; per replay 189.1 vs 186.0 (4 of 8). Correct
+// (651 passed, racecheck 0 with it on). Off until a longer comparison and a suite run confirm the sustained gain
 #define FMHA_SM90_D512_EARLY_OPERAND_WAIT 0
 #endif
 #ifndef FMHA_SM90_PRODUCER_REGS  // D = 512: registers the producer warpgroup keeps (setmaxnreg); the consumers get the
