@@ -34,11 +34,16 @@ TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")  # the timel
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full",
           # consumer_loop_overlapped's phases, per loop iteration (ProbeEvent)
           "loop_issued", "qk_landed", "qk_landed_wg1", "exchanged", "softmax_done", "pv_landed", "operands_ready")
-# The 64-row loop's phases in the order they happen within an iteration, then the next iteration's issue.
-LOOP_PHASES = (("issue -> Q K^T(it+1) landed", "loop_issued", "qk_landed"),
-               ("Q K^T landed -> scores exchanged", "qk_landed", "exchanged"),
-               ("exchanged -> softmax done", "exchanged", "softmax_done"),
-               ("softmax done -> P V(it) landed", "softmax_done", "pv_landed"))
+# The 64-row loop's phases in the order they happen: (label, from event, to event, iterations later the to
+# event is stamped), then the whole iteration.
+LOOP_PHASES = (("operands ready -> wgmmas issued", "operands_ready", "loop_issued", 0),
+               ("issue -> Q K^T(it+1) landed", "loop_issued", "qk_landed", 0),
+               ("Q K^T landed -> scores exchanged", "qk_landed", "exchanged", 0),
+               ("exchanged -> softmax done", "exchanged", "softmax_done", 0),
+               ("softmax done -> P V(it) landed", "softmax_done", "pv_landed", 0),
+               ("P V landed -> next operands ready", "pv_landed", "operands_ready", 1),
+               ("issue -> next issue", "loop_issued", "loop_issued", 1),
+               ("Q K^T landed: warpgroup 1 - 0", "qk_landed", "qk_landed_wg1", 0))
 
 
 def probe_backend(flags=()):
@@ -78,8 +83,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test (--flags=-D...: a value that "
-                    "starts with '-' needs the '='); plan tokens "
+    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test "
+                    "(--flags=-D...: a value that starts with '-' needs the '='); plan tokens "
                     "(@stream, @deep, @wide, @splits=N) force the launch plan")
     ap.add_argument("--repeat", type=int, default=1,
                     help="calls back to back (no host sync between) before reading: the stamps are the last call's")
@@ -143,20 +148,15 @@ def main():
 
 def print_loop_phases(probed, ev):
     """consumer_loop_overlapped's phases (consumer thread 0; the 64-row loop only), iterations 3 onwards."""
-    rows = [(c, t) for c in probed for t in range(3, len(c) - 1) if c[t][ev["loop_issued"]] and c[t + 1][ev["loop_issued"]]]
+    rows = [(c, t) for c in probed for t in range(3, len(c) - 1)
+            if c[t][ev["loop_issued"]] and c[t + 1][ev["loop_issued"]]]
     if not rows:
         return
     print("-- 64-row loop phases, iterations 3+ (consumer thread 0, SM cycles)")
-    for label, a, b in LOOP_PHASES:
-        print(f"  {label:36s} {summary([c[t][ev[b]] - c[t][ev[a]] for c, t in rows if c[t][ev[a]] and c[t][ev[b]]])}")
-    print(f"  {'P V landed -> next operands ready':36s} "
-          f"{summary([c[t + 1][ev['operands_ready']] - c[t][ev['pv_landed']] for c, t in rows if c[t][ev['pv_landed']]])}")
-    print(f"  {'operands ready -> wgmmas issued':36s} "
-          f"{summary([c[t][ev['loop_issued']] - c[t][ev['operands_ready']] for c, t in rows if c[t][ev['operands_ready']]])}")
-    print(f"  {'issue -> next issue':36s} {summary([c[t + 1][ev['loop_issued']] - c[t][ev['loop_issued']] for c, t in rows])}")
-    wg1 = [c[t][ev["qk_landed_wg1"]] - c[t][ev["qk_landed"]] for c, t in rows if c[t][ev["qk_landed_wg1"]]]
-    if wg1:
-        print(f"  {'Q K^T landed: warpgroup 1 - 0':36s} {summary(wg1)}")
+    for label, a, b, later in LOOP_PHASES:
+        spans = [c[t + later][ev[b]] - c[t][ev[a]] for c, t in rows if c[t][ev[a]] and c[t + later][ev[b]]]
+        if spans:  # (no second warpgroup: no warpgroup-1 stamps)
+            print(f"  {label:36s} {summary(spans)}")
 
 
 def print_timeline(rows):

@@ -79,8 +79,8 @@ def test_no_spills(build):
     stacked = {k: v for k, v in props.items() if v[0]}
     assert not stacked, f"kernels use a stack frame (stack, stores, loads, regs): {stacked}"
     # ptxas serialises every wgmma of a kernel (C7510-C7515: insufficient registers, or a non-wgmma instruction
-    # touching an accumulator of a wgmma in flight, e.g. one kept in flight across a loop's back edge; all were
-    # met while writing the D = 512 loop, perf/RESULTS.md): correct results, a large silent slowdown.
+    # touching an accumulator of a wgmma in flight, e.g. one kept in flight across a loop's back edge; C7512,
+    # C7514 and C7515 were met while writing the D = 512 loop, perf/RESULTS.md): correct results, a silent slowdown.
     serialised = [l for l in log.splitlines()
                   if re.search(r"C751\d", l) or "wgmma.mma_async instructions are serialized" in l]
     assert not serialised, "ptxas serialises wgmma:\n" + "\n".join(serialised)

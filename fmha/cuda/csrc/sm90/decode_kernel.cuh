@@ -160,7 +160,7 @@
 #ifndef FMHA_SM90_EARLY_OPERAND_WAIT  // overlapped loop at D = 128: wait for the next tile's K and V before P V(it)'s
 // wgmma wait (see consumer_loop_overlapped). H200 run an (us): B128 S8192 932.1 -> 927.2, T=4 124.1 -> 123.3, B1 S8192
 // and T=16 within 0.3%; D = 512 195.5 -> 211.7 (V(it) released later on its two-stage ring; with three V
-// stages 201.2 vs 202.6, run ar): D = 128 only
+// stages 201.2 vs 202.6, run ar): D = 128 (D = 512: FMHA_SM90_D512_EARLY_OPERAND_WAIT)
 #define FMHA_SM90_EARLY_OPERAND_WAIT 1
 #endif
 #ifndef FMHA_SM90_D512_EARLY_OPERAND_WAIT  // 1: FMHA_SM90_EARLY_OPERAND_WAIT at D = 512 too (its three-stage V ring
