@@ -129,6 +129,12 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
 }
+// bar.arrive (9.7.13.1): counts this warp's threads on the barrier without waiting; the threads that
+// bar.sync on it wait for the whole count. Shared-memory writes before the arrive are visible to them
+// after their bar.sync (the arrive has release semantics, the sync acquire).
+__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t num_threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
+}
 
 // ---------------------------------------------------------------------------
 // Thread-block clusters (sm_90+): the CTA's rank, the cluster barrier, and stores into another
@@ -634,6 +640,28 @@ __device__ __forceinline__ void wgmma_rs_m64n256k16(float (&d)[128], const uint3
                  : "memory");
 #else
   (void)d; (void)a; (void)desc_b; (void)scale_d;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// m64n256k16, A from a K-major descriptor (imm-trans-a = 0), B from an MN-major one (imm-trans-b = 1):
+// O += P V with P in shared memory (the D = 512 seesaw loop, where one warpgroup computes P for both).
+template <bool kBf16>
+__device__ __forceinline__ void wgmma_ss_m64n256k16_mn_b(float (&d)[128], uint64_t desc_a, uint64_t desc_b,
+                                                         int scale_d) {
+#if FMHA_SM90_ENABLED
+  if constexpr (kBf16)
+    asm volatile(FMHA_WGMMA_ASM("m64n256k16", "bf16", FMHA_ACC_REGS_128, "%128, %129, p, 1, 1, 0, 1", "%130")
+                 : FMHA_ACC_OPERANDS_128(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+  else
+    asm volatile(FMHA_WGMMA_ASM("m64n256k16", "f16", FMHA_ACC_REGS_128, "%128, %129, p, 1, 1, 0, 1", "%130")
+                 : FMHA_ACC_OPERANDS_128(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+#else
+  (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
   FMHA_TRAP_UNSUPPORTED();
 #endif
 }

@@ -62,6 +62,7 @@
 
 #include <cstddef>  // offsetof
 #include <cstdint>
+#include <type_traits>  // std::integral_constant (the seesaw trip shapes)
 
 #include "../common/combine.cuh"  // SplitMerge (the in-cluster merge)
 #include "../common/params.h"
@@ -142,7 +143,10 @@
 // 957.5 -> 969.4 us, B32 S4096 126.4 -> 125.8 with the narrow loop; off
 #define FMHA_SM90_NARROW_D128_WIDE 0
 #endif
-#ifndef FMHA_SM90_D512_SPLIT_QK  // 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores).
+#ifndef FMHA_SM90_D512_SEESAW  // 1: D = 512 runs consumer_loop_seesaw (the warpgroups take turns over the tiles)
+#define FMHA_SM90_D512_SEESAW 1
+#endif
+#ifndef FMHA_SM90_D512_SPLIT_QK  // without the seesaw: 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores).
 // H200, with the overlapped loop and the unit-alpha skip: MQA Hq=128 225.7 -> 218.7 us and 227.7 -> 221.3 (two
 // runs), Hq=16 within 0.5% (it is bandwidth-bound). Before those two changes it measured 2% slower.
 #define FMHA_SM90_D512_SPLIT_QK 1
@@ -256,9 +260,11 @@ struct DecodeTraits {
                                                : D == 256  ? FMHA_SM90_D256_CTAS_PER_SM
                                                            : 1;
   static constexpr int kConsumerWGs = D == 512 ? 2 : 1;
-  // Two consumer warpgroups split the head dim of Q K^T and exchange their partial scores
-  // (otherwise each computes the full S: 1.5x the MMA work of the whole tile).
-  static constexpr bool kSplitQk = kConsumerWGs == 2 && FMHA_SM90_D512_SPLIT_QK;
+  // Two consumer warpgroups take turns over the tiles (consumer_loop_seesaw: each computes S of every
+  // other tile over the whole head dim and shares P), or split the head dim of Q K^T and exchange their
+  // partial scores (otherwise each computes the full S: 1.5x the MMA work of the whole tile).
+  static constexpr bool kSeesaw = kConsumerWGs == 2 && FMHA_SM90_D512_SEESAW;
+  static constexpr bool kSplitQk = kConsumerWGs == 2 && FMHA_SM90_D512_SPLIT_QK && !kSeesaw;
   static constexpr bool kSkipUnitRescale = D >= FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D;  // see rescale_acc
   static constexpr int kOutCols = D / kConsumerWGs;        // output columns per consumer warpgroup (PV wgmma N)
   // consumer_loop_overlapped keeps S of the next tile beside P of this one; at D = 64 (128-token
@@ -298,15 +304,20 @@ struct DecodeTraits {
   static constexpr int kTmaRows =
       kIsDeep && FMHA_SM90_TMA_BOX_ROWS > 0 && FMHA_SM90_TMA_BOX_ROWS < kBlockN ? FMHA_SM90_TMA_BOX_ROWS : kBlockN;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
-  // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread.
-  static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : 1;
-  // Q in registers (kSplitQk only): the last kQRegCols columns of each warpgroup's head-dim half are A
-  // fragments held in registers (kQRegSteps k16 steps, 4 registers each); shared memory keeps the rest,
-  // kQSmemBoxesPerWg boxes a warpgroup (all kBoxes without it).
-  static constexpr int kQRegCols = (kSplitQk && D == 512) ? FMHA_SM90_D512_Q_REGS : 0;
+  // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread. The
+  // seesaw keeps its row states there instead: per parity, 2 float4 per thread (see SeesawSmem).
+  static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : kSeesaw ? 2 * 2 * 128 : 1;
+  // Q in registers (kSplitQk, kSeesaw): the last kQRegCols columns of each warpgroup's head-dim half (the
+  // seesaw: of the whole head dim, the same in both) are A fragments held in registers (kQRegSteps k16
+  // steps, 4 registers each); shared memory keeps the rest, kQSmemBoxesPerWg boxes a warpgroup (all
+  // kBoxes without it), kQSmemBoxes in all.
+  static constexpr int kQRegCols = ((kSplitQk || kSeesaw) && D == 512) ? FMHA_SM90_D512_Q_REGS : 0;
   static constexpr int kQRegSteps = kQRegCols / 16;
-  static constexpr int kQSmemBoxesPerWg = (D / kConsumerWGs - kQRegCols) / kBoxCols;
-  static constexpr int kQSmemBoxes = kQSmemBoxesPerWg * kConsumerWGs;
+  static constexpr int kQSmemBoxesPerWg = ((kSeesaw ? D : D / kConsumerWGs) - kQRegCols) / kBoxCols;
+  static constexpr int kQSmemBoxes = kSeesaw ? kQSmemBoxesPerWg : kQSmemBoxesPerWg * kConsumerWGs;
+  // The seesaw's P tiles: four 64 x kBlockN buffers (tile it in buffer it % 4), two to a 64-column
+  // box, in boxes kQSmemBoxes and kQSmemBoxes + 1 of the Q array (the same swizzled layout as Q).
+  static constexpr int kPBoxes = kSeesaw ? 2 : 0;
   // V ring depth: the K ring's, except at D = 512 with Q in registers, where the shared memory Q gives
   // up holds a third V stage (V is waited for a tile after K, so its ring runs shorter of lead).
   static constexpr int kStagesV =
@@ -319,10 +330,10 @@ struct DecodeTraits {
       FMHA_SM90_SPLIT_RELEASE && kStages >= 2 && kStagesV >= 2;
   // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
   __host__ __device__ static constexpr int q_smem_box(int bx) {
-    return kQRegCols == 0 ? bx : (bx / (kBoxes / kConsumerWGs)) * kQSmemBoxesPerWg + bx % (kBoxes / kConsumerWGs);
+    return kQRegCols == 0 || kSeesaw ? bx : (bx / (kBoxes / kConsumerWGs)) * kQSmemBoxesPerWg + bx % (kBoxes / kConsumerWGs);
   }
   __host__ __device__ static constexpr int q_global_box(int sb) {
-    return kQRegCols == 0 ? sb : (sb / kQSmemBoxesPerWg) * (kBoxes / kConsumerWGs) + sb % kQSmemBoxesPerWg;
+    return kQRegCols == 0 || kSeesaw ? sb : (sb / kQSmemBoxesPerWg) * (kBoxes / kConsumerWGs) + sb % kQSmemBoxesPerWg;
   }
   static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
   static_assert(kStages >= 1, "ring depth: check the FMHA_SM90_*_STAGES / *_TILE_N knobs");
@@ -334,15 +345,17 @@ struct DecodeTraits {
   static_assert(!kSplitQk || (kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
   static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
+  static_assert(!kSeesaw || (kBlockN == 32 && kOutCols == 256), "seesaw: 32-key P buffers, two to a box; N = 256 P V");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
 };
 
 template <class Tr>
 struct SharedStorage {
-  alignas(1024) uint16_t q[Tr::kQSmemBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box)
+  alignas(1024) uint16_t q[Tr::kQSmemBoxes + Tr::kPBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box, kPBoxes)
   alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
   alignas(1024) uint16_t v[Tr::kStagesV][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
-  alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk)
+  alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk),
+                                                        // or the seesaw's row states [parity][2][128]
   alignas(8) uint64_t full_k[Tr::kStages];  // TMA bytes of the K tile landed
   alignas(8) uint64_t full_v[Tr::kStagesV];  // TMA bytes of the V tile landed
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
@@ -398,6 +411,8 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
+constexpr uint32_t kBarSeesawP0 = 6;   // seesaw: P and the row state of an even tile published (by warpgroup 0);
+                                       // kBarSeesawP0 + 1: of an odd tile (by warpgroup 1)
 
 // Timing probe (FMHA_SM90_PROBE_TIMESTAMPS): for the first kProbeTiles ring positions of the first
 // kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
@@ -569,11 +584,11 @@ __device__ __forceinline__ void zero_v_tail(SharedStorage<Tr>& ss, int stage, in
   }
 }
 
-// Gather the 64 packed Q rows of this block into the swizzled K-major tile.
-// All consumer threads take part; pad rows are zero-filled.
+// Gather the 64 packed Q rows of this block into the swizzled K-major tile (the boxes kept in shared
+// memory). All consumer threads take part; pad rows are zero-filled.
 template <class Tr>
-__device__ __forceinline__ void load_q_tile(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
-                                            int row0, int ctid) {
+__device__ __forceinline__ void load_q_tile_rows(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
+                                                 int row0, int ctid) {
   constexpr int kChunksPerRow = Tr::kQSmemBoxes * 8;  // 16 B chunks kept in shared memory
   constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
   static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
@@ -612,6 +627,40 @@ __device__ __forceinline__ void load_q_tile(SharedStorage<Tr>& ss, const DecodeP
   }
 }
 
+// load_q_tile where a pass of the consumer threads does not cover whole rows (the seesaw's 5 boxes: 40
+// chunks a row): a division per chunk, once per CTA; all loads before the first store.
+template <class Tr>
+__device__ __forceinline__ void load_q_tile_chunks(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
+                                                   int row0, int ctid) {
+  constexpr int kChunksPerRow = Tr::kQSmemBoxes * 8;
+  constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
+  static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
+  constexpr int kPerThread = kTotal / Tr::kConsumerThreads;
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_b + kvh * p.G * p.q_h;
+  uint4 val[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = ctid + i * Tr::kConsumerThreads, r = e / kChunksPerRow, c = e % kChunksPerRow;
+    const int row = row0 + r, col = Tr::q_global_box(c / 8) * Tr::kBoxCols + (c % 8) * 8;
+    val[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (row < p.rows) val[i] = __ldg(reinterpret_cast<const uint4*>(q + (row / p.G) * p.q_t + (row % p.G) * p.q_h + col));
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = ctid + i * Tr::kConsumerThreads, r = e / kChunksPerRow, c = e % kChunksPerRow;
+    *reinterpret_cast<uint4*>(&ss.q[c / 8][r * Tr::kBoxCols + ((c % 8) ^ (r % 8)) * 8]) = val[i];  // 128B swizzle
+  }
+}
+
+template <class Tr>
+__device__ __forceinline__ void load_q_tile(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh, int row0,
+                                            int ctid) {
+  if constexpr (Tr::kConsumerThreads % (Tr::kQSmemBoxes * 8) == 0)
+    load_q_tile_rows<Tr>(ss, p, b, kvh, row0, ctid);
+  else
+    load_q_tile_chunks<Tr>(ss, p, b, kvh, row0, ctid);
+}
+
 // Q columns held in registers (Tr::kQRegCols): warpgroup wg's A fragments of Q K^T for its last
 // kQRegSteps k16 steps. Fragment layout (wgmma A from registers, as mma.m16n8k16's A): register j of
 // step kk holds two 16-bit values of row 16 w + g + 8 (j & 1), columns 16 kk + 8 (j >> 1) + 2 q, +1.
@@ -625,7 +674,8 @@ __device__ __forceinline__ void load_q_regs(QRegs<Tr>& qr, const DecodeParams& p
                                             int tid_wg) {
   if constexpr (Tr::kQRegSteps > 0) {
     const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
-    const int col_base = (wg + 1) * (Tr::kHeadDim / Tr::kConsumerWGs) - Tr::kQRegCols + 2 * ql;
+    const int col_base =
+        (Tr::kSeesaw ? Tr::kHeadDim : (wg + 1) * (Tr::kHeadDim / Tr::kConsumerWGs)) - Tr::kQRegCols + 2 * ql;
     const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -676,8 +726,8 @@ __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const Share
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups, packed: 1024 B
   constexpr uint32_t kLboUnused = 16;           // K-major swizzled: LBO not used (encoded as 1)
   constexpr int kSteps = kCols / 16;
-  constexpr int kSmemSteps = kSteps - (kCols == Tr::kHeadDim ? 0 : Tr::kQRegSteps);
-  static_assert(kCols != Tr::kHeadDim || Tr::kQRegSteps == 0, "Q in registers: split Q K^T only");
+  constexpr int kSmemSteps = kSteps - (kCols == Tr::kHeadDim && !Tr::kSeesaw ? 0 : Tr::kQRegSteps);
+  static_assert(kCols != Tr::kHeadDim || Tr::kQRegSteps == 0 || Tr::kSeesaw, "Q in registers: split Q K^T or seesaw");
   const int box0 = col0 / Tr::kBoxCols;
   const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[Tr::q_smem_box(box0)][0]), kLboUnused, kSbo);
   const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[stage][box0][0]), kLboUnused, kSbo);
@@ -1236,6 +1286,175 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 }
 
 // ----------------------------------------------------------------------------
+// D = 512: the two consumer warpgroups take turns (FMHA_SM90_D512_SEESAW)
+// ----------------------------------------------------------------------------
+// Warpgroup w owns the tiles it = w, w + 2, ... (ring positions): it computes their S = Q K^T over the
+// whole head dim (the tile's K stage is read by it alone: empty_k counts its 4 warps) and their online
+// softmax, and publishes P(it) and the row state after the tile (m_i, l_i, alpha) in shared memory
+// (SeesawSmem). Both warpgroups accumulate O += P V of every tile, in tile order, over their own 256
+// output columns. The softmax of tile it needs the state after it - 1, so the softmax chain alternates
+// between the warpgroups, and each warpgroup's Q K^T of its next tile runs on the tensor core while
+// the other one is in its softmax: no score exchange, and no warpgroup waits for its own Q K^T.
+//   trip(o), o = w, w + 2, ... (on entry nothing is in flight and S(o) has landed):
+//     other step o - 1   wait for the other's P(o-1) (kBarSeesawP0 + parity), take its row state,
+//                        O *= alpha(o-1), issue P V(o-1)
+//     own step o         softmax(o) while P V(o-1) runs; publish P(o) and the state (bar.arrive);
+//                        wait for P V(o-1); O *= alpha(o); issue P V(o) and Q K^T(o+2); wait for both
+// No wgmma group is in flight across the loop's back edge (ptxas would serialise them, perf/RESULTS.md).
+// Buffer reuse: P(it) lives in buffer it % 4. It overwrites P(it-4), whose last reader, the other
+// warpgroup's P V(it-4), completed in that warpgroup's trip before it published P(it-1), which the
+// writer waited for (three buffers would do; four make two per box). The row state of tile it is in slot
+// it % 2: it overwrites that of it-2, which the other warpgroup took before publishing it-1.
+template <class Tr>
+struct SeesawSmem {
+  static_assert(Tr::kSeesaw, "seesaw only");
+  // P(it): box kQSmemBoxes + (it / 2) % 2 of the Q array, columns 32 (it % 2) .. + 31 (bytes 64 (it % 2)
+  // of each 128 B row), as the A operand of the P V wgmma (K-major, 128B-swizzled like Q).
+  __device__ static uint16_t* p_box(SharedStorage<Tr>& ss, int it) { return ss.q[Tr::kQSmemBoxes + ((it >> 1) & 1)]; }
+  __device__ static uint32_t p_in_row(int it) { return static_cast<uint32_t>(it & 1) * 64u; }
+  // Row state after tile it, thread tid_wg's: (m_i[0], m_i[1], l_i[0], l_i[1]) and (alpha[0], alpha[1], -, -).
+  __device__ static float4* state(SharedStorage<Tr>& ss, int it) { return ss.s_exchange + (it & 1) * 256; }
+};
+
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
+                                                     int b, int kvh, int row0, int split, int ctid) {
+  using Sm = SeesawSmem<Tr>;
+  const int wg = warpgroup_index<Tr>(ctid);
+  const int tid_wg = ctid % 128;
+  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+
+  int limit_abs[2];
+  consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
+  QRegs<Tr> qr;
+  load_q_regs<Tr>(qr, p, b, kvh, row0, wg, tid_wg);
+
+  RowState st;  // the state after the latest tile this warpgroup computed or took
+  st.init();
+  float acc[Tr::kOutCols / 2];
+#pragma unroll
+  for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
+  float s[Tr::kBlockN / 2];
+  const int n = tr.end - tr.begin;
+  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;  // keys below are visible to every row
+
+  auto wait_k = [&](int it) {
+    wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
+                    ctid);
+  };
+  auto issue_qk = [&](int it) {  // S = Q K^T of ring position it (K landed), one group
+    qk_gemm<Tr, kBf16>(s, ss, it % Tr::kStages, 0, &qr);
+    ptx::wgmma_commit_group();
+  };
+  auto issue_pv = [&](int it) {  // O[:, own columns] += P(it) V(it), one group
+    constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
+    const ptx::SmemDescSw128 dp(ptx::smem_addr(Sm::p_box(ss, it)), 16, kSbo);
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[it % Tr::kStagesV][wg * (Tr::kOutCols / Tr::kBoxCols)][0]),
+                                Tr::kKvBoxBytes, kSbo);
+#pragma unroll
+    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
+      ptx::wgmma_ss_m64n256k16_mn_b<kBf16>(acc, dp.at(Sm::p_in_row(it) + kk * 32), dv.at(kk * 16 * Tr::kRowBytes), 1);
+    ptx::wgmma_commit_group();
+  };
+  // Own tile it, S landed: free its K stage, masked online softmax (s becomes P), publish P and the state.
+  auto softmax_publish = [&](int it, float (&alpha)[2]) {
+    fence_regs(s);
+    release_stage(&ss.empty_k[it % Tr::kStages], lane);
+    fence_regs(s);  // keep the arrive ahead of the softmax
+    const int key0 = (tr.begin + it) * Tr::kBlockN;
+    const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
+    if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
+      online_softmax_tile<Tr::kBlockN, false>(s, st, key_limit, p.qk_scale, ql, alpha);
+    else
+      online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
+    // Element i = 4 c + 2 h + e: row 16 w + g + 8 h, column 8 c + 2 ql + e, i.e. 16 B chunk
+    // 4 (it % 2) + c of the row, swizzled by the row's (16 w + g + 8 h) % 8 = g; conflict-free per store.
+    uint8_t* box = reinterpret_cast<uint8_t*>(Sm::p_box(ss, it));
+    const int chunk0 = 4 * (it & 1);
+#pragma unroll
+    for (int c = 0; c < Tr::kBlockN / 8; ++c)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(box + (16 * w + g + 8 * h) * Tr::kRowBytes + ((chunk0 + c) ^ g) * 16 + 4 * ql) =
+            pack2<kBf16>(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]);
+    float4* state = Sm::state(ss, it);
+    state[tid_wg] = make_float4(st.m_i[0], st.m_i[1], st.l_i[0], st.l_i[1]);
+    state[128 + tid_wg] = make_float4(alpha[0], alpha[1], 0.f, 0.f);
+    ptx::fence_proxy_async_shared();  // P: generic stores -> the other warpgroup's (and our) wgmma reads
+    ptx::named_barrier_arrive(kBarSeesawP0 + (it & 1), Tr::kConsumerThreads);
+  };
+  // The other's tile it: wait until it published P(it), take the row state, O *= alpha, issue P V(it).
+  auto take_issue_pv = [&](int it) {
+    ptx::named_barrier_sync(kBarSeesawP0 + (it & 1), Tr::kConsumerThreads);
+    const float4* state = Sm::state(ss, it);
+    const float4 ml = state[tid_wg], a = state[128 + tid_wg];
+    st.m_i[0] = ml.x;
+    st.m_i[1] = ml.y;
+    st.l_i[0] = ml.z;
+    st.l_i[1] = ml.w;
+    const float alpha[2] = {a.x, a.y};
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
+    wait_v_tile<Tr>(ss, tr, it, ctid);
+    fence_regs(acc);
+    ptx::wgmma_fence();
+    issue_pv(it);
+  };
+  auto drain_pv = [&](int it) {  // every group landed; P V(it) was the last reader of V(it) here
+    ptx::wgmma_wait_group<0>();
+    fence_regs(acc);
+    fence_regs(s);
+    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+  };
+  // Compile-time shape of a trip: kOther: has the other step (all but warpgroup 0's first); kNextQk: Q K^T(o+2)
+  // is issued (o + 2 < n). Each wgmma issue is unconditional between its fence and its wait.
+  auto trip = [&](int o, auto other, auto next_qk) {
+    constexpr bool kOther = decltype(other)::value, kNextQk = decltype(next_qk)::value;
+    if constexpr (kOther) take_issue_pv(o - 1);
+    float alpha[2];
+    softmax_publish(o, alpha);
+    if constexpr (kOther) drain_pv(o - 1);
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
+    wait_v_tile<Tr>(ss, tr, o, ctid);
+    if constexpr (kNextQk) wait_k(o + 2);
+    fence_regs(acc);
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_pv(o);
+    if constexpr (kNextQk) issue_qk(o + 2);
+    drain_pv(o);
+  };
+  using True = std::integral_constant<bool, true>;
+  using False = std::integral_constant<bool, false>;
+
+  int o = wg;
+  if (o < n) {  // S of this warpgroup's first tile
+    wait_k(o);
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_qk(o);
+    ptx::wgmma_wait_group<0>();
+    fence_regs(s);
+  }
+  if (wg == 0 && n > 0) {  // tile 0: no earlier tile to take
+    if (o + 2 < n)
+      trip(o, False{}, True{});
+    else
+      trip(o, False{}, False{});
+    o += 2;
+  }
+  for (; o + 2 < n; o += 2) trip(o, True{}, True{});
+  if (o < n) trip(o, True{}, False{});
+  if (n > 0 && ((n - 1) & 1) != wg) {  // the last tile is the other's
+    take_issue_pv(n - 1);
+    drain_pv(n - 1);
+  }
+
+  float inv_l[2], lse[2];
+  finalize_rows(st, inv_l, lse);
+  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+}
+
+// ----------------------------------------------------------------------------
 // Narrow problems (at most 16 packed query rows: T = 1 with G <= 16, or T x G <= 16)
 // ----------------------------------------------------------------------------
 // The loops above put the packed rows in wgmma's M = 64, so at T = 1 with 4 query heads per KV
@@ -1563,7 +1782,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
-      ptx::mbarrier_init(&ss.empty_k[s], Tr::kConsumerThreads / 32);  // one arrival per consumer warp
+      // One arrival per consumer warp that reads the stage's K tile (the seesaw: one warpgroup's).
+      ptx::mbarrier_init(&ss.empty_k[s], (Tr::kSeesaw ? 128 : Tr::kConsumerThreads) / 32);
     }
 #pragma unroll
     for (int s = 0; s < Tr::kStagesV; ++s) {
@@ -1626,6 +1846,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
   if (narrow) {
     if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+  } else if constexpr (Tr::kSeesaw) {
+    consumer_loop_seesaw<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else if constexpr (Tr::kOverlap) {
     consumer_loop_overlapped<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else {
