@@ -392,3 +392,10 @@ def test_cuda_graph_capture():
     torch.cuda.synchronize()
     ref, _ = fmha.attention(q, k, v, sl, causal=True, return_lse=True, backend="reference")
     assert (out.float() - ref.float()).abs().max().item() <= tolerance(q.dtype, v.abs().max().item())
+
+
+def test_selftest_cli():
+    """`python -m fmha.cuda.selftest` (the first-light check) runs and passes every case."""
+    from fmha.cuda import selftest
+
+    assert selftest.main([]) == 0

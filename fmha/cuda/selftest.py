@@ -66,7 +66,7 @@ def run_case(backend, case) -> bool:
     out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
     lse = torch.full((B, Hq, T), float("nan"), dtype=torch.float32, device="cuda")
     p = validate(q, k, v, sl, None, causal, out)
-    splits = backend._plan(p, torch.cuda.current_device())[0] if backend._tile_n else "?"
+    splits = backend.launch_plan(p, torch.cuda.current_device())[1] if backend._tile_n else "?"
     why = backend.unsupported_reason(p)
     if why:
         print(f"  {name:36s} UNSUPPORTED: {why}")

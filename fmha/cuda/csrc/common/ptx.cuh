@@ -129,12 +129,6 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 __device__ __forceinline__ void named_barrier_sync(uint32_t id, uint32_t num_threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
 }
-// bar.arrive (9.7.13.1): counts this warp's threads on the barrier without waiting; the threads that
-// bar.sync on it wait for the whole count. Shared-memory writes before the arrive are visible to them
-// after their bar.sync (the arrive has release semantics, the sync acquire).
-__device__ __forceinline__ void named_barrier_arrive(uint32_t id, uint32_t num_threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(num_threads) : "memory");
-}
 
 // ---------------------------------------------------------------------------
 // Thread-block clusters (sm_90+): the CTA's rank, the cluster barrier, and stores into another

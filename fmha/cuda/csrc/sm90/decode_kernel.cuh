@@ -368,6 +368,10 @@ struct SharedStorage {
   alignas(16) float4 pair_recv[Tr::kPairMerge ? Tr::kOutCols / 8 * kPairSlots : 1];
   float pair_recv_lse[Tr::kPairMerge ? 2 * kPairSlots : 1];
   alignas(8) uint64_t pair_full;
+  // The seesaw: P(it) and the row state after tile it published, slot it % 2 (the owning warpgroup's), phase
+  // (it / 2) % 2; every thread of the publishing warpgroup arrives (release), the other waits (acquire).
+  static constexpr uint32_t kPublishArrivals = 128;
+  alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
   // kMergeDealtRows: the K and V rings (idle by then) receive the rows this CTA merges, from every
   // split of its cluster: o [num_splits][rows_per_rank][kMergeStride] fp32, then the LSEs
   // [num_splits][rows_per_rank] (see ClusterMerge). Rows padded by 4 floats at D <= 256 so that the
@@ -411,8 +415,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence clear
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarSeesawP0 = 6;   // seesaw: P and the row state of an even tile published (by warpgroup 0);
-                                       // kBarSeesawP0 + 1: of an odd tile (by warpgroup 1)
 
 // Timing probe (FMHA_SM90_PROBE_TIMESTAMPS): for the first kProbeTiles ring positions of the first
 // kProbeCtas CTAs (linear block index), the SM clock (clock64: one SM's counter, so only stamps of one
@@ -1296,10 +1298,15 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 // between the warpgroups, and each warpgroup's Q K^T of its next tile runs on the tensor core while
 // the other one is in its softmax: no score exchange, and no warpgroup waits for its own Q K^T.
 //   trip(o), o = w, w + 2, ... (on entry nothing is in flight and S(o) has landed):
-//     other step o - 1   wait for the other's P(o-1) (kBarSeesawP0 + parity), take its row state,
+//     other step o - 1   wait for the other's P(o-1) (p_full), take its row state,
 //                        O *= alpha(o-1), issue P V(o-1)
 //     own step o         softmax(o) while P V(o-1) runs; publish P(o) and the state (bar.arrive);
 //                        wait for P V(o-1); O *= alpha(o); issue P V(o) and Q K^T(o+2); wait for both
+// The hand-off is an mbarrier, not a named barrier's arrive / sync pair: compute-sanitizer's racecheck
+// reported the row state's stores and loads as races with bar.arrive (run fb), and mbarrier arrive
+// (release) / wait (acquire) orders them in the PTX memory model for the tool and the hardware alike.
+// A publish never runs a phase ahead of the wait: publishing it + 2 needs the other's P(it + 1), which
+// it publishes after taking P(it).
 // No wgmma group is in flight across the loop's back edge (ptxas would serialise them, perf/RESULTS.md).
 // Buffer reuse: P(it) lives in buffer it % 4. It overwrites P(it-4), whose last reader, the other
 // warpgroup's P V(it-4), completed in that warpgroup's trip before it published P(it-1), which the
@@ -1381,11 +1388,11 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
     state[tid_wg] = make_float4(st.m_i[0], st.m_i[1], st.l_i[0], st.l_i[1]);
     state[128 + tid_wg] = make_float4(alpha[0], alpha[1], 0.f, 0.f);
     ptx::fence_proxy_async_shared();  // P: generic stores -> the other warpgroup's (and our) wgmma reads
-    ptx::named_barrier_arrive(kBarSeesawP0 + (it & 1), Tr::kConsumerThreads);
+    ptx::mbarrier_arrive(&ss.p_full[it & 1]);
   };
   // The other's tile it: wait until it published P(it), take the row state, O *= alpha, issue P V(it).
   auto take_issue_pv = [&](int it) {
-    ptx::named_barrier_sync(kBarSeesawP0 + (it & 1), Tr::kConsumerThreads);
+    ptx::mbarrier_wait_parity(&ss.p_full[it & 1], static_cast<uint32_t>(it >> 1) & 1u);
     const float4* state = Sm::state(ss, it);
     const float4 ml = state[tid_wg], a = state[128 + tid_wg];
     st.m_i[0] = ml.x;
@@ -1791,6 +1798,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kVariant>::kThreads, DecodeTra
       ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
     }
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
+    if constexpr (Tr::kSeesaw)
+      for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
     ptx::fence_mbarrier_init();  // (release at cluster scope: the partner arrives on pair_full)
     // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
     ptx::prefetch_tensormap(&tmap_k);
