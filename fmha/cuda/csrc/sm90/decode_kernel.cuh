@@ -411,7 +411,7 @@ constexpr bool fits_ctas_per_sm() {
 
 // Named hardware barriers (0 is __syncthreads).
 constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
-constexpr uint32_t kBarVTail = 2;   // consumers: V rows past the sequence cleared and fenced
+constexpr uint32_t kBarVTail = 2;   // consumers (the seesaw: the tile owner's warpgroup): V rows past the sequence cleared and fenced
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
@@ -575,12 +575,13 @@ __device__ __forceinline__ void producer_loop(SharedStorage<Tr>& ss, const CUten
 // P is exactly 0 there, but 0 * NaN = NaN in the MMA, so garbage in unused
 // cache slots would otherwise reach the output. A whole 128 B row is cleared,
 // so the 128B swizzle (a permutation within the row) does not matter.
-template <class Tr>
+// kThreads threads take part, thread index ctid.
+template <class Tr, int kThreads = Tr::kConsumerThreads>
 __device__ __forceinline__ void zero_v_tail(SharedStorage<Tr>& ss, int stage, int valid, int ctid) {
   constexpr int kChunksPerRow = Tr::kRowBytes / 16;  // 16 B chunks
   const int per_box = (Tr::kBlockN - valid) * kChunksPerRow;  // chunks to clear in each box
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  for (int e = ctid; e < Tr::kBoxes * per_box; e += Tr::kConsumerThreads) {
+  for (int e = ctid; e < Tr::kBoxes * per_box; e += kThreads) {
     const int box = e / per_box;
     reinterpret_cast<uint4*>(ss.v[stage][box])[valid * kChunksPerRow + e % per_box] = zero;
   }
@@ -1363,6 +1364,21 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
       ptx::wgmma_ss_m64n256k16_mn_b<kBf16>(acc, dp.at(Sm::p_in_row(it) + kk * 32), dv.at(kk * 16 * Tr::kRowBytes), 1);
     ptx::wgmma_commit_group();
   };
+  // V(it) landed. The owner of tile it also clears V's rows past the sequence (see zero_v_tail) for both
+  // warpgroups, before it publishes P(it): the other one's P V(it) follows its p_full wait. (A barrier of
+  // both warpgroups there would be reached from two different instructions, which bar.sync forbids.)
+  auto wait_v = [&](int it, bool owner) {
+    const int stage = it % Tr::kStagesV;
+    wait_full_stage(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStagesV) & 1u, it, kProbeVFullWait, ctid);
+    if constexpr (FMHA_SM90_ZERO_V_TAIL) {
+      const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
+      if (owner && valid < Tr::kBlockN) {
+        zero_v_tail<Tr, 128>(ss, stage, valid, tid_wg);
+        ptx::fence_proxy_async_shared();  // generic stores -> both warpgroups' wgmma reads
+        ptx::named_barrier_sync(kBarVTail, 128);  // the owner's warps only
+      }
+    }
+  };
   // Own tile it, S landed: free its K stage, masked online softmax (s becomes P), publish P and the state.
   auto softmax_publish = [&](int it, float (&alpha)[2]) {
     fence_regs(s);
@@ -1384,6 +1400,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
       for (int h = 0; h < 2; ++h)
         *reinterpret_cast<uint32_t*>(box + (16 * w + g + 8 * h) * Tr::kRowBytes + ((chunk0 + c) ^ g) * 16 + 4 * ql) =
             pack2<kBf16>(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]);
+    wait_v(it, true);
     float4* state = Sm::state(ss, it);
     state[tid_wg] = make_float4(st.m_i[0], st.m_i[1], st.l_i[0], st.l_i[1]);
     state[128 + tid_wg] = make_float4(alpha[0], alpha[1], 0.f, 0.f);
@@ -1401,7 +1418,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
     st.l_i[1] = ml.w;
     const float alpha[2] = {a.x, a.y};
     rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
-    wait_v_tile<Tr>(ss, tr, it, ctid);
+    wait_v(it, false);
     fence_regs(acc);
     ptx::wgmma_fence();
     issue_pv(it);
@@ -1420,8 +1437,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
     float alpha[2];
     softmax_publish(o, alpha);
     if constexpr (kOther) drain_pv(o - 1);
-    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
-    wait_v_tile<Tr>(ss, tr, o, ctid);
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);  // (V(o) landed in softmax_publish)
     if constexpr (kNextQk) wait_k(o + 2);
     fence_regs(acc);
     fence_regs(s);
