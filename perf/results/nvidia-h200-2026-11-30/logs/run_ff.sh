@@ -8,5 +8,5 @@ date -u; nvidia-smi --query-gpu=name,serial --format=csv,noheader
 timeout 200 python perf/variants.py --sustained --rounds 6 --per-round --shape 128,1,16,1,4096,512 \
   --shape 64,1,32,1,4096,512 --shape 64,1,64,1,4096,512 --shape 64,1,128,1,4096,512 --shape 32,4,16,1,4096,512 \
   --shape 32,4,32,1,4096,512 --shape 1,1,128,1,65536,512 --shape 16,1,128,1,16384,512 --variant seesaw= \
-  --variant split="$OLD" 2>&1 | grep -v "Warning\|return F.scaled" | cut -c1-900
+  --variant split="$OLD" --no-peers 2>&1 | grep -v "Warning\|return F.scaled" | cut -c1-900
 date -u
