@@ -8,7 +8,8 @@ Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
 variant; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows); the
 shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit and split (the split one
-launched one CTA per SM)."""
+launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-row block) and the seesaw
+(two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles)."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -19,8 +20,10 @@ for D in (64, 128, 256, 512):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     cases.append((2, 3, Hq, Hkv, 129, D, [0, 129]))       # causal T>1, varlen with an empty row, unsplit or lightly split
     cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine (deep variant)
-    if D == 512:  # two row blocks (DeepSeek-like 128 heads): odd and even tile counts, 1-tile rows
+    if D == 512:  # two row blocks (DeepSeek-like 128 heads; the seesaw loop): odd and even tile counts, 1-tile rows
         cases.append((3, 1, 128, 1, 200, D, [200, 33, 20]))
+        cases.append((2, 2, 64, 1, 129, D, [0, 129]))    # the seesaw: causal T>1, an empty row
+        cases.append((1, 1, 128, 1, 8192, D, None))      # the seesaw split-KV + combine
     if D != 512:
         cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide variant
         cases.append((2, 3, 16, 4, 129, D, [129, 0]))           # narrow loop (12 rows), causal, empty row

@@ -1,5 +1,6 @@
 """The cuda backend's choice of fewer splits merged inside clusters (fmha/cuda/backend.py
-clustered_splits), with the C API's merge modes stubbed: no GPU or library needed."""
+clustered_splits), with the C API's merge modes stubbed, and its choice of the D = 512 loop (_d512_loop):
+no GPU or library needed."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 
 from _util import make_problem as problem
 
-from fmha.cuda.backend import CLUSTER_PLAN_CTAS, clustered_splits
+from fmha.cuda.backend import CLUSTER_PLAN_CTAS, DEEP, STREAM, WIDE, _d512_loop, clustered_splits
 
 
 def modes(clustered=(), combine_at=None):
@@ -196,3 +197,20 @@ def test_workspace_only_for_the_combine_kernel(monkeypatch):
     assert b._launch_constants(combined)[3:5] == (16, 4 * 16 * 32 * 129)
     unsplit = problem(32, 1, 32, 8, 8192, 128, device="cuda:0")
     assert b._launch_constants(unsplit)[3:5] == (1, 0)
+
+
+@pytest.mark.parametrize("T,Hq,expected", (
+    (1, 128, WIDE),  # two 64-row blocks: the seesaw
+    (2, 64, WIDE),
+    (1, 64, DEEP),   # one row block: the split-Q K^T loop
+    (4, 16, DEEP),
+    (1, 16, DEEP),
+))
+@pytest.mark.parametrize("variant", (WIDE, DEEP))
+def test_d512_loop_by_rows(T, Hq, expected, variant):
+    assert _d512_loop(problem(8, T, Hq, 1, 4096, 512), variant) == expected
+
+
+@pytest.mark.parametrize("D,variant", ((64, WIDE), (128, DEEP), (128, STREAM), (256, WIDE)))
+def test_d512_loop_leaves_other_head_dims(D, variant):
+    assert _d512_loop(problem(8, 1, 128, 1, 4096, D), variant) == variant

@@ -60,6 +60,16 @@ def _device_index(dev: torch.device) -> int:
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
+def _d512_loop(p: Problem, variant: int) -> int:
+    """`variant`, except at D = 512, whose two instantiations share one configuration and differ in the consumer
+    loop: WIDE (the warpgroup seesaw) for more than one 64-row block, DEEP (the split-Q K^T loop) for one.
+    H200 (us, sustained, seesaw vs split, runs fd and ff): MQA B64 Hq=128 176.5 vs 199.9 and 173.5 vs 197.9,
+    T=4 Hq=32 102.1 vs 108.8; one row block: Hq=64 149.9 vs 148.7, Hq=32 135.2 vs 134.3, T=4 Hq=16 82.1 vs 80.7."""
+    if p.head_dim != 512:
+        return variant
+    return WIDE if p.seqlen_q * p.group_size > BLOCK_M else DEEP
+
+
 def clustered_splits(p: Problem, ctas: int, num_splits: int, merge_mode) -> int:
     """`num_splits`, or CLUSTER_PLAN_CTAS // ctas splits where those merge inside clusters and the plan's
     splits would need the combine kernel (see CLUSTER_PLAN_CTAS). merge_mode(splits) is the C API's
@@ -158,10 +168,10 @@ class CudaSm90Backend(Backend):
             self._bind()
         ctas = _grid_ctas(p)
         if ctas > num_sms(index):
-            return WIDE, 1
+            return _d512_loop(p, WIDE), 1
         splits = clustered_splits(p, ctas, self._occupancy_splits(p, index), self._merge_modes(p, index, DEEP))
         shallow = self._shallow_ring_variant(p, index, splits)
-        return (DEEP if shallow is None else shallow), splits
+        return _d512_loop(p, DEEP if shallow is None else shallow), splits
 
     def _shallow_ring_variant(self, p: Problem, index: int, num_splits: int) -> Optional[int]:
         """The variant of launch_plan's shallow-ring rule for p in num_splits splits (WIDE at D = 64, STREAM at
@@ -199,7 +209,10 @@ class CudaSm90Backend(Backend):
         one_per_sm = self._ctas_per_sm[(p.head_dim, variant)] == 1 or (
             num_splits > 1 and _grid_ctas(p) * num_splits <= num_sms(index))
         per_sm = "one CTA per SM" if one_per_sm else "several CTAs per SM"
-        if variant == DEEP:
+        if p.head_dim == 512:
+            kind = ("wide: the two consumer warpgroups take turns over the tiles (seesaw)" if variant == WIDE else
+                    "deep: the two consumer warpgroups split Q K^T's head dim and exchange their scores")
+        elif variant == DEEP:
             kind = "deep (one CTA per SM, deeper K/V ring)"
         elif variant == STREAM:
             kind = f"stream (the wide configuration's K/V ring, {per_sm})"

@@ -290,7 +290,7 @@ int max_active_clusters(int cluster, bool exclusive) {
 }
 
 // f(d, v) with d, v std::integral_constant of the decode kernel's instantiation that serves head dim D
-// and variant (D = 512 has one configuration, instantiated as kWide; kStream exists at D = 128 only);
+// and variant (D = 512: wide runs the seesaw loop, deep the split-Q K^T loop; kStream exists at D = 128 only);
 // `fallback` for any other D or variant.
 template <class F>
 int with_instance(int D, int variant, int fallback, F&& f) {
@@ -308,7 +308,8 @@ int with_instance(int D, int variant, int fallback, F&& f) {
                   : f(std::integral_constant<int, 128>{}, std::integral_constant<int, kWide>{});
     case 256: return deep ? f(std::integral_constant<int, 256>{}, std::integral_constant<int, kDeep>{})
                           : f(std::integral_constant<int, 256>{}, std::integral_constant<int, kWide>{});
-    case 512: return f(std::integral_constant<int, 512>{}, std::integral_constant<int, kWide>{});
+    case 512: return deep ? f(std::integral_constant<int, 512>{}, std::integral_constant<int, kDeep>{})
+                          : f(std::integral_constant<int, 512>{}, std::integral_constant<int, kWide>{});
     default: return fallback;
   }
 }

@@ -143,7 +143,11 @@
 // 957.5 -> 969.4 us, B32 S4096 126.4 -> 125.8 with the narrow loop; off
 #define FMHA_SM90_NARROW_D128_WIDE 0
 #endif
-#ifndef FMHA_SM90_D512_SEESAW  // 1: D = 512 runs consumer_loop_seesaw (the warpgroups take turns over the tiles)
+#ifndef FMHA_SM90_D512_SEESAW  // 1: D = 512's wide instantiation runs consumer_loop_seesaw (the warpgroups take
+// turns over the tiles); the host sends it problems of more than 64 packed rows (fmha/cuda/backend.py), and the
+// deep one (the split-Q K^T loop) those of one row block. H200, against the split loop (us, sustained, runs fd,
+// ff): MQA B64 Hq=128 176.5 vs 199.9 and 173.5 vs 197.9, T=4 Hq=32 102.1 vs 108.8, B1 S65536 Hq=128 63.5 vs
+// 65.3; one row block: Hq=64 149.9 vs 148.7, Hq=32 135.2 vs 134.3, T=4 Hq=16 82.1 vs 80.7, Hq=16 level
 #define FMHA_SM90_D512_SEESAW 1
 #endif
 #ifndef FMHA_SM90_D512_SPLIT_QK  // without the seesaw: 1: at D = 512 each consumer warpgroup computes half of Q K^T (see exchange_scores).
@@ -227,6 +231,7 @@ constexpr size_t kSmemReservedPerCta = 1024;
 enum DecodeVariant : int {
   kWide = 0,  // several CTAs per SM (D <= 128), shallow ring: grids of at least one CTA per SM
   kDeep = 1,  // one CTA per SM, deep ring: small grids and split-KV
+  // (D = 512: both have one configuration and differ in the loop, see FMHA_SM90_D512_SEESAW)
   // D = 128 only: kWide's configuration (64-token tiles, a two-stage ring: 64 KB of K/V in flight a CTA)
   // with the narrow loop, for grids of at most 16 packed rows that fill one wave. H200, B16 S32768
   // (128 CTAs, run ee): 462.8 us against kDeep's 468.5 (its 192 KB ring; cuDNN 464.2); alone under ncu
@@ -248,7 +253,7 @@ struct DecodeTraits {
                                  : D == 256 ? FMHA_SM90_D256_TILE_N
                                             : 32;  // 16-token tiles x 4 stages measured 44% slower
   // K ring depth (the V ring's too, except at D = 512: kStagesV). D = 512 has room for five K and V
-  // stages together (two K, three V by default), so its variants coincide.
+  // stages together (two K, three V by default), so its variants share them (and differ in the loop).
   static constexpr int kStages = D == 64    ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES : FMHA_SM90_D64_STAGES)
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_SMALL_D_STAGES * 64 / FMHA_SM90_DEEP_D128_TILE_N
                                                        : FMHA_SM90_SMALL_D_STAGES)
@@ -260,10 +265,10 @@ struct DecodeTraits {
                                                : D == 256  ? FMHA_SM90_D256_CTAS_PER_SM
                                                            : 1;
   static constexpr int kConsumerWGs = D == 512 ? 2 : 1;
-  // Two consumer warpgroups take turns over the tiles (consumer_loop_seesaw: each computes S of every
-  // other tile over the whole head dim and shares P), or split the head dim of Q K^T and exchange their
-  // partial scores (otherwise each computes the full S: 1.5x the MMA work of the whole tile).
-  static constexpr bool kSeesaw = kConsumerWGs == 2 && FMHA_SM90_D512_SEESAW;
+  // Two consumer warpgroups take turns over the tiles (consumer_loop_seesaw, the wide instantiation: each
+  // computes S of every other tile over the whole head dim and shares P), or split the head dim of Q K^T and
+  // exchange their partial scores (the deep one; otherwise each computes the full S: 1.5x the MMA work).
+  static constexpr bool kSeesaw = kConsumerWGs == 2 && FMHA_SM90_D512_SEESAW && kVariant == kWide;
   static constexpr bool kSplitQk = kConsumerWGs == 2 && FMHA_SM90_D512_SPLIT_QK && !kSeesaw;
   static constexpr bool kSkipUnitRescale = D >= FMHA_SM90_SKIP_UNIT_RESCALE_MIN_D;  // see rescale_acc
   static constexpr int kOutCols = D / kConsumerWGs;        // output columns per consumer warpgroup (PV wgmma N)
