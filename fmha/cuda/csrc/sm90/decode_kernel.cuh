@@ -194,6 +194,12 @@
 #define FMHA_SM90_D512_Q_REGS 192
 #endif
 
+#ifndef FMHA_SM90_D512_SEESAW_Q_REGS  // the seesaw's FMHA_SM90_D512_Q_REGS: the last columns of the whole head dim,
+// the same in both warpgroups (the split loop keeps the last of each warpgroup's half); 192 .. 448 in steps of 64
+// (with fewer, Q's shared-memory boxes and the rings exceed the 227 KB a CTA may have)
+#define FMHA_SM90_D512_SEESAW_Q_REGS 192
+#endif
+
 #ifndef FMHA_SM90_D512_V_STAGES  // D = 512 with Q in registers: V ring depth (the shared memory Q no longer needs)
 #define FMHA_SM90_D512_V_STAGES 3
 #endif
@@ -316,7 +322,10 @@ struct DecodeTraits {
   // seesaw: of the whole head dim, the same in both) are A fragments held in registers (kQRegSteps k16
   // steps, 4 registers each); shared memory keeps the rest, kQSmemBoxesPerWg boxes a warpgroup (all
   // kBoxes without it), kQSmemBoxes in all.
-  static constexpr int kQRegCols = ((kSplitQk || kSeesaw) && D == 512) ? FMHA_SM90_D512_Q_REGS : 0;
+  static constexpr int kQRegCols = D != 512 ? 0
+                                   : kSeesaw  ? FMHA_SM90_D512_SEESAW_Q_REGS
+                                   : kSplitQk ? FMHA_SM90_D512_Q_REGS
+                                              : 0;
   static constexpr int kQRegSteps = kQRegCols / 16;
   static constexpr int kQSmemBoxesPerWg = ((kSeesaw ? D : D / kConsumerWGs) - kQRegCols) / kBoxCols;
   static constexpr int kQSmemBoxes = kSeesaw ? kQSmemBoxesPerWg : kQSmemBoxesPerWg * kConsumerWGs;
