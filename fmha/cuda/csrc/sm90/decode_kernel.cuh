@@ -196,7 +196,8 @@
 
 #ifndef FMHA_SM90_D512_SEESAW_Q_REGS  // the seesaw's FMHA_SM90_D512_Q_REGS: the last columns of the whole head dim,
 // the same in both warpgroups (the split loop keeps the last of each warpgroup's half); 192 .. 448 in steps of 64
-// (with fewer, Q's shared-memory boxes and the rings exceed the 227 KB a CTA may have)
+// (with fewer, Q's shared-memory boxes and the rings exceed the 227 KB a CTA may have). H200, 256 vs 192 (run fh,
+// us): sustained MQA Hq=128 173.0 vs 174.5, T=4 Hq=32 101.4 vs 102.0; per replay Hq=128 165.8 vs 163.6: kept
 #define FMHA_SM90_D512_SEESAW_Q_REGS 192
 #endif
 
