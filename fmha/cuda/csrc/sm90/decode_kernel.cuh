@@ -1316,7 +1316,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 //   trip(o), o = w, w + 2, ... (on entry nothing is in flight and S(o) has landed):
 //     other step o - 1   wait for the other's P(o-1) (p_full), take its row state,
 //                        O *= alpha(o-1), issue P V(o-1)
-//     own step o         softmax(o) while P V(o-1) runs; publish P(o) and the state (bar.arrive);
+//     own step o         softmax(o) while P V(o-1) runs; publish P(o) and the state (p_full);
 //                        wait for P V(o-1); O *= alpha(o); issue P V(o) and Q K^T(o+2); wait for both
 // The hand-off is an mbarrier, not a named barrier's arrive / sync pair: compute-sanitizer's racecheck
 // reported the row state's stores and loads as races with bar.arrive (run fb), and mbarrier arrive
