@@ -1056,23 +1056,47 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
   row_key_limits<Tr>(p, tr, row0, tid_wg / 32, (tid_wg % 32) / 4, limit_abs);
 }
 
-// Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail).
-template <class Tr>
+// Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail). The
+// clearing threads are kThreads (all consumers by default) of index clear_tid (-1: ctid), which sync on
+// kBarVTail; clear = false: this thread only waits (the seesaw's other warpgroup, see consumer_loop_seesaw).
+template <class Tr, int kThreads = Tr::kConsumerThreads>
 __device__ __forceinline__ void wait_v_stage(SharedStorage<Tr>& ss, const TileRange& tr, int it, int stage,
-                                             uint32_t phase, int ctid) {
+                                             uint32_t phase, int ctid, int clear_tid = -1, bool clear = true) {
   wait_full_stage(&ss.full_v[stage], phase, it, kProbeVFullWait, ctid);
   if constexpr (FMHA_SM90_ZERO_V_TAIL) {
     const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
-    if (valid < Tr::kBlockN) {
-      zero_v_tail<Tr>(ss, stage, valid, ctid);
+    if (clear && valid < Tr::kBlockN) {
+      zero_v_tail<Tr, kThreads>(ss, stage, valid, clear_tid < 0 ? ctid : clear_tid);
       ptx::fence_proxy_async_shared();  // generic stores -> the wgmma's async-proxy reads
-      ptx::named_barrier_sync(kBarVTail, Tr::kConsumerThreads);
+      ptx::named_barrier_sync(kBarVTail, kThreads);
     }
   }
 }
+template <class Tr, int kThreads = Tr::kConsumerThreads>
+__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid,
+                                            int clear_tid = -1, bool clear = true) {
+  wait_v_stage<Tr, kThreads>(ss, tr, it, it % Tr::kStagesV, static_cast<uint32_t>(it / Tr::kStagesV) & 1u, ctid,
+                             clear_tid, clear);
+}
+// Wait for the K tile of ring position `it` (stamped by thread 0 under the probe).
 template <class Tr>
-__device__ __forceinline__ void wait_v_tile(SharedStorage<Tr>& ss, const TileRange& tr, int it, int ctid) {
-  wait_v_stage<Tr>(ss, tr, it, it % Tr::kStagesV, static_cast<uint32_t>(it / Tr::kStagesV) & 1u, ctid);
+__device__ __forceinline__ void wait_k_tile(SharedStorage<Tr>& ss, int it, int ctid) {
+  wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
+                  ctid);
+}
+
+// The online softmax of ring position `it` (s becomes P), masked only where a key of the tile is past some
+// row's limit (FMHA_SM90_EDGE_MASK_ONLY; unmasked_until: keys below it are visible to every row).
+template <class Tr>
+__device__ __forceinline__ void softmax_ring_tile(float (&s)[Tr::kBlockN / 2], RowState& st, const DecodeParams& p,
+                                                  const TileRange& tr, int it, const int (&limit_abs)[2],
+                                                  int unmasked_until, int ql, float (&alpha)[2]) {
+  const int key0 = (tr.begin + it) * Tr::kBlockN;
+  const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
+  if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
+    online_softmax_tile<Tr::kBlockN, false>(s, st, key_limit, p.qk_scale, ql, alpha);
+  else
+    online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
 }
 
 // The consumer warpgroup of thread ctid, read from lane 0 so that the compiler knows it is warp-uniform:
@@ -1188,10 +1212,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
   // Every wgmma issue below is unconditional between its fence and its wait (the last tile is
   // peeled off the loop), so ptxas can follow the two groups without serialising them.
-  auto wait_k = [&](int it) {
-    wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
-                    ctid);
-  };
+  auto wait_k = [&](int it) { wait_k_tile<Tr>(ss, it, ctid); };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
     const int stage = it % Tr::kStages;
     if constexpr (Tr::kSplitQk)
@@ -1213,12 +1234,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     }
     if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
     if (ctid == 0 && it > 0) probe_stamp(it - 1, kProbeExchanged);  // (filed under the loop iteration)
-    const int key0 = (tr.begin + it) * Tr::kBlockN;
-    const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
-    if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
-      online_softmax_tile<Tr::kBlockN, false>(s, st, key_limit, p.qk_scale, ql, alpha);
-    else
-      online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
+    softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, ql, alpha);
   };
   auto pack_p = [&]() {
 #pragma unroll
@@ -1361,10 +1377,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
   const int n = tr.end - tr.begin;
   const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;  // keys below are visible to every row
 
-  auto wait_k = [&](int it) {
-    wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
-                    ctid);
-  };
+  auto wait_k = [&](int it) { wait_k_tile<Tr>(ss, it, ctid); };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position it (K landed), one group
     qk_gemm<Tr, kBf16>(s, ss, it % Tr::kStages, 0, &qr);
     ptx::wgmma_commit_group();
@@ -1382,29 +1395,13 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
   // V(it) landed. The owner of tile it also clears V's rows past the sequence (see zero_v_tail) for both
   // warpgroups, before it publishes P(it): the other one's P V(it) follows its p_full wait. (A barrier of
   // both warpgroups there would be reached from two different instructions, which bar.sync forbids.)
-  auto wait_v = [&](int it, bool owner) {
-    const int stage = it % Tr::kStagesV;
-    wait_full_stage(&ss.full_v[stage], static_cast<uint32_t>(it / Tr::kStagesV) & 1u, it, kProbeVFullWait, ctid);
-    if constexpr (FMHA_SM90_ZERO_V_TAIL) {
-      const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
-      if (owner && valid < Tr::kBlockN) {
-        zero_v_tail<Tr, 128>(ss, stage, valid, tid_wg);
-        ptx::fence_proxy_async_shared();  // generic stores -> both warpgroups' wgmma reads
-        ptx::named_barrier_sync(kBarVTail, 128);  // the owner's warps only
-      }
-    }
-  };
+  auto wait_v = [&](int it, bool owner) { wait_v_tile<Tr, 128>(ss, tr, it, ctid, tid_wg, owner); };
   // Own tile it, S landed: free its K stage, masked online softmax (s becomes P), publish P and the state.
   auto softmax_publish = [&](int it, float (&alpha)[2]) {
     fence_regs(s);
     release_stage(&ss.empty_k[it % Tr::kStages], lane);
     fence_regs(s);  // keep the arrive ahead of the softmax
-    const int key0 = (tr.begin + it) * Tr::kBlockN;
-    const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
-    if (FMHA_SM90_EDGE_MASK_ONLY && key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
-      online_softmax_tile<Tr::kBlockN, false>(s, st, key_limit, p.qk_scale, ql, alpha);
-    else
-      online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
+    softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, ql, alpha);
     // Element i = 4 c + 2 h + e: row 16 w + g + 8 h, column 8 c + 2 ql + e, i.e. 16 B chunk
     // 4 (it % 2) + c of the row, swizzled by the row's (16 w + g + 8 h) % 8 = g; conflict-free per store.
     uint8_t* box = reinterpret_cast<uint8_t*>(Sm::p_box(ss, it));
