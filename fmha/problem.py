@@ -35,6 +35,9 @@ class Problem:
     # their non-unit strides are multiples of 16 bytes, nonzero on dimensions of size > 1
     # (no broadcast views): what TMA descriptors and 16-byte vector accesses need.
     aligned_16b: bool = True
+    # True when k_cache and v_cache keep the KV heads of a token side by side (head stride == head_dim): a
+    # kernel may then read two heads as one twice as wide (the cuda backend's KV-head pairs).
+    kv_heads_adjacent: bool = False
 
     @property
     def group_size(self) -> int:
@@ -150,7 +153,8 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D,
                    dtype=q.dtype, device=q.device, causal=bool(causal),
                    softmax_scale=softmax_scale, has_cache_seqlens=cache_seqlens is not None,
-                   aligned_16b=aligned)
+                   aligned_16b=aligned,
+                   kv_heads_adjacent=all(t.stride(2) == D or Hkv == 1 for t in (k_cache, v_cache)))
 
 
 _VALIDATED: dict = {}

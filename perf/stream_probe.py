@@ -144,6 +144,38 @@ def main():
     print(f"-- steady state: cycles/tile {summary(per_tile)}")
     print_loop_phases(probed, ev)
     print_timeline([t for t in timelines if t[TIMELINE.index("end")] != 0])
+    print_bandwidth_profile(stamps, timelines, ev, 2 * 2 * p.head_dim * b._tile_n[(p.head_dim, b.launch_plan(p, q.device.index or 0)[0])])
+    # Per KV head (the grid's y; the probed CTA index is x + X (y + Y z)): does a head's place in the
+    # cache's rows (bshd: the heads of a token side by side) set its stream rate?
+    x_ctas = b.launch_plan(p, q.device.index or 0)[1] * -(-p.seqlen_q * p.group_size // 64)
+    by_head = {}
+    for n, t in enumerate(timelines):
+        if t[TIMELINE.index("first_k")] and t[TIMELINE.index("last_v")]:
+            us = (t[TIMELINE.index("last_v")] - t[TIMELINE.index("first_k")]) / 1000
+            by_head.setdefault(n // x_ctas % p.heads_kv, []).append(us)
+    print("  stream us by KV head, median (min-max): " + "; ".join(
+        f"{h}: {statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})" for h, v in sorted(by_head.items())))
+
+
+def print_bandwidth_profile(stamps, timelines, ev, tile_bytes):
+    """The probed CTAs' K/V bytes landed per 2 us, in GB/s: each CTA's V-tile arrivals (SM cycles) mapped
+    linearly onto its globaltimer span (first K in .. last V in), so a falling tail shows as falling GB/s.
+    Only the probed CTAs (the first kProbeCtas) and ring positions (kProbeRingTiles) count."""
+    i = {name: k for k, name in enumerate(TIMELINE)}
+    t0 = min((t[i["first_k"]] for t in timelines if t[i["first_k"]]), default=0)
+    landed = []
+    for c, t in zip(stamps, timelines):
+        pos = [x for x in range(len(c)) if c[x][ev["v_full"]]]
+        if len(pos) < 2 or not (t[i["first_k"]] and t[i["last_v"]]) or not c[0][ev["k_full"]]:
+            continue
+        c0, c1 = c[0][ev["k_full"]], c[pos[-1]][ev["v_full"]]
+        ns_per_cycle = (t[i["last_v"]] - t[i["first_k"]]) / max(1, c1 - c0)
+        landed += [t[i["first_k"]] - t0 + (c[x][ev["v_full"]] - c0) * ns_per_cycle for x in pos]
+    if not landed:
+        return
+    bins = Counter(int(ns // 2000) for ns in landed)
+    print("  K/V landed, GB/s per 2 us from the first K tile (probed CTAs): " + " ".join(
+        f"{2 * k}:{bins.get(k, 0) * tile_bytes / 2000:.0f}" for k in range(max(bins) + 1)))
 
 
 def print_loop_phases(probed, ev):
@@ -186,6 +218,13 @@ def print_timeline(rows):
 
     print(f"  stream us by SM, fastest: {fmt(per_sm[:10])}")
     print(f"  stream us by SM, slowest: {fmt(per_sm[-10:])}")
+    # How many CTAs stream (first K in .. last V in) over the call: the tail shows as the count falling.
+    spans = [(r[i["first_k"]] - t0, r[i["last_v"]] - t0) for r in rows if r[i["first_k"]] and r[i["last_v"]]]
+    if spans:
+        step = max(1000, (max(b for _, b in spans) // 25000 + 1) * 1000)  # about 25 bins, whole us
+        marks = range(0, max(b for _, b in spans) + step, step)
+        counts = " ".join(f"{t // 1000}:{sum(a <= t < b for a, b in spans)}" for t in marks)
+        print(f"  CTAs streaming at us from the first entry: {counts}")
     ctas_per_sm = Counter(Counter(r[i["smid"]] for r in rows).values())
     print(f"  CTAs per SM (of the probed CTAs): {dict(sorted(ctas_per_sm.items()))} (count: SMs)")
 

@@ -85,7 +85,8 @@ def variant_backend(flags: str):
 
 def force_plan(b, tokens):
     """Override b.launch_plan by plan tokens: @deep / @wide run every problem with that instantiation, @stream
-    the D = 128 problems (the plan's choice elsewhere), @splits=N with N KV splits (else the plan's count)."""
+    the D = 128 problems (the plan's choice elsewhere), @pairs the D = 64 ones as KV-head pairs (unsplit),
+    @splits=N with N KV splits (else the plan's count)."""
     from fmha.cuda import backend as cb
 
     plan = dict(w[1:].partition("=")[::2] for w in tokens)
@@ -98,6 +99,8 @@ def force_plan(b, tokens):
         if "stream" in plan and b._tile_n[(p.head_dim, cb.STREAM)]:  # stream exists at D = 128 only
             variant = cb.STREAM
         variant = cb.DEEP if "deep" in plan else cb.WIDE if "wide" in plan else variant
+        if "pairs" in plan and p.head_dim == 64:
+            return cb.PAIRS, 1
         return variant, int(plan.get("splits") or splits)
 
     b.launch_plan = forced  # type: ignore[method-assign]

@@ -9,7 +9,8 @@ Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the
 variant; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows); the
 shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit and split (the split one
 launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-row block) and the seesaw
-(two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles)."""
+(two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles); KV-head pairs at D = 64
+(the plan's and a forced causal grid)."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -81,3 +82,20 @@ for D in (64, 128):
         out, lse = fmha.attention(q, k, v, cs, causal=True, backend="cuda", return_lse=True)
         torch.cuda.synchronize()
         print("ran shallow ring", D, B, T, Hq, S, splits, launch, "nan" if torch.isnan(out).any() else "ok", flush=True)
+
+
+# KV-head pairs (D = 64 read as D = 128 by the stream instantiation): the plan's grid (B32 Hkv8: 128 pairs, 4 rows a
+# head) on a short varlen cache, and forced on a small causal grid (T=2, 4 query heads a KV head: 16 rows a pair).
+b.launch_plan = cb.CudaSm90Backend.launch_plan.__get__(b)
+b._launches = {}
+for (B, T, Hq, Hkv, S, sl, force) in ((32, 1, 32, 8, 300, [300, 0, 129, 64] * 8, False),
+                                      (3, 2, 8, 2, 1000, [1000, 0, 129], True)):
+    if force:
+        b.launch_plan = lambda p, index: (cb.PAIRS, 1)
+        b._launches = {}
+    q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, 64, device="cuda", seqlens=sl)
+    launch = fmha.explain(q, k, v, cs, causal=True, backend="cuda").launch
+    out, lse = fmha.attention(q, k, v, cs, causal=True, backend="cuda", return_lse=True)
+    torch.cuda.synchronize()
+    print("ran head pairs", B, T, Hq, Hkv, S, "pairs" if "KV-head pairs" in launch else "NOT pairs: " + launch,
+          "nan" if torch.isnan(out).any() else "ok", flush=True)

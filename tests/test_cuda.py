@@ -106,7 +106,7 @@ def force_launch_plan(monkeypatch, variant, num_splits):
     b = registry()["cuda"]
     if b._fn is None:  # the patched plan skips the lazy bind that launch_details relies on
         b._bind()
-    code = {"wide": cb.WIDE, "deep": cb.DEEP, "stream": cb.STREAM}[variant]
+    code = {"wide": cb.WIDE, "deep": cb.DEEP, "stream": cb.STREAM, "pairs": cb.PAIRS}[variant]
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
     monkeypatch.setattr(b, "_launches", {})  # per-Problem launch constants, derived from the plan
 
@@ -135,6 +135,40 @@ def test_stream_narrow_loop(num_splits, monkeypatch):
     q, k, v, sl = make_inputs(3, 1, 32, 8, 1000, 128, device=DEV, seqlens=[1000, 0, 129], seed=num_splits)
     assert "narrow loop" in fmha.explain(q, k, v, sl, backend="cuda").launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"stream narrow splits={num_splits}")
+
+
+@pytest.mark.parametrize("Hq,Hkv,T", ((8, 2, 1), (8, 2, 2), (16, 4, 1), (32, 4, 1), (14, 2, 1), (6, 6, 2)))
+@pytest.mark.parametrize("S", (1, 7, 129, 1000))
+def test_head_pairs(Hq, Hkv, T, S, monkeypatch):
+    """D = 64 KV heads read in pairs as one 128-wide head by the D = 128 stream instantiation (variant 3),
+    forced on grids the plan would not give it: 1 to 8 query heads per KV head (up to 16 rows a pair), causal
+    T=2, the awkward lengths, varlen with an empty sequence."""
+    force_launch_plan(monkeypatch, "pairs", 1)
+    q, k, v, sl = make_inputs(3, T, Hq, Hkv, S, 64, device=DEV, seqlens=[S, 0, max(1, S // 2)], seed=S + Hq + T)
+    assert "KV-head pairs" in fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
+    out, lse = check_backend("cuda", q, k, v, sl, causal=True, what=f"head pairs {Hq}/{Hkv} T={T} S={S}")
+    assert torch.isneginf(lse[1]).all() and (out[1] == 0).all()
+
+
+def test_head_pairs_fp16_noncontiguous_q(monkeypatch):
+    force_launch_plan(monkeypatch, "pairs", 1)
+    q, k, v, sl = make_inputs(2, 2, 8, 4, 300, 64, dtype=torch.float16, device=DEV, fused_qkv=True, seed=2)
+    check_backend("cuda", q, k, v, sl, causal=True, what="head pairs fp16 fused qkv")
+
+
+def test_head_pairs_refused(monkeypatch):
+    """Variant 3 forced where it cannot serve: the C API says why before any kernel runs."""
+    force_launch_plan(monkeypatch, "pairs", 1)
+    q, k, v, _ = make_inputs(2, 1, 8, 2, 100, 64, device=DEV)
+    k_hs, v_hs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))  # [B, Hkv, S, D] storage
+    with pytest.raises(RuntimeError, match="side by side"):
+        fmha.attention(q, k_hs, v_hs, backend="cuda")
+    q, k, v, _ = make_inputs(2, 1, 9, 3, 100, 64, device=DEV)
+    with pytest.raises(RuntimeError, match="even Hkv"):
+        fmha.attention(q, k, v, backend="cuda")
+    q, k, v, _ = make_inputs(2, 1, 32, 2, 100, 64, device=DEV)
+    with pytest.raises(RuntimeError, match="packed rows"):
+        fmha.attention(q, k, v, backend="cuda")
 
 
 @pytest.mark.parametrize("num_splits", (1, 2, 3))

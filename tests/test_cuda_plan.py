@@ -74,11 +74,11 @@ def stub_backend(monkeypatch, clustered):
     b = cb.CudaSm90Backend()
     b._fn = object()  # bound
     b._tile_n = {(128, cb.DEEP): 128, (128, cb.WIDE): 64, (128, cb.STREAM): 64, (64, cb.DEEP): 128, (64, cb.WIDE): 128,
-                 (256, cb.DEEP): 64, (256, cb.WIDE): 64}
+                 (256, cb.DEEP): 64, (256, cb.WIDE): 64, (64, cb.PAIRS): 64}
     b._ctas_per_sm = {(128, cb.DEEP): 1, (128, cb.WIDE): 2, (128, cb.STREAM): 2, (64, cb.DEEP): 1, (64, cb.WIDE): 2,
-                      (256, cb.DEEP): 1, (256, cb.WIDE): 1}
+                      (256, cb.DEEP): 1, (256, cb.WIDE): 1, (64, cb.PAIRS): 2}
     b._narrow_rows = {(128, cb.DEEP): 16, (128, cb.WIDE): 0, (128, cb.STREAM): 16, (64, cb.DEEP): 16,
-                      (64, cb.WIDE): 16, (256, cb.DEEP): 16, (256, cb.WIDE): 16}
+                      (64, cb.WIDE): 16, (256, cb.DEEP): 16, (256, cb.WIDE): 16, (64, cb.PAIRS): 16}
     b.asked_dtypes = []
 
     def cluster_merge(D, dtype, variant, splits, clusters, rows):
@@ -214,3 +214,29 @@ def test_d512_loop_by_rows(T, Hq, expected, variant):
 @pytest.mark.parametrize("D,variant", ((64, WIDE), (128, DEEP), (128, STREAM), (256, WIDE)))
 def test_d512_loop_leaves_other_head_dims(D, variant):
     assert _d512_loop(problem(8, 1, 128, 1, 4096, D), variant) == variant
+
+
+@pytest.mark.parametrize("B,T,Hq,Hkv,adjacent,expected", (
+    (32, 1, 32, 8, True, "PAIRS"),    # 128 pairs: one wave
+    (31, 1, 32, 8, True, "PAIRS"),    # 124 pairs
+    (33, 1, 32, 8, True, "PAIRS"),    # 132 pairs: every SM
+    (32, 1, 64, 8, True, "PAIRS"),    # 8 rows a head, 16 a pair: the narrow loop's most
+    (32, 2, 64, 8, True, "WIDE"),     # 32 rows a pair: too many
+    (34, 1, 32, 8, True, "PAIRS"),    # 136 pairs: more than the SMs, two CTAs on some
+    (128, 1, 32, 8, True, "PAIRS"),   # 512 pairs
+    (26, 1, 32, 8, True, "WIDE"),     # 104 pairs < 0.8 x 132
+    (32, 1, 32, 8, False, "WIDE"),    # heads not side by side (a [B, Hkv, S, D] cache viewed as bshd)
+    (43, 1, 18, 6, True, "PAIRS"),    # Hkv = 6: 3 pairs a sequence, 129 in all
+    (44, 1, 27, 9, True, "WIDE"),     # odd Hkv
+))
+def test_head_pairs_plan(monkeypatch, B, T, Hq, Hkv, adjacent, expected):
+    import dataclasses
+
+    from fmha.cuda import backend as cb
+
+    b = stub_backend(monkeypatch, clustered=())
+    p = dataclasses.replace(problem(B, T, Hq, Hkv, 8192, 64, device="cuda:0"), kv_heads_adjacent=adjacent)
+    assert b.launch_plan(p, 0) == (getattr(cb, expected), 1)
+    if expected == "PAIRS":
+        assert "KV-head pairs" in b.launch_details(p) and f"{B * Hkv // 2} CTAs" in b.launch_details(p)
+    assert b.launch_plan(dataclasses.replace(p, head_dim=128), 0)[0] != cb.PAIRS  # D = 64 only

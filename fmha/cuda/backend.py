@@ -20,7 +20,10 @@ BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
 # DEEP runs one CTA per SM with a deeper K/V ring (small grids, split-KV), STREAM (D = 128) is WIDE's
 # ring with the narrow loop.
 WIDE, DEEP, STREAM = 0, 1, 2
-VARIANTS = (WIDE, DEEP, STREAM)
+# Not an instantiation: a D = 64 problem whose KV heads lie side by side, run by the D = 128 stream
+# instantiation as pairs of heads read as one 128-wide head (fmha_capi.h variant 3, DecodeParams::head_pairs).
+PAIRS = 3
+VARIANTS = (WIDE, DEEP, STREAM, PAIRS)
 # Narrow grids (<= 16 packed rows) of at least this share of one wave, unsplit or in the splits the deep plan
 # chose, stream faster with the shallow 64 KB ring of WIDE (D = 64) / STREAM (D = 128) than with DEEP's 192 KB
 # one; split grids once each of their CTAs has an SM to itself (the C API launches them so: capi.cu
@@ -45,6 +48,15 @@ _SHALLOW_RING_VARIANT = {64: WIDE, 128: STREAM}
 # S32768 66.9 -> 72.0), and so does D=64 (B1 S32768, 1 MiB: 22.4 -> 27.8). Only grids of at least 8 clusters (spread over the GPCs: B1
 # Hkv=4 S32768 in 4 clusters of 16 took 23.9 -> 28.2) and 64 CTAs exactly (B3 S32768 in 24 clusters of 4,
 # 96 CTAs: 97.5 -> 107.6).
+# D = 64 grids of at least HEAD_PAIRS_MIN_FILL x SMs KV-head pairs (PAIRS) run as pairs: a CTA streams 256
+# contiguous bytes of each token's row, where the plan's grid of single heads runs twice as many CTAs on 128-byte
+# pieces. H200 (us, pairs vs that plan, cuDNN; per replay, 5-6 rounds, runs fo, fp): Hq32 Hkv8 S8192 B32 (128
+# pairs) 122.7 vs 124.1 (123.3), B31 119.0 vs 123.3 (119.9), B33 126.3 vs 126.4 (127.1), B64 237.7 vs 240.7
+# (241.7); Hq64 B32 121.6 vs 122.0 (121.6); B32 S2048 35.8 vs 36.1 (36.4), S32768 469.3 vs 476.2 (468.6); B128
+# S4096 240.3 vs 244.4 (242.3); B32 S8192 sustained 120.0 vs 121.3 (120.5), with an add after each call 123.7 vs
+# 124.7 (124.6). Fewer pairs leave SMs idle: B16 S32768 (64 pairs) 323.1 vs 236.3. With two single-head CTAs an
+# SM the slowest streamed 40-50% longer than the fastest (runs eu, fj); 128 pairs, one an SM, within 6% (run fn).
+HEAD_PAIRS_MIN_FILL = 0.8
 CLUSTER_PLAN_CTAS = 64
 CLUSTER_PLAN_MIN_CLUSTERS = 8
 CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA = {128: 1 << 20, 256: 1 << 20}
@@ -157,7 +169,8 @@ class CudaSm90Backend(Backend):
     def launch_plan(self, p: Problem, index: int):
         """(variant, num_splits) for a problem on device `index`.
 
-        A grid of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's
+        D = 64 problems of enough KV-head pairs to fill most SMs run as pairs (_head_pairs). Otherwise a grid
+        of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's
         prologue and epilogue hide behind another's streaming). Otherwise the keys are split when the
         grid would leave SMs idle (one deep CTA per SM fills them), and short split problems take fewer
         splits, on 64 CTAs, where those merge inside clusters (clustered_splits). That grid, unsplit or
@@ -166,12 +179,24 @@ class CudaSm90Backend(Backend):
         """
         if self._fn is None:
             self._bind()
+        if self._head_pairs(p, index):
+            return PAIRS, 1
         ctas = _grid_ctas(p)
         if ctas > num_sms(index):
             return _d512_loop(p, WIDE), 1
         splits = clustered_splits(p, ctas, self._occupancy_splits(p, index), self._merge_modes(p, index, DEEP))
         shallow = self._shallow_ring_variant(p, index, splits)
         return _d512_loop(p, DEEP if shallow is None else shallow), splits
+
+    def _head_pairs(self, p: Problem, index: int) -> bool:
+        """Whether p runs as KV-head pairs (PAIRS, see HEAD_PAIRS_MIN_FILL): D = 64 with its KV heads side by
+        side, an even number of them, at most the narrow loop's rows a pair, and at least HEAD_PAIRS_MIN_FILL x
+        SMs pairs (unsplit)."""
+        if p.head_dim != 64 or p.heads_kv % 2 or not p.kv_heads_adjacent:
+            return False
+        if 2 * p.seqlen_q * p.group_size > self._narrow_rows[(64, PAIRS)]:
+            return False
+        return p.batch * p.heads_kv // 2 >= HEAD_PAIRS_MIN_FILL * num_sms(index)
 
     def _shallow_ring_variant(self, p: Problem, index: int, num_splits: int) -> Optional[int]:
         """The variant of launch_plan's shallow-ring rule for p in num_splits splits (WIDE at D = 64, STREAM at
@@ -209,7 +234,13 @@ class CudaSm90Backend(Backend):
         one_per_sm = self._ctas_per_sm[(p.head_dim, variant)] == 1 or (
             num_splits > 1 and _grid_ctas(p) * num_splits <= num_sms(index))
         per_sm = "one CTA per SM" if one_per_sm else "several CTAs per SM"
-        if p.head_dim == 512:
+        ctas = _grid_ctas(p)
+        if variant == PAIRS:
+            ctas //= 2
+            kind = ("KV-head pairs: the D = 128 stream kernel reads KV heads 2i and 2i + 1 as one 128-wide head "
+                    f"(256 contiguous bytes of each token's row), "
+                    f"{'one CTA' if ctas <= num_sms(index) else 'several CTAs'} per SM")
+        elif p.head_dim == 512:
             kind = ("wide: the two consumer warpgroups take turns over the tiles (seesaw)" if variant == WIDE else
                     "deep: the two consumer warpgroups split Q K^T's head dim and exchange their scores")
         elif variant == DEEP:
@@ -235,7 +266,7 @@ class CudaSm90Backend(Backend):
                     and clustered_splits(p, _grid_ctas(p), occupancy, merge_mode) == num_splits):
                 merge += (f", fewer splits than the {occupancy} that fill the SMs but need the combine kernel "
                           f"(a short problem: CLUSTER_PLAN_CTAS in fmha/cuda/backend.py)")
-        return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {_grid_ctas(p)} CTAs x "
+        return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {ctas} CTAs x "
                 f"{num_splits} KV split(s){merge}")
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:

@@ -157,12 +157,18 @@ InstanceShape instance_shape(int variant) {
                                       : instance_shape_of_traits<DecodeTraits<D, fmha::sm90::kWide>>();
 }
 
+// Variant 3 of the C API (fmha_capi.h): a D = 64 problem served as KV-head pairs by the D = 128 stream
+// instantiation (DecodeParams::head_pairs), not an instantiation of its own.
+constexpr int kHeadPairs = 3;
+
 bool valid_variant(int variant) {
-  return variant == fmha::sm90::kWide || variant == fmha::sm90::kDeep || variant == fmha::sm90::kStream;
+  return variant == fmha::sm90::kWide || variant == fmha::sm90::kDeep || variant == fmha::sm90::kStream ||
+         variant == kHeadPairs;
 }
 
 InstanceShape instance_shape_of(int D, int variant) {
   if (!valid_variant(variant)) return {0, 0, 0};
+  if (variant == kHeadPairs) return D == 64 ? instance_shape<128>(fmha::sm90::kStream) : InstanceShape{0, 0, 0};
   switch (D) {
     case 64: return instance_shape<64>(variant);
     case 128: return instance_shape<128>(variant);
@@ -297,7 +303,7 @@ int with_instance(int D, int variant, int fallback, F&& f) {
   using fmha::sm90::kDeep;
   using fmha::sm90::kStream;
   using fmha::sm90::kWide;
-  if (instance_shape_of(D, variant).tile_n == 0) return fallback;
+  if (instance_shape_of(D, variant).tile_n == 0 || variant == kHeadPairs) return fallback;  // (pairs: see launch_head_pairs)
   const bool deep = variant == kDeep;
   switch (D) {
     case 64: return deep ? f(std::integral_constant<int, 64>{}, std::integral_constant<int, kDeep>{})
@@ -526,9 +532,19 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   if (num_splits < 1 || num_splits > 1024) return fail("num_splits=%d out of range [1, 1024]", num_splits);
   if (instance_shape_of(D, variant).tile_n == 0)
     return fail("variant=%d invalid for D=%d (0 = wide: several CTAs per SM; 1 = deep: one CTA per SM, deeper ring; "
-                "2 = stream: D = 128 only, the wide ring with the narrow loop)", variant, D);
+                "2 = stream: D = 128 only, the wide ring with the narrow loop; 3 = KV-head pairs: D = 64 only)",
+                variant, D);
   const int G = Hq / Hkv;
   if (static_cast<long long>(T) * G > (1LL << 30)) return fail("T * Hq / Hkv too large");
+  const bool pairs = variant == kHeadPairs;
+  if (pairs) {
+    const int max_rows = instance_shape_of(D, variant).narrow_rows;
+    if (num_splits != 1) return fail("variant 3 (KV-head pairs) runs unsplit, got num_splits=%d", num_splits);
+    if (Hkv % 2 != 0) return fail("variant 3 (KV-head pairs) needs an even Hkv, got Hkv=%d", Hkv);
+    if (2LL * T * G > max_rows)
+      return fail("variant 3 (KV-head pairs) serves at most %d packed rows a pair, got 2 x T x Hq/Hkv = %lld",
+                  max_rows, 2LL * T * G);
+  }
 
   fmha::DecodeParams p{};
   p.q = q;
@@ -544,14 +560,28 @@ int fmha_sm90_decode(const void* q, const void* k, const void* v, void* out, flo
   p.causal = causal != 0 && T > 1;
   sanitize_kv_strides(S, Hkv, D, B, k_b, k_s, k_h);
   sanitize_kv_strides(S, Hkv, D, B, v_b, v_s, v_h);
-  p.k_head_major = head_major_order(k_s, k_h, Hkv);
-  p.v_head_major = head_major_order(v_s, v_h, Hkv);
+  if (pairs) {  // read the cache as D = 128 with Hkv / 2 heads (DecodeParams::head_pairs)
+    if (k_h != D || v_h != D)
+      return fail("variant 3 (KV-head pairs) needs the KV heads of a token side by side (head stride %d elements); "
+                  "k_cache has %lld, v_cache %lld", D, (long long)k_h, (long long)v_h);
+    p.head_pairs = 1;
+    p.Hkv = Hkv / 2;
+    p.rows = 2 * T * G;
+    k_h = v_h = 2 * D;
+  }
+  p.k_head_major = head_major_order(k_s, k_h, p.Hkv);
+  p.v_head_major = head_major_order(v_s, v_h, p.Hkv);
   if (num_splits > 1 && workspace != nullptr) {  // required (and its size checked) where launch() merges by kernel
     if (misaligned(workspace)) return fail("workspace must be 16-byte aligned");
     p.o_partial = static_cast<float*>(workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, D, num_splits);
   }
   cudaStream_t st = static_cast<cudaStream_t>(stream);
+  if (pairs) {
+    using fmha::sm90::kStream;
+    return dtype == 1 ? launch<128, true, kStream>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st)
+                      : launch<128, false, kStream>(p, k, v, k_b, k_s, k_h, v_b, v_s, v_h, workspace_size, st);
+  }
   // (D, variant) were validated above, so with_instance finds the instantiation (-1 is unreachable).
   const int status = with_instance(D, variant, -1, [&](auto dim, auto instance) {  // (v is v_cache here)
     constexpr int kD = decltype(dim)::value, kV = decltype(instance)::value;
@@ -570,7 +600,7 @@ int fmha_sm90_decode_packed(const FmhaDecodeArgs* a) {
       a->num_splits > INT32_MAX || a->variant < INT32_MIN || a->variant > INT32_MAX ||
       !valid_variant(static_cast<int>(a->variant)))
     return fail("fmha_sm90_decode_packed: dtype=%lld causal=%lld num_splits=%lld variant=%lld out of range (dtype 0 "
-                "or 1, causal 0 or 1, num_splits >= 1, variant 0 = wide, 1 = deep, 2 = stream)",
+                "or 1, causal 0 or 1, num_splits >= 1, variant 0 = wide, 1 = deep, 2 = stream, 3 = KV-head pairs)",
                 (long long)a->dtype, (long long)a->causal, (long long)a->num_splits, (long long)a->variant);
   return fmha_sm90_decode(reinterpret_cast<const void*>(a->q), reinterpret_cast<const void*>(a->k),
                           reinterpret_cast<const void*>(a->v), reinterpret_cast<void*>(a->out),

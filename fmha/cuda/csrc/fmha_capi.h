@@ -22,6 +22,9 @@ const char* fmha_last_error(void);
 //           1 = deep (one CTA per SM, deeper ring: small grids and split-KV),
 //           2 = stream (D = 128 only: wide's ring with the narrow loop, for grids of at most 16 packed
 //               rows that fill one wave, unsplit or split). D = 512 has one configuration.
+//           3 = KV-head pairs (D = 64 only, unsplit, at most 8 packed rows a head, KV heads side by side in
+//               memory): the stream instantiation of D = 128 reads KV heads 2i and 2i + 1 as one 128-wide
+//               head (fmha::DecodeParams::head_pairs); its tile_n / ctas_per_sm / narrow_rows are stream's.
 // A split grid of at most as many CTAs as SMs (one wave) is launched one CTA per SM, whatever its variant's
 // shared memory.
 int fmha_sm90_tile_n(int D, int variant);

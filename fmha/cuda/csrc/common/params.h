@@ -33,6 +33,11 @@ struct DecodeParams {
   // partials go to the workspace and combine_splits_kernel merges them. Set by the host (capi.cu),
   // which also launches the clusters.
   int cluster_merge;
+  // 1: KV-head pairs (capi.cu, variant 3; the D = 128 narrow loop only). A D = 64 cache whose KV heads lie
+  // side by side is read as a D = 128 cache of Hkv / 2 heads: CTA kvh serves heads 2 kvh and 2 kvh + 1, and
+  // streams 256 contiguous bytes of each token's row instead of 128. Hkv is then the number of pairs, rows
+  // 2 T G (the first T G rows head 2 kvh's, the rest head 2 kvh + 1's) and G the original group size.
+  int head_pairs;
 };
 
 enum ClusterMergeMode : int {

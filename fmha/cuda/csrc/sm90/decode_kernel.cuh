@@ -14,7 +14,9 @@
 // launch_plan) runs grids of more CTAs than SMs with kWide (two CTAs per SM at D <= 128, shallow
 // ring), narrow grids of one wave (unsplit or split) at D = 128 with kStream (kWide's ring, the narrow
 // loop; at D = 64 kWide is that), and other smaller or split-KV grids with kDeep (one CTA per SM, deeper
-// ring). The C API launches a split grid of one wave one CTA per SM (capi.cu exclusive_sms).
+// ring). The C API launches a split grid of one wave one CTA per SM (capi.cu exclusive_sms). D = 64 caches
+// whose KV heads lie side by side run on the D = 128 kStream kernel as KV-head pairs where the pairs fill
+// most SMs (DecodeParams::head_pairs, pair_row; the C API's variant 3): blockIdx.y is then a pair.
 //
 // Roles (kConsumerWGs consumer warpgroups, then the producer: one warp, or a
 // warpgroup of which one warp works when setmaxnreg is used)
@@ -677,6 +679,49 @@ __device__ __forceinline__ void load_q_tile(SharedStorage<Tr>& ss, const DecodeP
     load_q_tile_rows<Tr>(ss, p, b, kvh, row0, ctid);
   else
     load_q_tile_chunks<Tr>(ss, p, b, kvh, row0, ctid);
+}
+
+// KV-head pairs (p.head_pairs, see DecodeParams): which D = 64 KV head packed row n of CTA kvh belongs to,
+// its row within that head's T G rows, and which 64-column half of the pair's Q and O it uses. With Q's
+// other half zero, S = K Q^T over the 128 columns is the row's own head's scores, and of O^T = V^T P^T
+// only the rows (head-dim columns) of its half are its output.
+struct PairRow {
+  int kvh, row, half;
+};
+__device__ __forceinline__ PairRow pair_row(const DecodeParams& p, bool pairs, int kvh, int n) {
+  if (!pairs) return PairRow{kvh, n, 0};
+  const int per_head = p.rows >> 1;
+  const int half = n >= per_head ? 1 : 0;
+  return PairRow{2 * kvh + half, n - half * per_head, half};
+}
+
+// Q of a KV-head pair (p.head_pairs; the narrow loop reads rows 0 .. kNarrowRows - 1): row n of head 2 kvh
+// + half fills box `half` with its 64 columns and the other box with zeros (see pair_row).
+template <class Tr>
+__device__ __forceinline__ void load_q_tile_pairs(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
+                                                  int ctid) {
+  static_assert(Tr::kHeadDim == 128 && Tr::kQSmemBoxes == 2, "head pairs: Q as two 64-column boxes");
+  constexpr int kChunksPerRow = 16;  // 16 B chunks of a 128-column row
+  constexpr int kTotal = Tr::kNarrowRows * kChunksPerRow;
+  static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
+  constexpr int kPerThread = kTotal / Tr::kConsumerThreads;
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_b;
+  uint4 val[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = ctid + i * Tr::kConsumerThreads, r = e / kChunksPerRow, c = e % kChunksPerRow;
+    const PairRow pr = pair_row(p, true, kvh, r);
+    val[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (r < p.rows && c / 8 == pr.half) {
+      const int t = pr.row / p.G, hq = pr.kvh * p.G + pr.row % p.G;
+      val[i] = __ldg(reinterpret_cast<const uint4*>(q + t * p.q_t + hq * p.q_h + (c % 8) * 8));
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = ctid + i * Tr::kConsumerThreads, r = e / kChunksPerRow, c = e % kChunksPerRow;
+    *reinterpret_cast<uint4*>(&ss.q[c / 8][r * Tr::kBoxCols + ((c % 8) ^ (r % 8)) * 8]) = val[i];  // 128B swizzle
+  }
 }
 
 // Q columns held in registers (Tr::kQRegCols): warpgroup wg's A fragments of Q K^T for its last
@@ -1570,7 +1615,15 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
   const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
 
-  load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+  // KV-head pairs (p.head_pairs): only the D = 128 instantiations serve them (capi.cu).
+  constexpr bool kPairs = Tr::kHeadDim == 128;
+  const bool pairs = kPairs && p.head_pairs;
+  if constexpr (kPairs) {
+    if (pairs) load_q_tile_pairs<Tr>(ss, p, b, kvh, ctid);
+    else load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+  } else {
+    load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+  }
   ptx::fence_proxy_async_shared();
   ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
 
@@ -1579,7 +1632,10 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   float m_i[4], l_i[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    limit_abs[j] = row_key_limit(p, tr, 8 * (j >> 1) + 2 * q + (j & 1));
+    if constexpr (kPairs)
+      limit_abs[j] = row_key_limit(p, tr, pair_row(p, pairs, kvh, 8 * (j >> 1) + 2 * q + (j & 1)).row);
+    else
+      limit_abs[j] = row_key_limit(p, tr, 8 * (j >> 1) + 2 * q + (j & 1));
     m_i[j] = -INFINITY;
     l_i[j] = 0.f;
   }
@@ -1729,6 +1785,20 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   for (int j = 0; j < 4; ++j) {
     const int n = 8 * (j >> 1) + 2 * q + (j & 1);
     if (n >= p.rows) continue;  // padding column
+    if constexpr (kPairs) {
+      if (pairs) {  // column n: its own head's 64 of the 128 O^T rows (head pairs are never split: capi.cu)
+        const PairRow pr = pair_row(p, true, kvh, n);
+        const OutRow r(p, b, pr.kvh, pr.row);
+        uint16_t* dst = r.out(p, b);
+#pragma unroll
+        for (int db = 0; db < kDB; ++db)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            if (db == pr.half) dst[16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
+        if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
+        continue;
+      }
+    }
     const OutRow r(p, b, kvh, n);
     if (p.num_splits == 1) {
       uint16_t* dst = r.out(p, b);
