@@ -135,8 +135,16 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "null tensor pointer" in msg
     status, msg = call(dtype=7)
     assert status != 0 and "dtype=7 causal=1 num_splits=1 variant=0 out of range" in msg
-    status, msg = call(variant=3)
-    assert status != 0 and "variant=3 out of range" in msg
+    status, msg = call(variant=4)
+    assert status != 0 and "variant=4 out of range" in msg
+    status, msg = call(variant=3)  # KV-head pairs: D = 64 only
+    assert status != 0 and "variant=3 invalid for D=128" in msg and "D = 64 only" in msg, msg
+    status, msg = call(variant=3, D=64, Hq=6, Hkv=3)
+    assert status != 0 and "even Hkv, got Hkv=3" in msg, msg
+    status, msg = call(variant=3, D=64, Hq=32, Hkv=2)  # 16 rows a head, 32 a pair
+    assert status != 0 and "at most 16 packed rows a pair" in msg, msg
+    status, msg = call(variant=3, D=64)  # head stride 1024 elements: not side by side
+    assert status != 0 and "side by side" in msg and "k_cache has 1024" in msg, msg
     status, msg = call(variant=2, D=64)  # the stream variant exists at D = 128 only
     assert status != 0 and "variant=2 invalid for D=64" in msg and "D = 128 only" in msg, msg
     status, msg = call(B=0)
@@ -152,6 +160,8 @@ def test_merge_query_rejects_bad_arguments(build):
     assert lib.fmha_sm90_cluster_merge(96, 1, 1, 8, 8, 4) == -1
     assert lib.fmha_sm90_cluster_merge(128, 2, 1, 8, 8, 4) == -1
     assert lib.fmha_sm90_cluster_merge(128, 1, 3, 8, 8, 4) == -1
+    assert lib.fmha_sm90_cluster_merge(64, 1, 3, 8, 8, 4) == -1  # KV-head pairs run unsplit
+    assert lib.fmha_sm90_cluster_merge(64, 1, 4, 8, 8, 4) == -1
     assert lib.fmha_sm90_cluster_merge(64, 1, 2, 8, 8, 4) == -1  # no stream instantiation at D = 64
     # stream = the wide configuration (tiles, CTAs per SM) with the deep variant's narrow loop, whatever the knobs
     assert lib.fmha_sm90_tile_n(128, 2) == lib.fmha_sm90_tile_n(128, 0) > 0
