@@ -256,6 +256,9 @@ struct DecodeTraits {
   static_assert(kVariant == kWide || kVariant == kDeep || (kVariant == kStream && D == 128), "variant");
   static constexpr int kHeadDim = D;
   static constexpr bool kIsDeep = kVariant == kDeep;
+  // Serves KV-head pairs (DecodeParams::head_pairs): the C API runs them on the D = 128 stream kernel only,
+  // so no other instantiation carries their code.
+  static constexpr bool kHeadPairs = D == 128 && kVariant == kStream;
   static constexpr int kBlockM = 64;                       // packed query rows per CTA (one wgmma M)
   static constexpr int kBlockN = D == 64    ? FMHA_SM90_D64_TILE_N                    // KV tokens per tile
                                  : D == 128 ? (kIsDeep ? FMHA_SM90_DEEP_D128_TILE_N : FMHA_SM90_D128_TILE_N)
@@ -700,7 +703,7 @@ __device__ __forceinline__ PairRow pair_row(const DecodeParams& p, bool pairs, i
 template <class Tr>
 __device__ __forceinline__ void load_q_tile_pairs(SharedStorage<Tr>& ss, const DecodeParams& p, int b, int kvh,
                                                   int ctid) {
-  static_assert(Tr::kHeadDim == 128 && Tr::kQSmemBoxes == 2, "head pairs: Q as two 64-column boxes");
+  static_assert(Tr::kHeadPairs && Tr::kQSmemBoxes == 2, "head pairs: Q as two 64-column boxes");
   constexpr int kChunksPerRow = 16;  // 16 B chunks of a 128-column row
   constexpr int kTotal = Tr::kNarrowRows * kChunksPerRow;
   static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
@@ -1615,8 +1618,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
   const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
 
-  // KV-head pairs (p.head_pairs): only the D = 128 instantiations serve them (capi.cu).
-  constexpr bool kPairs = Tr::kHeadDim == 128;
+  // KV-head pairs (p.head_pairs): only the D = 128 stream instantiation serves them (capi.cu).
+  constexpr bool kPairs = Tr::kHeadPairs;
   const bool pairs = kPairs && p.head_pairs;
   if constexpr (kPairs) {
     if (pairs) load_q_tile_pairs<Tr>(ss, p, b, kvh, ctid);
