@@ -1619,10 +1619,9 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
 
   // KV-head pairs (p.head_pairs): only the D = 128 stream instantiation serves them (capi.cu).
-  constexpr bool kPairs = Tr::kHeadPairs;
-  const bool pairs = kPairs && p.head_pairs;
-  if constexpr (kPairs) {
-    if (pairs) load_q_tile_pairs<Tr>(ss, p, b, kvh, ctid);
+  // (No local variables for them: a dead one changed the register allocation of the other instantiations.)
+  if constexpr (Tr::kHeadPairs) {
+    if (p.head_pairs) load_q_tile_pairs<Tr>(ss, p, b, kvh, ctid);
     else load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
   } else {
     load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
@@ -1635,8 +1634,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   float m_i[4], l_i[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    if constexpr (kPairs)
-      limit_abs[j] = row_key_limit(p, tr, pair_row(p, pairs, kvh, 8 * (j >> 1) + 2 * q + (j & 1)).row);
+    if constexpr (Tr::kHeadPairs)
+      limit_abs[j] = row_key_limit(p, tr, pair_row(p, p.head_pairs != 0, kvh, 8 * (j >> 1) + 2 * q + (j & 1)).row);
     else
       limit_abs[j] = row_key_limit(p, tr, 8 * (j >> 1) + 2 * q + (j & 1));
     m_i[j] = -INFINITY;
@@ -1788,8 +1787,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   for (int j = 0; j < 4; ++j) {
     const int n = 8 * (j >> 1) + 2 * q + (j & 1);
     if (n >= p.rows) continue;  // padding column
-    if constexpr (kPairs) {
-      if (pairs) {  // column n: its own head's 64 of the 128 O^T rows (head pairs are never split: capi.cu)
+    if constexpr (Tr::kHeadPairs) {
+      if (p.head_pairs) {  // column n: its own head's 64 of the 128 O^T rows (head pairs are never split: capi.cu)
         const PairRow pr = pair_row(p, true, kvh, n);
         const OutRow r(p, b, pr.kvh, pr.row);
         uint16_t* dst = r.out(p, b);
