@@ -93,6 +93,7 @@ def main():
     a = ap.parse_args()
 
     import torch
+    from fmha.cuda import backend as cb
     from fmha.problem import validate
     from perf.ncu_probe import random_inputs
 
@@ -144,7 +145,14 @@ def main():
     print(f"-- steady state: cycles/tile {summary(per_tile)}")
     print_loop_phases(probed, ev)
     print_timeline([t for t in timelines if t[TIMELINE.index("end")] != 0])
-    print_bandwidth_profile(stamps, timelines, ev, 2 * 2 * p.head_dim * b._tile_n[(p.head_dim, b.launch_plan(p, q.device.index or 0)[0])])
+    variant, splits = b.launch_plan(p, q.device.index or 0)
+    tile_n = b._tile_n[(p.head_dim, variant)]
+    tiles_per_cta = -(-p.seqlen_k // (tile_n * splits))
+    if tiles_per_cta <= len(stamps[0]):
+        row_elems = 2 * p.head_dim if variant == cb.PAIRS else p.head_dim  # KV-head pairs: two heads a row
+        print_bandwidth_profile(stamps, timelines, ev, 2 * 2 * row_elems * tile_n)
+    else:  # the later tiles are not stamped: the linear map onto the timeline would be wrong
+        print(f"  (no bandwidth profile: {tiles_per_cta} tiles a CTA, the probe stamps {len(stamps[0])})")
     # Per KV head (the grid's y; the probed CTA index is x + X (y + Y z)): does a head's place in the
     # cache's rows (bshd: the heads of a token side by side) set its stream rate?
     x_ctas = b.launch_plan(p, q.device.index or 0)[1] * -(-p.seqlen_q * p.group_size // 64)
