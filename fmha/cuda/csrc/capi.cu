@@ -303,7 +303,8 @@ int with_instance(int D, int variant, int fallback, F&& f) {
   using fmha::sm90::kDeep;
   using fmha::sm90::kStream;
   using fmha::sm90::kWide;
-  if (instance_shape_of(D, variant).tile_n == 0 || variant == kHeadPairs) return fallback;  // (pairs: see launch_head_pairs)
+  // (KV-head pairs have no instantiation of their own: fmha_sm90_decode launches the D = 128 stream kernel.)
+  if (instance_shape_of(D, variant).tile_n == 0 || variant == kHeadPairs) return fallback;
   const bool deep = variant == kDeep;
   switch (D) {
     case 64: return deep ? f(std::integral_constant<int, 64>{}, std::integral_constant<int, kDeep>{})
