@@ -18,7 +18,9 @@ cycles (clock64, per SM: only stamps of one CTA are compared):
 for ring positions 0-2 (the ring's first fill) and 3 onwards. Written for the split-KV stream-rate
 question of perf/RESULTS.md; first run on the H200 in run br (2026-11-30). Last, each CTA's timeline
 in %globaltimer ns (entry, past griddepcontrol.wait, first K tile in, last V tile in, end): start-up,
-stream and tail over the grid, and which SMs stream fastest and slowest. --repeat N reads the last of
+stream and tail over the grid, which SMs stream fastest and slowest, how many CTAs stream over the call, the
+probed CTAs' K/V bytes landed per 2 us (GB/s; only where every tile of a CTA is stamped) and the stream time
+per KV head. --repeat N reads the last of
 N calls back to back (the suite's regime); --flags adds nvcc flags (a knob under test).
 """
 from __future__ import annotations
