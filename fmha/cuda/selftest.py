@@ -53,6 +53,8 @@ CASES = [
     ("fp16-d128-t4-s384", 2, 4, 8, 8, 384, 128, torch.float16, None, True, False),
     ("fp16-d512-t1-s384", 1, 1, 16, 1, 384, 512, torch.float16, None, True, False),
     ("fused-q-d128", 2, 2, 8, 2, 200, 128, torch.bfloat16, None, True, True),
+    # 128 KV-head pairs: the plan reads D = 64 heads in pairs on the D = 128 stream kernel (>= 0.8 x SMs pairs)
+    ("kv-head-pairs-d64-32/8-b32-varlen", 32, 1, 32, 8, 300, 64, torch.bfloat16, [300, 0, 129, 64] * 8, True, False),
     ("split-d64-s65536", 1, 1, 8, 8, 65536, 64, torch.bfloat16, None, True, False),
     ("split-d128-s65536", 1, 1, 8, 8, 65536, 128, torch.bfloat16, None, True, False),
     ("split-d256-s16384-varlen", 2, 2, 8, 8, 16384, 256, torch.bfloat16, [16384, 3], True, False),
