@@ -155,15 +155,17 @@ def main():
         print_bandwidth_profile(stamps, timelines, ev, 2 * 2 * row_elems * tile_n)
     else:  # the later tiles are not stamped: the linear map onto the timeline would be wrong
         print(f"  (no bandwidth profile: {tiles_per_cta} tiles a CTA, the probe stamps {len(stamps[0])})")
-    # Per KV head (the grid's y; the probed CTA index is x + X (y + Y z)): does a head's place in the
-    # cache's rows (bshd: the heads of a token side by side) set its stream rate?
-    x_ctas = b.launch_plan(p, q.device.index or 0)[1] * -(-p.seqlen_q * p.group_size // 64)
+    # Per KV head (the grid's y, a pair of heads with KV-head pairs; the probed CTA index is x + X (y + Y z)):
+    # does a head's place in the cache's rows (bshd: the heads of a token side by side) set its stream rate?
+    pairs = variant == cb.PAIRS
+    x_ctas = splits * (1 if pairs else -(-p.seqlen_q * p.group_size // 64))
+    y_ctas = p.heads_kv // 2 if pairs else p.heads_kv
     by_head = {}
     for n, t in enumerate(timelines):
         if t[TIMELINE.index("first_k")] and t[TIMELINE.index("last_v")]:
             us = (t[TIMELINE.index("last_v")] - t[TIMELINE.index("first_k")]) / 1000
-            by_head.setdefault(n // x_ctas % p.heads_kv, []).append(us)
-    print("  stream us by KV head, median (min-max): " + "; ".join(
+            by_head.setdefault(n // x_ctas % y_ctas, []).append(us)
+    print(f"  stream us by KV {'head pair' if pairs else 'head'}, median (min-max): " + "; ".join(
         f"{h}: {statistics.median(v):.1f} ({min(v):.1f}-{max(v):.1f})" for h, v in sorted(by_head.items())))
 
 
