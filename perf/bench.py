@@ -52,7 +52,7 @@ def parse_args(argv=None):
     ap.add_argument("--replays", type=int, default=30, help="CUDA-graph replays per contender (>= 20)")
     ap.add_argument("--settle-ms", type=float, default=200.0,
                     help="replay each contender's graph this long before timing it, so the GPU's clocks "
-                         "and power settle on the shape (0: off, as in runs before 2026-11-29 run h)")
+                         "and power settle on the shape (0: off)")
     ap.add_argument("--rotate-factor", type=float, default=3.0,
                     help="rotating input sets total at least this many L2 caches (default 3)")
     ap.add_argument("--ceiling-gib", type=float, default=4.0, help="size of the ceiling tensors in GiB")
@@ -64,8 +64,8 @@ def parse_args(argv=None):
                     help="follow every timed call by a one-element add, a kernel launched without PDL as the "
                          "next op of a model would be. Without it a graph holds one contender's calls back to "
                          "back, and fmha's PDL launches overlap a call's start with the previous call's tail "
-                         "(perf/RESULTS.md). Times then include one add per call: compare contenders within a "
-                         "shape; the GB/s and % columns understate every contender alike")
+                         "(perf/README.md). Times then include one add per call: compare contenders within a "
+                         "shape; the GB/s and %% columns understate every contender alike")
     ap.add_argument("--also-separate", action="store_true",
                     help="time every contender in both regimes in this run: calls back to back (the main table) "
                          "and, as --separate does, each call followed by a one-element add (a second table, and "
