@@ -47,11 +47,6 @@ class Shape:
                        Hq=hkv * min(self.G, 4))
 
 
-# Cache storage orders the tools can build (perf/ncu_probe.py random_cache; --kv-layout of perf/variants.py and
-# perf/stream_probe.py): bshd [B, S, Hkv, D], or bhsd: stored [B, Hkv, S, D] and passed as its transposed view.
-KV_LAYOUTS = ("bshd", "bhsd")
-
-
 def _serving(B, S, **kw):
     return Shape("serve", B=B, S=S, **kw)
 

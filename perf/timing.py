@@ -64,7 +64,7 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0) -> list:
     Before timing, the graph is replayed for `settle_s` seconds: 30 replays of a 100 us shape
     last a few milliseconds, shorter than the GPU's clock and power adjustments, so without it
     the first contender timed after a heavier shape is measured in that shape's state (on an
-    H200 at its 700 W cap: 142 vs 126 us for the same kernel, perf/RESULTS.md).
+    H200 at its 700 W cap: 142 vs 126 us for the same kernel).
     """
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -1,12 +1,12 @@
 """Where a K/V tile's time goes in the sm90 decode kernel: the timing probe's stamps per ring position.
 
-    PYTHONPATH=. python perf/stream_probe.py --shape 1,1,32,8,65536,128
-    PYTHONPATH=. python perf/stream_probe.py --shape 8,16,32,8,8192,128 --causal
+    python tools/stream_probe.py --shape 1,1,32,8,65536,128
+    python tools/stream_probe.py --shape 8,16,32,8,8192,128 --causal
 
-Builds the CUDA library with -DFMHA_SM90_PROBE_TIMESTAMPS=1 (sm90/decode_kernel.cuh; results stay
-correct, and the default build has none of its code), runs the shape once, zeroes the stamps, runs it
-again, and prints for the probed CTAs (the first 256 of the grid, their first 64 ring positions), in SM
-cycles (clock64, per SM: only stamps of one CTA are compared):
+Runs the cuda backend on the probe build of the library (fmha.cuda.loader.load_probe("timestamps"): results
+stay correct; the product library has none of the probe's code), runs the shape once, zeroes the stamps,
+runs it again, and prints for the probed CTAs (the first 256 of the grid, their first 64 ring positions),
+in SM cycles (clock64, per SM: only stamps of one CTA are compared):
 
   consumer wait   consumer thread 0 waiting for the K (V) tile of a ring position
   issue -> ready  the producer's TMA issue of that tile -> the consumer has it, over the positions where
@@ -15,26 +15,31 @@ cycles (clock64, per SM: only stamps of one CTA are compared):
   cycles/tile     steady state: consumer's K arrival of the last probed position minus that of
                   position 3, over the positions between
 
-for ring positions 0-2 (the ring's first fill) and 3 onwards. Written for the split-KV stream-rate
-question of perf/RESULTS.md; first run on the H200 in run br (2026-11-30). Last, each CTA's timeline
-in %globaltimer ns (entry, past griddepcontrol.wait, first K tile in, last V tile in, end): start-up,
-stream and tail over the grid, which SMs stream fastest and slowest, how many CTAs stream over the call, the
-probed CTAs' K/V bytes landed per 2 us (GB/s; only where every tile of a CTA is stamped) and the stream time
-per KV head. --repeat N reads the last of
-N calls back to back (the suite's regime); --flags adds nvcc flags (a knob under test).
+for ring positions 0-2 (the ring's first fill) and 3 onwards; then the 64-row loop's phases where that loop
+ran. Last, each CTA's timeline in %globaltimer ns (entry, past griddepcontrol.wait, first K tile in, last V
+tile in, end): start-up, stream and tail over the grid, which SMs stream fastest and slowest, how many CTAs
+stream over the call, the probed CTAs' K/V bytes landed per 2 us (GB/s; only where every tile of a CTA is
+stamped) and the stream time per KV head. --repeat N reads the last of N calls back to back (the suite's
+regime); --flags adds nvcc flags and plan tokens (tools/_cuda.py).
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import statistics
+import sys
 from collections import Counter
 
-from perf.shapes import KV_LAYOUTS
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 
-TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")  # the timeline row's stamps (ProbeTimeline)
+from tools.ncu_probe import KV_LAYOUTS  # noqa: E402
+
+# The stamps' layout (fmha/cuda/csrc/common/probe.cuh): per CTA, ring positions of EVENTS, then one timeline
+# row of TIMELINE.
+TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full",
-          # consumer_loop_overlapped's phases, per loop iteration (ProbeEvent)
+          # the 64-row loop's phases, per loop iteration
           "loop_issued", "qk_landed", "qk_landed_wg1", "exchanged", "softmax_done", "pv_landed", "operands_ready")
 # The 64-row loop's phases in the order they happen: (label, from event, to event, iterations later the to
 # event is stamped), then the whole iteration.
@@ -48,27 +53,23 @@ LOOP_PHASES = (("operands ready -> wgmmas issued", "operands_ready", "loop_issue
                ("Q K^T landed: warpgroup 1 - 0", "qk_landed", "qk_landed_wg1", 0))
 
 
-def probe_backend(flags=()):
-    """A cuda backend bound to a library built with the probe (and `flags`; plan tokens such as @stream
-    @splits=16 among them force the launch plan, see perf/variants.py force_plan), and that library."""
-    from fmha.cuda import loader
-    from perf.variants import bound_backend, force_plan
+def probe_backend(words=()):
+    """(backend, library): a CudaBackend bound to the timestamps probe build, with extra nvcc flags and plan
+    tokens (@stream, @splits=16, ...: tools/_cuda.py force_plan) among `words`."""
+    from tools._cuda import parse_variant, variant_backend
 
-    build = [f for f in flags if not f.startswith("@")]
-    lib = loader._declare(ctypes.CDLL(str(loader.build(extra_flags=["-DFMHA_SM90_PROBE_TIMESTAMPS=1", *build]))))
-    b = bound_backend(lib)
-    force_plan(b, [f for f in flags if f.startswith("@")])
-    return b, lib
+    v = parse_variant(" ".join(["probe:timestamps", *words]))
+    return variant_backend(v)
 
 
 def read_stamps(lib, clear: bool):
     ctas, tiles, events = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    if lib.fmha_sm90_probe_layout(ctypes.byref(ctas), ctypes.byref(tiles), ctypes.byref(events)) != 0:
+    if lib.fmha_probe_layout(ctypes.byref(ctas), ctypes.byref(tiles), ctypes.byref(events)) != 0:
         raise RuntimeError(lib.fmha_last_error().decode())
     if events.value != len(EVENTS):
         raise RuntimeError(f"probe layout has {events.value} events, this script knows {len(EVENTS)}")
     buf = (ctypes.c_uint64 * (ctas.value * tiles.value * events.value))()
-    if lib.fmha_sm90_probe_read(buf, ctypes.sizeof(buf), 1 if clear else 0) != 0:
+    if lib.fmha_probe_read(buf, ctypes.sizeof(buf), 1 if clear else 0) != 0:
         raise RuntimeError(lib.fmha_last_error().decode())
     n_t, n_e = tiles.value, events.value
     return [[list(buf[(c * n_t + t) * n_e:(c * n_t + t + 1) * n_e]) for t in range(n_t)] for c in range(ctas.value)]
@@ -82,28 +83,33 @@ def summary(values):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. a knob under test "
+    ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. -DFMHA_DISABLE_PDL=1 "
                     "(--flags=-D...: a value that starts with '-' needs the '='); plan tokens "
-                    "(@stream, @deep, @wide, @splits=N) force the launch plan")
+                    "(@wide, @deep, @stream, @pairs, @seesaw, @split_qk, @splits=N) force the launch plan")
     ap.add_argument("--repeat", type=int, default=1,
                     help="calls back to back (no host sync between) before reading: the stamps are the last call's")
     ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd",
-                    help="cache storage order (perf/ncu_probe.py random_cache): bhsd keeps each head's tokens contiguous")
+                    help="cache storage order (tools/ncu_probe.py random_cache): bhsd keeps each head's tokens contiguous")
     a = ap.parse_args()
 
     import torch
-    from fmha.cuda import backend as cb
     from fmha.problem import validate
-    from perf.ncu_probe import random_inputs
+    from tools._cuda import CONFIG_NAMES, KV_HEAD_PAIRS, tile_bytes
+    from tools.ncu_probe import random_inputs
 
     q, k, v, out = random_inputs(a.shape, a.kv_layout)
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
-    p = validate(q, k, v, None, None, a.causal, None)
-    b, lib = probe_backend(a.flags.split())
-    print(f"shape {a.shape}{' causal' if a.causal else ''} {a.kv_layout}, {a.repeat} call(s): {b.launch_details(p)}", flush=True)
+    p = validate(q, k, v, causal=a.causal)
+    try:
+        b, lib = probe_backend(a.flags.split())
+    except ValueError as e:
+        ap.error(str(e))
+    config, splits = b.launch_plan(p, q.device.index or 0)
+    print(f"shape {a.shape}{' causal' if a.causal else ''} {a.kv_layout}, {a.repeat} call(s): configuration "
+          f"{CONFIG_NAMES.get(config, config)}, {splits} split(s); {b.launch_details(p)}", flush=True)
     b.run(p, q, k, v, None, out, lse)
     torch.cuda.synchronize()
     read_stamps(lib, clear=True)
@@ -117,7 +123,7 @@ def main():
         pass
 
     ev = {name: i for i, name in enumerate(EVENTS)}
-    timelines = [c[-1] for c in stamps]  # the row after the ring positions (see ProbeTimeline)
+    timelines = [c[-1] for c in stamps]  # the row after the ring positions (TIMELINE)
     stamps = [c[:-1] for c in stamps]
     probed = [c for c in stamps if c[0][ev["k_issued"]] != 0]
     print(f"{len(probed)} CTAs probed", flush=True)
@@ -147,17 +153,14 @@ def main():
     print(f"-- steady state: cycles/tile {summary(per_tile)}")
     print_loop_phases(probed, ev)
     print_timeline([t for t in timelines if t[TIMELINE.index("end")] != 0])
-    variant, splits = b.launch_plan(p, q.device.index or 0)
-    tile_n = b._tile_n[(p.head_dim, variant)]
-    tiles_per_cta = -(-p.seqlen_k // (tile_n * splits))
+    tiles_per_cta = -(-p.seqlen_k // (lib.fmha_config_tile_n(p.head_dim, config) * splits))
     if tiles_per_cta <= len(stamps[0]):
-        row_elems = 2 * p.head_dim if variant == cb.PAIRS else p.head_dim  # KV-head pairs: two heads a row
-        print_bandwidth_profile(stamps, timelines, ev, 2 * 2 * row_elems * tile_n)
+        print_bandwidth_profile(stamps, timelines, ev, tile_bytes(lib, config, p.head_dim))
     else:  # the later tiles are not stamped: the linear map onto the timeline would be wrong
         print(f"  (no bandwidth profile: {tiles_per_cta} tiles a CTA, the probe stamps {len(stamps[0])})")
     # Per KV head (the grid's y, a pair of heads with KV-head pairs; the probed CTA index is x + X (y + Y z)):
     # does a head's place in the cache's rows (bshd: the heads of a token side by side) set its stream rate?
-    pairs = variant == cb.PAIRS
+    pairs = config == KV_HEAD_PAIRS
     x_ctas = splits * (1 if pairs else -(-p.seqlen_q * p.group_size // 64))
     y_ctas = p.heads_kv // 2 if pairs else p.heads_kv
     by_head = {}
@@ -172,7 +175,7 @@ def main():
 def print_bandwidth_profile(stamps, timelines, ev, tile_bytes):
     """The probed CTAs' K/V bytes landed per 2 us, in GB/s: each CTA's V-tile arrivals (SM cycles) mapped
     linearly onto its globaltimer span (first K in .. last V in), so a falling tail shows as falling GB/s.
-    Only the probed CTAs (the first kProbeCtas) and ring positions (kProbeRingTiles) count."""
+    Only the probed CTAs and ring positions count."""
     i = {name: k for k, name in enumerate(TIMELINE)}
     t0 = min((t[i["first_k"]] for t in timelines if t[i["first_k"]]), default=0)
     landed = []
@@ -191,7 +194,7 @@ def print_bandwidth_profile(stamps, timelines, ev, tile_bytes):
 
 
 def print_loop_phases(probed, ev):
-    """consumer_loop_overlapped's phases (consumer thread 0; the 64-row loop only), iterations 3 onwards."""
+    """The 64-row loop's phases (consumer thread 0), iterations 3 onwards."""
     rows = [(c, t) for c in probed for t in range(3, len(c) - 1)
             if c[t][ev["loop_issued"]] and c[t + 1][ev["loop_issued"]]]
     if not rows:

@@ -1,20 +1,29 @@
 """Run one decode shape a few times, for a profiler to look at (ncu, nsys, compute-sanitizer).
 
-    ncu --section SpeedOfLight -k regex:decode_kernel python perf/ncu_probe.py --shape 32,4,32,8,4096,128 --causal
+    ncu --section SpeedOfLight -k regex:decode python tools/ncu_probe.py --shape 32,4,32,8,4096,128 --causal
+    ncu --section SpeedOfLight -k regex:decode python tools/ncu_probe.py --shape 1,1,32,8,65536,128 --probe stream_only
 
 --shape is B,T,Hq,Hkv,S,D (bf16, full cache). --iters calls follow one warm-up call; with --clocks the
 script also prints the SM clock and power NVML reports while it loops --seconds long (no profiler),
-to tell a power- or clock-limited kernel from a bandwidth-limited one.
+to tell a power- or clock-limited kernel from a bandwidth-limited one. --probe MODE runs the cuda backend
+on a probe build of the library (fmha.cuda.loader.load_probe: timestamps, stream_only, no_combine; the
+last two give wrong results by design). Extra nvcc flags for the product build: FMHA_NVCC_FLAGS.
 """
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
-import torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 
-import fmha
-from perf.shapes import KV_LAYOUTS
+import torch  # noqa: E402
+
+import fmha  # noqa: E402
+
+# Cache storage orders the tools build (random_cache; --kv-layout of tools/variants.py and tools/stream_probe.py).
+KV_LAYOUTS = ("bshd", "bhsd")
 
 
 def random_cache(B: int, S: int, Hkv: int, D: int, kv_layout: str = "bshd"):
@@ -36,15 +45,22 @@ def random_inputs(shape: str, kv_layout: str = "bshd"):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    from tools._cuda import PROBE_MODES
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
     ap.add_argument("--causal", action="store_true")
-    ap.add_argument("--backend", default="cuda", help="an fmha backend, or sdpa-cudnn")
-    ap.add_argument("--iters", type=int, default=3)
-    ap.add_argument("--clocks", action="store_true")
-    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--backend", default="cuda", help="an fmha backend, or sdpa-cudnn (default %(default)s)")
+    ap.add_argument("--probe", choices=sorted(PROBE_MODES), default=None,
+                    help="run the cuda backend on this probe build (stream_only, no_combine: wrong results by design)")
+    ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd", help="cache storage order (see random_cache)")
+    ap.add_argument("--iters", type=int, default=3, help="calls after the warm-up call (default %(default)s)")
+    ap.add_argument("--clocks", action="store_true", help="also loop --seconds long and print SM clock and power")
+    ap.add_argument("--seconds", type=float, default=2.0, help="with --clocks (default %(default)s)")
     a = ap.parse_args()
-    q, k, v, out = random_inputs(a.shape)
+    if a.probe and a.backend != "cuda":
+        ap.error("--probe runs the cuda backend")
+    q, k, v, out = random_inputs(a.shape, a.kv_layout)
     if a.backend == "sdpa-cudnn":  # the peer, for a side-by-side profile (no causal mask support here)
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -54,6 +70,13 @@ def main():
         def call():
             with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
                 out.copy_(F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True).transpose(1, 2))
+    elif a.probe:
+        from fmha.problem import validate
+        from tools._cuda import bound_backend, probe_library
+
+        b, p = bound_backend(probe_library(a.probe)), validate(q, k, v, causal=a.causal)
+        lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
+        call = lambda: b.run(p, q, k, v, None, out, lse)  # noqa: E731
     else:
         call = lambda: fmha.attention(q, k, v, causal=a.causal, backend=a.backend, out=out)  # noqa: E731
     call()

@@ -1,31 +1,39 @@
-"""Time build variants of the CUDA kernel (tuning knobs given as nvcc flags), interleaved in one process.
+"""Time library builds of the CUDA kernel interleaved in one process: build variants (extra nvcc flags),
+probe builds, prebuilt libraries and launch-plan overrides, against the triton backend and cuDNN SDPA.
 
-    python perf/variants.py --variant base= --variant deep4="-DFMHA_SM90_DEEP_SMALL_D_STAGES=4"
+    python tools/variants.py --variant base= --variant nopdl="-DFMHA_DISABLE_PDL=1" --only 2
+    python tools/variants.py --variant base= --variant alone=probe:stream_only --only 2,7
+    python tools/variants.py --variant plan= --variant deep=@deep --variant s8="@deep @splits=8" --shape 1,1,32,8,32768,128
 
-Every variant is built into its own library (cached by flags) and loaded side by side in this
-process. For each shape the contenders (every variant, the triton backend and cuDNN SDPA) are timed
-in turn, round after round (--rounds), so slow drifts of the GPU's state (power cap, clocks,
-temperature) hit them alike: on an H200 the same kernel timed minutes apart in separate processes
-moved by up to 12%. Each timing is the median of 30 CUDA-graph replays over rotating input sets
-larger than 3x L2; the table shows the median over rounds and the spread (max - min) / median.
-Every variant's output is checked against the triton backend's. Units: us per call, GB/s decimal
-(q + k + v + out bytes). --separate puts a one-element add after every call (see its help; first run in
-run bp, whose script still subtracted the adds' time: compare its rows within a row only).
+A variant is NAME=SPEC, SPEC words among: nvcc flags (on top of FMHA_NVCC_FLAGS; the feature flags
+-DFMHA_DISABLE_PDL=1, -DFMHA_DISABLE_CLUSTER_MERGE=1), one probe build `probe:MODE` (timestamps; stream_only
+and no_combine give wrong results by design: consumers release each stage as soon as it lands, split partials
+are not merged) and plan tokens (@wide, @deep, @stream, @pairs, @seesaw, @split_qk, @splits=N; see
+tools/_cuda.py force_plan). Every variant is built into its own library (cached by flags) and loaded side by
+side in this process. For each shape the contenders (every variant, the triton backend and cuDNN SDPA) are
+timed in turn, round after round (--rounds), so slow drifts of the GPU's state (power cap, clocks,
+temperature) hit them alike: on an H200 the same kernel timed minutes apart in separate processes moved by up
+to 12%. Each timing is the median of 30 CUDA-graph replays over rotating input sets larger than 3x L2; the
+table shows the median over rounds and the spread (max - min) / median. Every variant's output is checked
+against the triton backend's (maxdiff; "wrong by design" marks the probe modes whose results are not
+meant to be right). Units: us per call, GB/s decimal (q + k + v + out bytes). --separate puts a one-element
+add after every call (see its help).
 
 By default each replay is timed on its own (the host waits for it before launching the next), which
 leaves the GPU a short gap between replays. --sustained times as `python -m perf` does instead: the
 graph is first replayed for --settle-ms, then the replays run back to back. Kernels at the H200's
-700 W cap may rank differently in the two regimes (D=512: perf/RESULTS.md, runs at and au).
+700 W cap may rank differently in the two regimes.
 """
 from __future__ import annotations
 
 import argparse
-import ctypes
-import shlex
+import os
 import statistics
-from unittest import mock
+import sys
 
-from perf.shapes import KV_LAYOUTS
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
+
+from tools.ncu_probe import KV_LAYOUTS  # noqa: E402
 
 SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j picks some)
     (128, 1, 32, 8, 8192, 128), (32, 1, 32, 8, 4096, 128), (1, 1, 32, 8, 65536, 128), (1, 1, 32, 8, 8192, 128),
@@ -36,81 +44,12 @@ SHAPES = [  # B, T, Hq, Hkv, S, D (--shapes N keeps the first N; --only i,j pick
 ]
 
 
-class _OlderLibrary:
-    """A library built from an older commit: C API entry points it lacks read as 0 ("no")."""
-
-    def __init__(self, lib):
-        self._lib = lib
-
-    def __getattr__(self, name):
-        try:
-            return getattr(self._lib, name)
-        except AttributeError:
-            def missing(*args):
-                return 0
-            return missing
-
-
-def bound_backend(lib):
-    """A cuda backend bound to `lib`, a loaded (and declared) library instead of the one fmha builds."""
-    from fmha.cuda import backend as cb
-    from fmha.cuda import loader
-
-    b = cb.CudaSm90Backend()
-    with mock.patch.object(loader, "load", return_value=lib):
-        b._bind()
-    return b
-
-
-def library_backend(path: str):
-    """A cuda backend bound to a prebuilt library file (e.g. one built from an older commit)."""
-    from fmha.cuda import loader
-
-    return bound_backend(loader._declare(_OlderLibrary(ctypes.CDLL(path))))
-
-
-def variant_backend(flags: str):
-    """A cuda backend bound to the library built with `flags` (on top of FMHA_NVCC_FLAGS).
-
-    Tokens among the flags override launch_plan's choice (see force_plan).
-    """
-    from fmha.cuda import loader
-
-    words = shlex.split(flags)
-    build = [w for w in words if not w.startswith("@")]
-    b = bound_backend(loader._declare(ctypes.CDLL(str(loader.build(extra_flags=build)))))
-    force_plan(b, [w for w in words if w.startswith("@")])
-    return b
-
-
-def force_plan(b, tokens):
-    """Override b.launch_plan by plan tokens: @deep / @wide run every problem with that instantiation, @stream
-    the D = 128 problems (the plan's choice elsewhere), @pairs the D = 64 ones as KV-head pairs (unsplit),
-    @splits=N with N KV splits (else the plan's count)."""
-    from fmha.cuda import backend as cb
-
-    plan = dict(w[1:].partition("=")[::2] for w in tokens)
-    if not plan:
-        return
-    planned = b.launch_plan
-
-    def forced(p, index):
-        variant, splits = planned(p, index)
-        if "stream" in plan and b._tile_n[(p.head_dim, cb.STREAM)]:  # stream exists at D = 128 only
-            variant = cb.STREAM
-        variant = cb.DEEP if "deep" in plan else cb.WIDE if "wide" in plan else variant
-        if "pairs" in plan and p.head_dim == 64:
-            return cb.PAIRS, 1
-        return variant, int(plan.get("splits") or splits)
-
-    b.launch_plan = forced  # type: ignore[method-assign]
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--variant", action="append", default=[], help="NAME=FLAGS (repeatable)")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME=SPEC: nvcc flags, probe:MODE and plan tokens (repeatable; default base=)")
     ap.add_argument("--lib", action="append", default=[], help="NAME=PATH of a prebuilt library, e.g. an older "
-                    "commit's (repeatable; its FmhaDecodeArgs layout must match this checkout's)")
+                    "commit's (repeatable; its C API and FmhaDecodeArgs layout must match this checkout's)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--shapes", type=int, default=len(SHAPES))
     ap.add_argument("--only", default=None, help="comma-separated indices into SHAPES")
@@ -130,6 +69,18 @@ def main():
                     help="cache storage order: bshd [B, S, Hkv, D] (the tokens of all heads side by side), or bhsd: "
                          "stored [B, Hkv, S, D] and passed as its transposed view (each head's tokens contiguous)")
     args = ap.parse_args()
+    from tools._cuda import library_backend, parse_variant, variant_backend
+
+    specs = dict(v.split("=", 1) if "=" in v else (v, "") for v in args.variant)
+    if not specs and not args.lib:
+        specs = {"base": ""}
+    try:
+        variants = {name: parse_variant(spec) for name, spec in specs.items()}
+    except ValueError as e:
+        ap.error(str(e))
+    libs = [x.split("=", 1) for x in args.lib]
+    if any(len(x) != 2 for x in libs):
+        ap.error(f"--lib takes NAME=PATH, got {args.lib}")
 
     import torch
     import torch.nn.functional as F
@@ -137,14 +88,18 @@ def main():
 
     import fmha
     from fmha.problem import validate
-    from perf.ncu_probe import random_cache
     from perf.timing import time_graph
+    from tools.ncu_probe import random_cache
 
-    variants = [v.split("=", 1) for v in args.variant] or ([] if args.lib else [["base", ""]])
-    backends = {name: variant_backend(flags) for name, flags in variants}
-    backends.update({name: library_backend(path) for name, path in (x.split("=", 1) for x in args.lib)})
-    print(f"kv layout {args.kv_layout}; variants: " + "; ".join([f"{n} = {f or 'defaults'}" for n, f in variants] +
-                                   [f"{x.split('=', 1)[0]} = library {x.split('=', 1)[1]}" for x in args.lib]), flush=True)
+    try:
+        backends = {name: variant_backend(v)[0] for name, v in variants.items()}
+    except ValueError as e:
+        ap.error(str(e))
+    backends.update({name: library_backend(path) for name, path in libs})
+    wrong_by_design = {name for name, v in variants.items() if not v.correct}
+    print(f"kv layout {args.kv_layout}; variants: " + "; ".join(
+        [f"{n} = {specs.get(n) or 'the product library, its plan'}" for n in variants] +
+        [f"{n} = library {path}" for n, path in libs]), flush=True)
 
     capture_stream = torch.cuda.Stream()
     separator_buf = torch.zeros(1, device="cuda")
@@ -214,7 +169,7 @@ def main():
         sets = [(torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16),
                  random_cache(B, S, Hkv, D, args.kv_layout), random_cache(B, S, Hkv, D, args.kv_layout))
                 for _ in range(n)]
-        p = validate(*sets[0], None, None, causal, None)
+        p = validate(*sets[0], causal=causal)
         outs = [torch.empty_like(q) for q, _, _ in sets]
         lse = torch.empty(B, Hq, T, device="cuda")
         contenders = {}
@@ -242,9 +197,9 @@ def main():
             for name, calls in contenders.items():
                 times[name].append(graph_time_us(calls))
         if args.separate:
-            # Not subtracted: a graph of adds alone pays graph-launch overhead per call (8.7 us at 2 sets,
-            # 1.5 at 64, run bp) that a graph of attention calls hides, so the difference would overstate
-            # bandwidth. Differences between contenders are exact either way.
+            # Not subtracted: a graph of adds alone pays graph-launch overhead per call (8.7 us at 2 sets on
+            # an H200) that a graph of attention calls hides, so the difference would overstate bandwidth.
+            # Differences between contenders are exact either way.
             sep = times.pop("(separator)")
             print(f"  (times include one add per call; a graph of the adds alone: {statistics.median(sep):.1f} us "
                   f"per call)", flush=True)
@@ -254,6 +209,7 @@ def main():
             med = statistics.median(ts)
             spread = (max(ts) - min(ts)) / med * 100
             diff = f" maxdiff {check[name]:.1e}" if name in check else ""
+            diff += " (wrong by design)" if name in wrong_by_design else ""
             cells.append(f"{name} {med:.1f}us {gb / med * 1e6:.0f}GB/s (±{spread:.0f}%){diff}")
         print(f"{shape}: " + "; ".join(cells), flush=True)
         if args.per_round:
