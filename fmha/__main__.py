@@ -40,20 +40,25 @@ def main(argv=None) -> int:
 
     import torch
     on_gpu = torch.cuda.is_available()
-    if not on_gpu:
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before fmha imports triton
+    set_interpreter = not on_gpu and "TRITON_INTERPRET" not in os.environ
+    if set_interpreter:
+        os.environ["TRITON_INTERPRET"] = "1"  # before fmha imports triton
     import fmha
     from fmha.backends import registry
-    from fmha.compare import CompareReport, compare, format_table
+    from fmha.compare import GBPS_NOTE, CompareReport, compare, format_table
 
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     device = "cuda" if on_gpu else "cpu"
     print(f"fmha {fmha.__version__} on {torch.cuda.get_device_name() if on_gpu else 'CPU (no CUDA GPU)'}; "
           f"torch {torch.__version__}")
+    if set_interpreter:
+        print("  no CUDA GPU: this command set TRITON_INTERPRET=1, so the triton backend runs under the Triton "
+              "interpreter on the CPU (your own scripts list triton in fmha.available_backends() only with a GPU "
+              "or with TRITON_INTERPRET=1 set before the first Triton call)")
     for name, b in registry().items():
         why = b.unavailable_reason()
         print(f"  {name:10s} {'available' if why is None else 'unavailable: ' + why}")
-    rows, all_ok = [], True
+    rows, remarks, all_ok = [], [], True
     for label, B, T, Hq, Hkv, S, D, varlen in problems(on_gpu):
         g = torch.Generator().manual_seed(B * S + D)
         q = torch.randn(B, T, Hq, D, generator=g).to(device, dtype)
@@ -66,11 +71,16 @@ def main(argv=None) -> int:
         report = compare(q, k, v, sl, backends=backends, timing=not args.no_timing)
         all_ok &= report.ok
         rows += [[label] + r for r in report.rows()]
+        if report.auto_remark():
+            remarks.append(f"  {label} ({report.problem}): {report.auto_remark()}")
         print(f"  done: {label} {report.problem}", file=sys.stderr, flush=True)
     print()
     print(format_table(["", *CompareReport.HEADER], rows))
     print("\nerrors are against the fp32 reference; time is the median of CUDA-graph replays on a GPU, "
-          "wall clock on a CPU; GB/s counts q + k + v + out bytes (1 GB = 1e9 B)")
+          f"wall clock on a CPU; {GBPS_NOTE}")
+    if remarks:
+        print("\nhow close auto's picks were:")
+        print("\n".join(remarks))
     if not all_ok:
         print("SOME BACKENDS FAILED OR DISAGREED (see status)")
     return 0 if all_ok else 1

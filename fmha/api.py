@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Optional
 
 import torch
@@ -153,8 +154,13 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
         for ours, theirs in (("q:", "query:"), ("q's", "query's"), ("k_cache", "key"), ("v_cache", "value"),
                              ("softmax_scale", "scale")):
             msg = msg.replace(ours, theirs)
-        raise type(e)(msg + " (shapes above are in the [B, L, H, E] order fmha uses internally)") from None
+        if _MENTIONS_SHAPES.search(msg):  # a shape or strides listed in attention's [B, L, H, E] order
+            msg += " (shapes above are in the [B, L, H, E] order fmha uses internally)"
+        raise type(e)(msg) from None
     return result
+
+
+_MENTIONS_SHAPES = re.compile(r"shape|stride|\[\d")
 
 
 # ---- torch.library custom op: what torch.compile sees -------------------------------------

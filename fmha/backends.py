@@ -1,39 +1,16 @@
-"""The backend interface and the registry of backends.
-
-A backend says whether it can run on this machine at all (`unavailable_reason`)
-and whether it can serve one problem (`unsupported_reason`), both from host
-information only, and `run`s into caller-allocated `out` and `lse`.
-"""
+"""The registry of backends: reference, triton and cuda (the interface is `fmha.base.Backend`)."""
 from __future__ import annotations
 
 import functools
-import os
-from typing import Optional
 
 import torch
 
-from .problem import Problem
+from .base import Backend, interpreter_enabled
+from .cuda.backend import CudaBackend
 from .reference import attention_reference
+from .splits import num_sms
 
-
-class Backend:
-    name: str = ""
-    summary: str = ""
-
-    def unavailable_reason(self) -> Optional[str]:
-        """None when usable on this machine, else why not."""
-        return None
-
-    def unsupported_reason(self, p: Problem) -> Optional[str]:
-        """None when this backend can serve `p`, else why not."""
-        return None
-
-    def launch_details(self, p: Problem) -> Optional[str]:
-        """How this backend would launch `p` (kernel configuration, split count), for explain()."""
-        return None
-
-    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
-        raise NotImplementedError
+__all__ = ["Backend", "CudaBackend", "ReferenceBackend", "TritonBackend", "available_backends", "registry"]
 
 
 class ReferenceBackend(Backend):
@@ -49,6 +26,7 @@ class ReferenceBackend(Backend):
 class TritonBackend(Backend):
     name = "triton"
     summary = "Triton FA2 split-KV decode kernel with GQA packing (any CUDA GPU; CPU via TRITON_INTERPRET=1)"
+    eager_call_us = 40.0  # Triton's Python launcher; perf/overhead.py on an H200
 
     def unavailable_reason(self):
         try:
@@ -67,8 +45,9 @@ class TritonBackend(Backend):
         return (f"tensors on {p.device}: the Triton kernel needs CUDA tensors, or CPU tensors "
                 "with TRITON_INTERPRET=1")
 
+    # Importing fmha.triton.decode imports triton, which reads TRITON_INTERPRET when the kernels are defined
+    # and takes about a second: deferred to the first use, so that `import fmha` does neither.
     def launch_details(self, p):
-        from .splits import num_sms
         from .triton.decode import plan
         if p.device.type == "cuda":
             sms = num_sms(p.device.index if p.device.index is not None else torch.cuda.current_device())
@@ -84,24 +63,17 @@ class TritonBackend(Backend):
         decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse)
 
 
-def interpreter_enabled() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
 @functools.lru_cache(maxsize=None)
 def registry() -> dict:
     """name -> Backend, in the order `auto` prefers them when no table decides."""
-    backends = {}
-    try:
-        from .cuda.backend import CudaSm90Backend
-        backends["cuda"] = CudaSm90Backend()
-    except ImportError:  # the CUDA sources are not part of this install
-        pass
-    backends["triton"] = TritonBackend()
-    backends["reference"] = ReferenceBackend()
-    return backends
+    return {"cuda": CudaBackend(), "triton": TritonBackend(), "reference": ReferenceBackend()}
 
 
 def available_backends() -> list:
-    """Names of the backends usable on this machine."""
+    """Names of the backends usable on this machine, in the order `auto` prefers them without a table.
+
+    "triton" needs a CUDA GPU, or the Triton interpreter on the CPU: TRITON_INTERPRET=1 set before the
+    first Triton call (a test vehicle, orders of magnitude slower; `python -m fmha` sets it on a machine
+    without a GPU and says so). "cuda" needs a GPU of the architecture its library is built for (Hopper)
+    and nvcc or a prebuilt library. `registry()[name].unavailable_reason()` says why one is missing."""
     return [name for name, b in registry().items() if b.unavailable_reason() is None]

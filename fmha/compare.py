@@ -15,10 +15,12 @@ from typing import Optional
 
 import torch
 
+from .api import attention
 from .backends import available_backends, registry
 from .dispatch import decide, why_not
 from .problem import validate
 from .reference import attention_reference
+from .tuning import NOISE
 
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
 LSE_ATOL = 1e-3
@@ -46,6 +48,11 @@ class BackendResult:
     timing: str = ""
 
 
+# What the GB/s column counts.
+GBPS_NOTE = ("GB/s (valid KV) counts the bytes a call must move: q, out and the K and V rows of the keys each "
+             "sequence has (cache_seqlens clamped to [0, S]; the whole cache without cache_seqlens), 1 GB = 1e9 B")
+
+
 @dataclass
 class CompareReport:
     problem: str
@@ -53,6 +60,8 @@ class CompareReport:
     tolerance: float
     results: list = field(default_factory=list)
     pairwise: dict = field(default_factory=dict)  # (a, b) -> max abs difference
+    auto_within_noise: bool = False  # auto's table had the candidates' times within its noise margin
+    auto_reason: str = ""
 
     @property
     def ok(self) -> bool:
@@ -60,19 +69,46 @@ class CompareReport:
 
     def rows(self):
         for r in self.results:
-            yield [self.problem, r.backend + (" (auto)" if r.backend == self.auto_backend else ""),
+            tag = ""
+            if r.backend == self.auto_backend:
+                tag = " (auto, within noise)" if self.auto_within_noise else " (auto)"
+            yield [self.problem, r.backend + tag,
                    _fmt(r.max_abs_err, "{:.2e}"), _fmt(r.cosine, "{:.7f}"), _fmt(r.lse_max_err, "{:.1e}"),
                    _fmt(r.median_us, "{:.1f}"), _fmt(r.gbps, "{:.0f}"), r.status]
 
-    HEADER = ["problem", "backend", "max abs err", "cosine", "lse err", "median us", "GB/s", "status"]
+    HEADER = ["problem", "backend", "max abs err", "cosine", "lse err", "median us", "GB/s (valid KV)", "status"]
+
+    def auto_remark(self) -> str:
+        """How close auto's pick was: in its table (within noise) and in this run's timings ("" if neither
+        says anything)."""
+        notes = []
+        if self.auto_within_noise:
+            notes.append(f"the table's times were within its {100 * NOISE:.0f}% noise margin, so auto took "
+                         f"{self.auto_backend} for its lower per-call cost")
+        timed = {r.backend: r.median_us for r in self.results
+                 if r.backend != "reference" and r.median_us is not None and r.status == "ok"}
+        mine = timed.get(self.auto_backend)
+        others = {n: t for n, t in timed.items() if n != self.auto_backend}
+        if mine is not None and others:
+            best = min(others, key=others.get)
+            apart = abs(mine / others[best] - 1)
+            if apart <= NOISE:
+                notes.append(f"measured here, {self.auto_backend} {mine:.1f} us and {best} {others[best]:.1f} us are "
+                             f"within noise ({100 * apart:.1f}% apart)")
+            elif others[best] < mine:
+                notes.append(f"measured here, {best} ran {100 * apart:.0f}% faster than {self.auto_backend} "
+                             f"({others[best]:.1f} vs {mine:.1f} us): this GPU may differ from the table's "
+                             "(`python -m perf --write-tuning` rewrites it)")
+        return "; ".join(notes)
 
     def __str__(self) -> str:
         lines = [format_table(self.HEADER, list(self.rows()))]
         if self.pairwise:
             pairs = ", ".join(f"{a} vs {b}: {d:.2e}" for (a, b), d in self.pairwise.items())
             lines.append(f"pairwise max abs difference: {pairs}")
-        lines.append(f"tolerance against the reference: {self.tolerance:.2e}; auto picks {self.auto_backend}; "
-                     "GB/s counts q + k + v + out bytes (1 GB = 1e9 B)")
+        remark = self.auto_remark()
+        lines.append(f"tolerance against the reference: {self.tolerance:.2e}; auto picks {self.auto_backend}"
+                     + (f" ({remark})" if remark else "") + f"; {GBPS_NOTE}")
         return "\n".join(lines)
 
 
@@ -119,23 +155,31 @@ def time_call(fn, device: torch.device, reps: int = 20) -> tuple:
 
 def compare(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,
             backends=None, timing=True, reps: int = 20) -> CompareReport:
-    """Run `backends` (default: all available) on the same inputs and report errors, agreement and time."""
-    from .api import attention
+    """Run `backends` (default: all available) on the same inputs and report errors, agreement and time.
 
+    An unknown name in `backends` raises ValueError before anything runs, as `fmha.attention` does."""
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal)
-    names = list(backends) if backends is not None else available_backends()
+    if backends is None:
+        names = available_backends()
+    else:
+        names = [backends] if isinstance(backends, str) else list(backends)
+        for name in names:  # every name checked before anything runs, as fmha.attention checks its backend=
+            if not isinstance(name, str) or name not in registry():
+                raise ValueError(f"backends: unknown backend {name!r}; valid names: {', '.join(registry())}")
     ref, ref_lse = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal)
     ref = ref.float()
     # max |v| over real values: unused cache slots may hold NaN/Inf, which no backend may read
     vmax = max(torch.nan_to_num(v_cache[b], nan=0.0, posinf=0.0, neginf=0.0).abs().max().item()
                for b in range(p.batch))  # one sequence at a time: no full-size copy of the cache
     tol = tolerance(p.dtype, vmax)
-    report = CompareReport(problem=p.describe(), auto_backend=decide(p, "auto").backend, tolerance=tol)
+    auto = decide(p, "auto")
+    report = CompareReport(problem=p.describe(), auto_backend=auto.backend, tolerance=tol,
+                           auto_within_noise=auto.within_noise, auto_reason=auto.reason)
+    # The keys each sequence really has (a host sync, once): what a kernel reads of the cache.
+    kv_tokens = None if cache_seqlens is None else int(cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k).sum())
+    nbytes = p.bytes_moved(kv_tokens)
     outputs = {}
     for name in names:
-        if name not in registry():
-            report.results.append(BackendResult(name, "failed: unknown backend"))
-            continue
         why = why_not(name, p)
         if why is not None:
             report.results.append(BackendResult(name, f"unsupported: {why}"))
@@ -155,7 +199,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, caus
                           causal=p.causal, backend=name, out=out)
             try:
                 r.median_us, r.timing = time_call(call, q.device, reps)
-                r.gbps = p.bytes_moved() / (r.median_us * 1e-6) / 1e9
+                r.gbps = nbytes / (r.median_us * 1e-6) / 1e9
             except Exception as e:
                 r.status += f" (timing failed: {type(e).__name__}: {e})"
         report.results.append(r)

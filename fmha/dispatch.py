@@ -5,7 +5,8 @@ Order of authority:
 2. the FMHA_BACKEND environment variable, read per call (same contract as 1);
 3. `auto`: on CUDA tensors, among backends that can serve the problem, the one a
    committed per-GPU timing table says is fastest for the nearest measured
-   shape (fmha/tuning/<gpu>.json, written by the perf suite); without a table,
+   shape (fmha/tuning/<gpu>.json, written by the perf suite; where two are within
+   the table's noise margin, the one of the lower eager per-call cost); without a table,
    the documented rule: the hand-written CUDA kernel where it serves the
    problem, else Triton, else the reference. On CPU tensors the reference
    (the Triton interpreter is a test vehicle, orders of magnitude slower).
@@ -15,9 +16,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from .backends import registry
-from .problem import Problem
 from . import tuning
+from .backends import registry
+from .base import decision_memo, forget_decisions  # noqa: F401  (part of this module's interface)
+from .problem import Problem
 
 BACKEND_ENV = "FMHA_BACKEND"
 
@@ -29,6 +31,7 @@ class Decision:
     reason: str
     considered: tuple = ()  # (name, None if usable else why not)
     launch: str = ""  # how the chosen backend launches the problem (filled in by fmha.explain)
+    within_noise: bool = False  # chosen by the table among backends whose times are within its noise margin
 
     def __str__(self) -> str:
         lines = [f"backend: {self.backend} (chosen by {self.source}: {self.reason})"]
@@ -58,16 +61,6 @@ def backend_env() -> str:
     return os.environ.get(BACKEND_ENV, "")
 
 
-_DECISION_MEMOS: list = []
-
-
-def decision_memo() -> dict:
-    """A new memo that `forget_decisions` clears; for every cache that holds a Decision."""
-    memo: dict = {}
-    _DECISION_MEMOS.append(memo)
-    return memo
-
-
 _DECISIONS = decision_memo()
 
 
@@ -85,12 +78,6 @@ def decide(p: Problem, backend: str = "auto") -> Decision:
         if key is not None and len(_DECISIONS) < 4096:
             _DECISIONS[key] = d
     return d
-
-
-def forget_decisions() -> None:
-    """Drop memoised decisions (a backend's availability changed, e.g. its build failed)."""
-    for memo in _DECISION_MEMOS:
-        memo.clear()
 
 
 def _decide(p: Problem, backend: str) -> Decision:
@@ -115,10 +102,10 @@ def _decide(p: Problem, backend: str) -> Decision:
                         "fastest correct path off the GPU", considered)
     gpu_usable = [n for n in usable if n != "reference"]
     if len(gpu_usable) > 1:
-        hit = tuning.lookup(p, gpu_usable)
+        eager = {n: registry()[n].eager_call_us for n in gpu_usable}
+        hit = tuning.lookup(p, gpu_usable, eager)
         if hit is not None:
-            name, note = hit
-            return Decision(name, "table", note, considered)
+            return Decision(hit.backend, "table", hit.note, considered, within_noise=hit.within_noise)
     for name in ("cuda", "triton", "reference"):
         if name in usable:
             rule = {"cuda": "the hand-written CUDA kernel serves this problem on this GPU",

@@ -8,7 +8,9 @@ and what is allowed.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
+from typing import Optional
 
 import torch
 
@@ -38,6 +40,21 @@ class Problem:
     # True when k_cache and v_cache keep the KV heads of a token side by side (head stride == head_dim): a
     # kernel may then read two heads as one twice as wide (the cuda backend's KV-head pairs).
     kv_heads_adjacent: bool = False
+    # Reserved for paged KV caches and a V head dim of its own (DeepSeek's latent K = V); nothing accepts
+    # them yet and no backend reads them. page_size: tokens per page of a cache addressed through a
+    # block table, None for a contiguous cache (no block table). head_dim_v: V's (and the output's) head
+    # dim; None on construction means head_dim.
+    page_size: Optional[int] = None
+    head_dim_v: Optional[int] = None
+
+    def __post_init__(self):
+        if self.head_dim_v is None:
+            object.__setattr__(self, "head_dim_v", self.head_dim)
+
+    @property
+    def has_block_table(self) -> bool:
+        """Whether the caches are paged (addressed through a block table); reserved, always False today."""
+        return self.page_size is not None
 
     @property
     def group_size(self) -> int:
@@ -49,16 +66,22 @@ class Problem:
             return "MQA"
         return "MHA" if self.group_size == 1 else "GQA"
 
-    def bytes_moved(self) -> int:
-        """q + k + v + out, the bytes a decode kernel must move at least."""
+    def bytes_moved(self, kv_tokens: Optional[int] = None) -> int:
+        """q + k + v + out, the bytes a decode kernel must move at least: the whole cache, or with `kv_tokens`
+        the K and V rows of that many tokens (summed over the sequences: the keys they really have)."""
         e = torch.finfo(self.dtype).bits // 8
+        tokens = self.batch * self.seqlen_k if kv_tokens is None else kv_tokens
         q = self.batch * self.seqlen_q * self.heads_q * self.head_dim
-        kv = 2 * self.batch * self.seqlen_k * self.heads_kv * self.head_dim
-        return e * (2 * q + kv)
+        out = self.batch * self.seqlen_q * self.heads_q * self.head_dim_v
+        kv = tokens * self.heads_kv * (self.head_dim + self.head_dim_v)
+        return e * (q + out + kv)
 
     def describe(self) -> str:
         return (f"B={self.batch} T={self.seqlen_q} Hq={self.heads_q} Hkv={self.heads_kv} "
-                f"S={self.seqlen_k} D={self.head_dim} {str(self.dtype).replace('torch.', '')}"
+                f"S={self.seqlen_k} D={self.head_dim}"
+                f"{'' if self.head_dim_v == self.head_dim else f' Dv={self.head_dim_v}'}"
+                f"{'' if self.page_size is None else f' paged({self.page_size} tokens a page)'}"
+                f" {str(self.dtype).replace('torch.', '')}"
                 f"{' causal' if self.causal and self.seqlen_q > 1 else ''}"
                 f"{' varlen' if self.has_cache_seqlens else ''}")
 
@@ -128,13 +151,13 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(D)
     elif isinstance(softmax_scale, torch.Tensor):
-        raise TypeError("softmax_scale: expected a Python float or None, got a torch.Tensor (reading it would "
-                        "need a device sync)")
+        raise TypeError("softmax_scale: expected a real number (a Python float or int) or None, got a torch.Tensor "
+                        "(reading it would need a device sync)")
+    elif isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+        raise TypeError(f"softmax_scale: expected a real number (a Python float or int; a bool is not one) or None, "
+                        f"got {type(softmax_scale).__name__} {softmax_scale!r}")
     else:
-        try:
-            softmax_scale = float(softmax_scale)
-        except (TypeError, ValueError):
-            raise TypeError(f"softmax_scale: expected a float or None, got {type(softmax_scale).__name__}") from None
+        softmax_scale = float(softmax_scale)
         if not math.isfinite(softmax_scale) or softmax_scale <= 0:
             raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale}")
     if out is not None:
@@ -153,7 +176,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D,
                    dtype=q.dtype, device=q.device, causal=bool(causal),
                    softmax_scale=softmax_scale, has_cache_seqlens=cache_seqlens is not None,
-                   aligned_16b=aligned,
+                   aligned_16b=aligned, head_dim_v=D,
                    kv_heads_adjacent=all(t.stride(2) == D or Hkv == 1 for t in (k_cache, v_cache)))
 
 

@@ -4,8 +4,9 @@ A table is fmha/tuning/<gpu-name>.json: a list of measured shapes, each with the
 median time of every fmha backend. `lookup` finds the measured entry nearest
 to a problem (same head dim, then nearest in log(B x S), T, the group size and
 the grid's B x Hkv) and returns the fastest backend of that entry that can serve
-the problem. No table for this GPU means no answer, and the dispatcher's
-documented rule applies.
+the problem; where several are within run-to-run noise (NOISE) of the fastest, the one
+with the lowest eager per-call cost. No table for this GPU means no answer, and the
+dispatcher's documented rule applies.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import json
 import math
 import os
 import re
+from typing import NamedTuple, Optional
 
 TABLE_DIR = os.path.join(os.path.dirname(__file__), "tuning")
 
@@ -35,8 +37,30 @@ def load_table(device_index: int):
     return table
 
 
-def lookup(p, candidates):
-    """(backend, note) from the measured table for p's GPU, or None."""
+# Entries whose times are within this fraction of the fastest are a tie: one suite run on one GPU cannot order
+# them (run-to-run spreads of 1-2% on an H200), and another H200 may order them the other way.
+NOISE = 0.02
+
+
+class TablePick(NamedTuple):
+    backend: str
+    note: str  # why, with the table's times and how far apart they are
+    within_noise: bool  # another candidate's time is within NOISE of the fastest
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%" if x < 0.1 else f"{100 * x:.0f}%"
+
+
+def _us(t: float) -> str:
+    return f"{t:.2f} us" if t < 10 else f"{t:.1f} us"
+
+
+def lookup(p, candidates, eager_us=None) -> Optional[TablePick]:
+    """The pick for p from the measured table of its GPU, or None (no table, no entry of p's head dim, no
+    time for any candidate). Among candidates within NOISE of the fastest, the one of the lowest eager
+    per-call host time (`eager_us`: name -> microseconds) wins: within noise, graph replay cannot tell them
+    apart, while a loop run eagerly can."""
     table = load_table(p.device.index if p.device.index is not None else 0)
     if not table:
         return None
@@ -56,7 +80,26 @@ def lookup(p, candidates):
     times = {name: t for name, t in e["median_us"].items() if name in candidates and t is not None}
     if not times:
         return None
-    name = min(times, key=times.get)
-    shape = f"B={e['B']} T={e['T']} G={e['G']} Hkv={e['Hkv']} S={e['S']} D={e['D']}"
-    others = ", ".join(f"{n} {t:.1f} us" for n, t in sorted(times.items(), key=lambda kv: kv[1]))
-    return name, f"fastest on the nearest measured shape ({shape}: {others}) in {table['path']}"
+    fastest = min(times, key=times.get)
+    tied = [n for n, t in times.items() if t <= times[fastest] * (1 + NOISE)]
+    eager = eager_us or {}
+    name = min(tied, key=lambda n: (eager.get(n) if eager.get(n) is not None else math.inf, times[n]))
+    shape = f"B={e['B']} T={e['T']} G={e['G']} Hkv={e['Hkv']} S={e['S']} D={e['D']} in {table['path']}"
+    ranked = sorted(times, key=times.get)
+    listed = " vs ".join(f"{n} {_us(times[n])}" for n in [name] + [n for n in ranked if n != name])
+    if len(times) == 1:
+        return TablePick(name, f"the only candidate timed on the nearest measured shape ({shape}: {listed})", False)
+    if len(tied) == 1:
+        runner_up = ranked[1]
+        apart = times[runner_up] / times[name] - 1
+        return TablePick(name, f"fastest on the nearest measured shape ({shape}): {listed}, {_pct(apart)} apart",
+                         False)
+    spread = max(times[n] for n in tied) / times[fastest] - 1
+    others = [n for n in tied if n != name]
+    if eager.get(name) is not None and all(eager.get(n) is not None for n in others):
+        costs = ", ".join(f"{n} {eager[n]:.0f} us" for n in [name] + others)
+        why = f"took {name} for its lower per-call cost (eager host time: {costs})"
+    else:
+        why = f"took {name}"
+    return TablePick(name, f"within noise on the nearest measured shape ({shape}): {listed}, {_pct(spread)} apart, "
+                     f"under the {_pct(NOISE)} noise margin: {why}", True)

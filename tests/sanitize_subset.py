@@ -6,7 +6,7 @@
 Each head dim; split and unsplit; causal T=3; varlen with a zero-length row; the narrow loop
 (at most 16 packed query rows) unsplit, split and causal; the in-cluster split merge, forced to 5 and
 16 splits (the shape-based plan does not pick it for these shapes); 64 rows on the deep D=128
-variant; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows); the
+configuration; a combine grid of many CTAs; two splits merged as cluster pairs (64, 112 and 21 rows); the
 shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit and split (the split one
 launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-row block) and the seesaw
 (two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles); KV-head pairs at D = 64
@@ -20,16 +20,16 @@ cases = []
 for D in (64, 128, 256, 512):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     cases.append((2, 3, Hq, Hkv, 129, D, [0, 129]))       # causal T>1, varlen with an empty row, unsplit or lightly split
-    cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine (deep variant)
+    cases.append((1, 1, Hq, Hkv, 8192, D, None))         # split-KV + combine (deep configuration)
     if D == 512:  # two row blocks (DeepSeek-like 128 heads; the seesaw loop): odd and even tile counts, 1-tile rows
         cases.append((3, 1, 128, 1, 200, D, [200, 33, 20]))
         cases.append((2, 2, 64, 1, 129, D, [0, 129]))    # the seesaw: causal T>1, an empty row
         cases.append((1, 1, 128, 1, 8192, D, None))      # the seesaw split-KV + combine
     if D != 512:
-        cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide variant
+        cases.append((48, 3, Hq, Hkv, 300, D, [300, 0] * 24))  # > one CTA per SM: wide configuration
         cases.append((2, 3, 16, 4, 129, D, [129, 0]))           # narrow loop (12 rows), causal, empty row
-        cases.append((48, 1, Hq, Hkv, 300, D, [300, 0] * 24))   # narrow loop on the wide variant (7 rows)
-    if D == 128:  # 64 rows on the deep variant (the T=16 plan), odd and even tile counts
+        cases.append((48, 1, Hq, Hkv, 300, D, [300, 0] * 24))   # narrow loop on the wide configuration (7 rows)
+    if D == 128:  # 64 rows on the deep configuration (the T=16 plan), odd and even tile counts
         cases.append((2, 16, 32, 8, 1000, D, [1000, 300]))
         cases.append((6, 13, 28, 4, 700, D, [700, 0, 13, 650, 129, 700]))  # 2 splits, 2184 rows: a combine grid of many CTAs
 for (B, T, Hq, Hkv, S, D, sl) in cases:
@@ -41,26 +41,26 @@ for (B, T, Hq, Hkv, S, D, sl) in cases:
 # The in-cluster merge of split partials, forced (as tests/test_cuda.py::test_cluster_merge does):
 # 8 packed rows, two merge chunks (5 splits) and the 16-CTA cluster limit, empty splits in the short row.
 from fmha.backends import registry
-from fmha.cuda import backend as cb
+from fmha.cuda.backend import Config
 b = registry()["cuda"]
 for D in (64, 128, 256):
-    for variant in (cb.WIDE, cb.DEEP):
+    for config in (Config.WIDE, Config.DEEP):
         for num_splits in (5, 16):
-            b.launch_plan = lambda p, index, var=variant, n=num_splits: (var, n)
+            b.launch_plan = lambda p, index, c=config, n=num_splits: (c, n)
             b._launches = {}
             q, k, v, cs = make_inputs(2, 2, 8, 2, 4000, D, device="cuda", seqlens=[4000, 100])
             launch = fmha.explain(q, k, v, cs, backend="cuda").launch
             out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
             torch.cuda.synchronize()
-            print("ran cluster merge", D, variant, num_splits, "in clusters" if "merged inside clusters" in launch
+            print("ran cluster merge", D, config.name.lower(), num_splits, "in clusters" if "merged inside clusters" in launch
                   else "NOT in clusters: " + launch, "nan" if torch.isnan(out).any() else "ok", flush=True)
 
 
-# Two splits of the 64-row loop merged as cluster pairs (store_output_pair), forced on the deep variant:
+# Two splits of the 64-row loop merged as cluster pairs (store_output_pair), forced on the deep configuration:
 # 64 rows, 112 rows (two row blocks), 21 rows; an empty split and an empty row.
 for D in (64, 128):
     for (T, Hq, Hkv) in ((16, 32, 8), (16, 28, 4), (3, 28, 4)):
-        b.launch_plan = lambda p, index: (cb.DEEP, 2)
+        b.launch_plan = lambda p, index: (Config.DEEP, 2)
         b._launches = {}
         q, k, v, cs = make_inputs(3, T, Hq, Hkv, 3000, D, device="cuda", seqlens=[3000, 129, 0])
         launch = fmha.explain(q, k, v, cs, backend="cuda").launch
@@ -75,7 +75,7 @@ for D in (64, 128):
 # keys a CTA up).
 for D in (64, 128):
     for (B, T, Hq, S, splits, sl) in ((16, 3, 40, 300, 1, [300, 0, 129, 64] * 4), (2, 1, 32, 3000, 8, [3000, 129])):
-        b.launch_plan = lambda p, index, var=(cb.STREAM if D == 128 else cb.WIDE), n=splits: (var, n)
+        b.launch_plan = lambda p, index, c=(Config.STREAM if D == 128 else Config.WIDE), n=splits: (c, n)
         b._launches = {}
         q, k, v, cs = make_inputs(B, T, Hq, 8, S, D, device="cuda", seqlens=sl)
         launch = fmha.explain(q, k, v, cs, causal=True, backend="cuda").launch
@@ -84,14 +84,14 @@ for D in (64, 128):
         print("ran shallow ring", D, B, T, Hq, S, splits, launch, "nan" if torch.isnan(out).any() else "ok", flush=True)
 
 
-# KV-head pairs (D = 64 read as D = 128 by the stream instantiation): the plan's grid (B32 Hkv8: 128 pairs, 4 rows a
+# KV-head pairs (D = 64 read as D = 128 by the stream kernel): the plan's grid (B32 Hkv8: 128 pairs, 4 rows a
 # head) on a short varlen cache, and forced on a small causal grid (T=2, 4 query heads a KV head: 16 rows a pair).
 del b.launch_plan  # the class's plan again (the forced ones above were instance attributes)
 b._launches = {}
 for (B, T, Hq, Hkv, S, sl, force) in ((32, 1, 32, 8, 300, [300, 0, 129, 64] * 8, False),
                                       (3, 2, 8, 2, 1000, [1000, 0, 129], True)):
     if force:
-        b.launch_plan = lambda p, index: (cb.PAIRS, 1)
+        b.launch_plan = lambda p, index: (Config.KV_HEAD_PAIRS, 1)
         b._launches = {}
     q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, 64, device="cuda", seqlens=sl)
     launch = fmha.explain(q, k, v, cs, causal=True, backend="cuda").launch

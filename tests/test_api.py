@@ -47,7 +47,7 @@ def test_explain_shows_the_launch_configuration():
     assert "launch: BLOCK_M=" in text and "KV split(s)" in text
     if "cuda" in fmha.available_backends() and fmha.explain(q, k, v, backend="cuda").launch:
         text = str(fmha.explain(q, k, v, backend="cuda"))
-        assert "launch: variant deep" in text and "token tiles" in text and ("combine kernel" in text or "merged inside clusters" in text)
+        assert "launch: config deep" in text and "token tiles" in text and ("combine kernel" in text or "merged inside clusters" in text)
         assert "narrow loop" in text  # 4 packed rows at D=64
 
 
@@ -135,6 +135,77 @@ def test_compare_flags_a_disagreeing_backend(monkeypatch):
     monkeypatch.setattr(registry()["triton"], "run", off_by_a_bit)
     report = fmha.compare(q, k, v, backends=["triton"], timing=False)
     assert report.results[0].status.startswith("DISAGREES: max abs err")
+
+
+def test_compare_refuses_an_unknown_backend_like_attention():
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
+    with pytest.raises(ValueError, match=r"backend: unknown backend 'nope'; valid names: .*triton.*reference"):
+        fmha.attention(q, k, v, backend="nope")
+    with pytest.raises(ValueError, match=r"backends: unknown backend 'nope'; valid names: .*triton.*reference"):
+        fmha.compare(q, k, v, backends=["triton", "nope"])
+    with pytest.raises(ValueError, match=r"backends: unknown backend 3"):
+        fmha.compare(q, k, v, backends=[3])
+    report = fmha.compare(q, k, v, backends="reference", timing=False)  # one name as a string
+    assert [r.backend for r in report.results] == ["reference"] and report.ok
+
+
+def test_compare_bandwidth_counts_the_keys_each_sequence_has():
+    """GB/s counts q, out and the K/V rows of the valid keys (cache_seqlens clamped to [0, S]), not the cache."""
+    from fmha.problem import validate
+
+    q, k, v, _ = make_inputs(3, 1, 8, 2, 64, 64, device=DEVICE)
+    sl = torch.tensor([64, 10, 100], dtype=torch.int32, device=DEVICE)  # 100 is clamped to 64
+    report = fmha.compare(q, k, v, sl, backends=["reference"], reps=4)
+    r = report.results[0]
+    p = validate(q, k, v, sl)
+    # 2-byte elements: q and out [3, 1, 8, 64], then the K and V rows (2 KV heads of 64) of 64 + 10 + 64 keys
+    valid = 2 * (2 * 3 * 1 * 8 * 64 + (64 + 10 + 64) * 2 * (64 + 64))
+    assert p.bytes_moved(64 + 10 + 64) == valid and p.bytes_moved() == 2 * (2 * 3 * 8 * 64 + 3 * 64 * 2 * 128)
+    assert r.gbps == pytest.approx(valid / (r.median_us * 1e-6) / 1e9)
+    assert "GB/s (valid KV)" in str(report) and "keys each sequence has" in str(report)
+
+
+def test_compare_says_how_close_auto_was():
+    from fmha.compare import BackendResult, CompareReport
+
+    def report(cuda_us, triton_us, within_noise=False):
+        return CompareReport("P", "cuda", 1e-2, [BackendResult("cuda", "ok", median_us=cuda_us),
+                                                 BackendResult("triton", "ok", median_us=triton_us),
+                                                 BackendResult("reference", "ok", median_us=1.0)],
+                             auto_within_noise=within_noise)
+
+    assert report(10.0, 12.0).auto_remark() == ""  # auto's pick ran fastest, by more than the noise
+    assert "within noise (1.0% apart)" in report(10.1, 10.0).auto_remark()
+    text = report(79.2, 71.2).auto_remark()
+    assert "triton ran 11% faster than cuda (71.2 vs 79.2 us)" in text and "--write-tuning" in text, text
+    close = report(10.0, 12.0, within_noise=True)
+    assert "noise margin, so auto took cuda for its lower per-call cost" in close.auto_remark()
+    assert any("cuda (auto, within noise)" in row for row in close.rows())
+    assert "auto picks cuda (the table's times were within" in str(close)
+
+
+def test_available_backends_without_the_interpreter_and_python_m_fmha_say_why():
+    """In a fresh CPU process without TRITON_INTERPRET, available_backends() lists no triton and the backend says
+    why; `python -m fmha` enables the interpreter itself and says so."""
+    import os
+    import subprocess
+    import sys
+
+    if HAS_GPU:
+        pytest.skip("with a GPU, triton is available either way")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([repo, env.get("PYTHONPATH", "")])
+    script = ("import fmha; from fmha.backends import registry; print(fmha.available_backends()); "
+              "print(registry()['triton'].unavailable_reason())")
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "'triton'" not in r.stdout.splitlines()[0] and "TRITON_INTERPRET=1 is not set" in r.stdout, r.stdout
+    assert "TRITON_INTERPRET=1" in fmha.available_backends.__doc__
+    r = subprocess.run([sys.executable, "-m", "fmha", "--no-timing"], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "this command set TRITON_INTERPRET=1" in r.stdout and "triton     available" in r.stdout, r.stdout
 
 
 def test_main_runs_and_checks(capsys):

@@ -97,33 +97,48 @@ def test_forced_split_kv(D):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"split-KV varlen D={D}")
 
 
-def force_launch_plan(monkeypatch, variant, num_splits):
-    """Make the cuda backend launch every problem with this instantiation ("wide", "deep" or, at D = 128,
-    "stream") and split count, whatever its shape-based plan would pick."""
+def force_launch_plan(monkeypatch, config, num_splits):
+    """Make the cuda backend launch every problem with this configuration (a fmha.cuda.backend.Config name in
+    lower case: "wide", "deep", "stream", "kv_head_pairs", "seesaw", "split_qk") and split count, whatever its
+    shape-based plan would pick."""
     from fmha.backends import registry
-    from fmha.cuda import backend as cb
+    from fmha.cuda.backend import Config
 
     b = registry()["cuda"]
     if b._fn is None:  # the patched plan skips the lazy bind that launch_details relies on
         b._bind()
-    code = {"wide": cb.WIDE, "deep": cb.DEEP, "stream": cb.STREAM, "pairs": cb.PAIRS}[variant]
+    code = Config[config.upper()]
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
     monkeypatch.setattr(b, "_launches", {})  # per-Problem launch constants, derived from the plan
 
 
-@pytest.mark.parametrize("D,variant,num_splits", [(D, v, n) for D in (64, 128, 256, 512) for v in ("wide", "deep")
-                                                  for n in (1, 3, 20)] + [(128, "stream", n) for n in (1, 3, 20)])
-def test_each_kernel_variant(D, variant, num_splits, monkeypatch):
-    """Every instantiation (wide: several CTAs per SM; deep: one CTA per SM, deeper ring; stream, D = 128:
-    wide's ring with the narrow loop), split and unsplit, whatever the shape-based plan would pick: GQA
-    28/4 (21 rows: stream runs its 64-row loop), causal T=3, varlen. At 21
-    packed rows both split counts go through the workspace and the combine kernel (twenty, most of
-    them empty at S=1000, also above the 16-CTA cluster limit); the in-cluster merge serves at most
-    16 rows: test_cluster_merge."""
-    force_launch_plan(monkeypatch, variant, num_splits)
+@pytest.mark.parametrize("D,config,num_splits", [(D, c, n) for D in (64, 128, 256) for c in ("wide", "deep")
+                                                 for n in (1, 3, 20)]
+                         + [(512, c, n) for c in ("seesaw", "split_qk") for n in (1, 3, 20)]
+                         + [(128, "stream", n) for n in (1, 3, 20)])
+def test_each_configuration(D, config, num_splits, monkeypatch):
+    """Every configuration (wide: several CTAs per SM; deep: one CTA per SM, deeper ring; stream, D = 128:
+    wide's ring with the narrow loop; D = 512's seesaw, here on one row block, and split-QK loops), split
+    and unsplit, whatever the shape-based plan would pick: GQA 28/4 (21 rows: stream runs
+    its 64-row loop), causal T=3, varlen. At 21 packed rows both split counts go through the workspace and
+    the combine kernel (twenty, most of them empty at S=1000, also above the 16-CTA cluster limit); the
+    in-cluster merge serves at most 16 rows: test_cluster_merge."""
+    force_launch_plan(monkeypatch, config, num_splits)
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     q, k, v, sl = make_inputs(3, 3, Hq, Hkv, 1000, D, device=DEV, seqlens=[1000, 0, 129], seed=D + num_splits)
-    check_backend("cuda", q, k, v, sl, causal=True, what=f"{variant} splits={num_splits} D={D}")
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"{config} splits={num_splits} D={D}")
+
+
+@pytest.mark.parametrize("config", ("wide", "deep"))
+def test_d512_refuses_the_other_head_dims_configurations(config, monkeypatch):
+    """WIDE and DEEP are not D = 512's configurations: the C API says so before any kernel runs."""
+    force_launch_plan(monkeypatch, config, 1)
+    q, k, v, _ = make_inputs(1, 1, 16, 1, 128, 512, device=DEV)
+    out = poisoned_out(q)
+    with pytest.raises(RuntimeError, match="fmha cuda backend"):
+        fmha.attention(q, k, v, backend="cuda", out=out)
+    torch.cuda.synchronize()
+    assert torch.isnan(out).all()
 
 
 @pytest.mark.parametrize("num_splits", (1, 3, 20))
@@ -140,10 +155,10 @@ def test_stream_narrow_loop(num_splits, monkeypatch):
 @pytest.mark.parametrize("Hq,Hkv,T", ((8, 2, 1), (8, 2, 2), (16, 4, 1), (32, 4, 1), (14, 2, 1), (6, 6, 2)))
 @pytest.mark.parametrize("S", (1, 7, 129, 1000))
 def test_head_pairs(Hq, Hkv, T, S, monkeypatch):
-    """D = 64 KV heads read in pairs as one 128-wide head by the D = 128 stream instantiation (variant 3),
+    """D = 64 KV heads read in pairs as one 128-wide head by the D = 128 stream kernel (KV_HEAD_PAIRS),
     forced on grids the plan would not give it: 1 to 8 query heads per KV head (up to 16 rows a pair), causal
     T=2, the awkward lengths, varlen with an empty sequence."""
-    force_launch_plan(monkeypatch, "pairs", 1)
+    force_launch_plan(monkeypatch, "kv_head_pairs", 1)
     q, k, v, sl = make_inputs(3, T, Hq, Hkv, S, 64, device=DEV, seqlens=[S, 0, max(1, S // 2)], seed=S + Hq + T)
     assert "KV-head pairs" in fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     out, lse = check_backend("cuda", q, k, v, sl, causal=True, what=f"head pairs {Hq}/{Hkv} T={T} S={S}")
@@ -151,14 +166,14 @@ def test_head_pairs(Hq, Hkv, T, S, monkeypatch):
 
 
 def test_head_pairs_fp16_noncontiguous_q(monkeypatch):
-    force_launch_plan(monkeypatch, "pairs", 1)
+    force_launch_plan(monkeypatch, "kv_head_pairs", 1)
     q, k, v, sl = make_inputs(2, 2, 8, 4, 300, 64, dtype=torch.float16, device=DEV, fused_qkv=True, seed=2)
     check_backend("cuda", q, k, v, sl, causal=True, what="head pairs fp16 fused qkv")
 
 
 def test_head_pairs_refused(monkeypatch):
-    """Variant 3 forced where it cannot serve: the C API says why before any kernel runs."""
-    force_launch_plan(monkeypatch, "pairs", 1)
+    """KV_HEAD_PAIRS forced where it cannot serve: the C API says why before any kernel runs."""
+    force_launch_plan(monkeypatch, "kv_head_pairs", 1)
     q, k, v, _ = make_inputs(2, 1, 8, 2, 100, 64, device=DEV)
     k_hs, v_hs = (t.transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))  # [B, Hkv, S, D] storage
     with pytest.raises(RuntimeError, match="side by side"):
@@ -193,21 +208,21 @@ def test_combine_many_rows(D, num_splits, monkeypatch):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"combine many rows D={D} splits={num_splits}")
 
 
-@pytest.mark.parametrize("D,variant,num_splits", [(D, v, n) for D in (64, 128, 256) for v in ("wide", "deep")
-                                                  for n in (2, 5, 16)] + [(128, "stream", n) for n in (2, 5, 16)])
-def test_cluster_merge(D, variant, num_splits, monkeypatch):
+@pytest.mark.parametrize("D,config,num_splits", [(D, c, n) for D in (64, 128, 256) for c in ("wide", "deep")
+                                                 for n in (2, 5, 16)] + [(128, "stream", n) for n in (2, 5, 16)])
+def test_cluster_merge(D, config, num_splits, monkeypatch):
     """Split-KV partials merged inside thread-block clusters (at most 16 packed rows, here 8: T=2
     with 4 query heads per KV head), with 2, 5 (two merge chunks) and 16 splits (the cluster limit),
     on every instantiation; one sequence is short, so some splits of its clusters are empty. The grid (4 x
     num_splits CTAs) fits one wave, so the C API runs it one CTA per SM: 4 clusters of 16 need 16 SMs in each
     of 4 GPCs, which the 132-SM H200 has (other Hopper parts may not)."""
-    force_launch_plan(monkeypatch, variant, num_splits)
+    force_launch_plan(monkeypatch, config, num_splits)
     q, k, v, sl = make_inputs(2, 2, 8, 2, 4000, D, device=DEV, seqlens=[4000, 100], seed=D + num_splits)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     if "merged inside clusters" not in launch and torch.cuda.get_device_properties(0).multi_processor_count != 132:
         pytest.skip(f"this GPU does not hold the clusters at once: {launch}")
     assert "merged inside clusters" in launch, launch
-    check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {variant} splits={num_splits} D={D}")
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"cluster merge {config} splits={num_splits} D={D}")
 
 
 @pytest.mark.parametrize("D", (64, 128))
@@ -222,7 +237,7 @@ def test_shallow_ring_plan(D, T, Hq, Hkv):
     q, k, v, sl = make_inputs(16, T, Hq, Hkv, 8192, D, device=DEV, seqlens=seqlens, seed=D + T)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     kind = "stream (the wide configuration's K/V ring, several CTAs per SM)" if D == 128 else "wide (several CTAs per SM)"
-    assert launch.startswith(f"variant {kind}, shallow ring for an unsplit grid of one wave") and \
+    assert launch.startswith(f"config {kind}, shallow ring for an unsplit grid of one wave") and \
         "narrow loop" in launch and "128 CTAs x 1 KV split(s)" in launch, launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"shallow ring D={D} T={T}")
 
@@ -241,7 +256,7 @@ def test_shallow_ring_split_plan(D, T, Hq, Hkv):
     q, k, v, sl = make_inputs(1, T, Hq, Hkv, 65536, D, device=DEV, seqlens=[60000], seed=D + T)
     launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
     kind = "stream (the wide configuration's K/V ring, one CTA per SM)" if D == 128 else "wide (one CTA per SM)"
-    assert launch.startswith(f"variant {kind}, shallow ring for a split grid of one wave") and \
+    assert launch.startswith(f"config {kind}, shallow ring for a split grid of one wave") and \
         "narrow loop" in launch and f"8 CTAs x {splits} KV split(s)" in launch, launch
     check_backend("cuda", q, k, v, sl, causal=True, what=f"shallow ring split D={D} T={T}")
 
@@ -294,7 +309,7 @@ def test_pair_merge(D, T, Hq, Hkv, monkeypatch):
     """Two splits of the 64-row loop merged as cluster pairs, each CTA pushing the rows its partner
     merges as soon as its own loop is done: 64 rows (the T=16 plan), 112 (two row blocks, the second
     partly padding) and 21; sequences of 3000, 129 and 0 keys (an empty split, an empty row). Against
-    the reference and the combine kernel (the wide variant with the same split), and bit-identical
+    the reference and the combine kernel (the wide configuration with the same split), and bit-identical
     across repeats (the 129-key sequence leaves split 1 empty, so its CTA finishes first; in the
     3000-key one the two race)."""
     force_launch_plan(monkeypatch, "deep", 2)

@@ -1,6 +1,6 @@
-"""The cuda backend's choice of fewer splits merged inside clusters (fmha/cuda/backend.py
-clustered_splits), with the C API's merge modes stubbed, and its choice of the D = 512 loop (_d512_loop):
-no GPU or library needed."""
+"""The cuda backend's launch plan with the C API's queries stubbed (no GPU or library needed): fewer splits
+merged inside clusters (fmha/cuda/backend.py clustered_splits), the shallow ring, KV-head pairs, the
+configuration of D = 512 (d512_config), the FmhaDecodeArgs packing and what explain() says."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +8,8 @@ import torch
 
 from _util import make_problem as problem
 
-from fmha.cuda.backend import CLUSTER_PLAN_CTAS, DEEP, STREAM, WIDE, _d512_loop, clustered_splits
+from fmha.cuda import backend as cb
+from fmha.cuda.backend import CLUSTER_PLAN_CTAS, Config, clustered_splits, d512_config
 
 
 def modes(clustered=(), combine_at=None):
@@ -67,22 +68,25 @@ class _NoDevice:
 def stub_backend(monkeypatch, clustered):
     """A cuda backend whose C API queries are stubbed as on an H200 (132 SMs; deep D = 128: 128-token tiles, one
     CTA per SM; the cluster merge fits for the split counts in `clustered`)."""
-    from fmha.cuda import backend as cb
-
     monkeypatch.setattr(cb, "num_sms", lambda index: 132)
     monkeypatch.setattr(torch.cuda, "device", _NoDevice)
-    b = cb.CudaSm90Backend()
+    b = cb.CudaBackend()
     b._fn = object()  # bound
-    b._tile_n = {(128, cb.DEEP): 128, (128, cb.WIDE): 64, (128, cb.STREAM): 64, (64, cb.DEEP): 128, (64, cb.WIDE): 128,
-                 (256, cb.DEEP): 64, (256, cb.WIDE): 64, (64, cb.PAIRS): 64}
-    b._ctas_per_sm = {(128, cb.DEEP): 1, (128, cb.WIDE): 2, (128, cb.STREAM): 2, (64, cb.DEEP): 1, (64, cb.WIDE): 2,
-                      (256, cb.DEEP): 1, (256, cb.WIDE): 1, (64, cb.PAIRS): 2}
-    b._narrow_rows = {(128, cb.DEEP): 16, (128, cb.WIDE): 0, (128, cb.STREAM): 16, (64, cb.DEEP): 16,
-                      (64, cb.WIDE): 16, (256, cb.DEEP): 16, (256, cb.WIDE): 16, (64, cb.PAIRS): 16}
-    b.asked_dtypes = []
+    W, D_, S_, P = Config.WIDE, Config.DEEP, Config.STREAM, Config.KV_HEAD_PAIRS
+    SEESAW, SPLIT_QK = Config.SEESAW, Config.SPLIT_QK
+    # (tile_n, CTAs per SM, narrow rows) of each configuration the library has, as fmha/cuda/csrc/sm90/config.h
+    shapes = {(128, D_): (128, 1, 16), (128, W): (64, 2, 0), (128, S_): (64, 2, 16), (64, D_): (128, 1, 16),
+              (64, W): (128, 2, 16), (256, D_): (64, 1, 16), (256, W): (64, 1, 16), (64, P): (64, 2, 16),
+              (512, SEESAW): (32, 1, 0), (512, SPLIT_QK): (32, 1, 0)}
+    keys = [(d, c) for d in (64, 128, 256, 512) for c in Config]
+    b._tile_n = {k: shapes.get(k, (0, 0, 0))[0] for k in keys}
+    b._ctas_per_sm = {k: shapes.get(k, (0, 0, 0))[1] for k in keys}
+    b._narrow_rows = {k: shapes.get(k, (0, 0, 0))[2] for k in keys}
+    b.asked = []
 
-    def cluster_merge(D, dtype, variant, splits, clusters, rows):
-        b.asked_dtypes.append(dtype)
+    def cluster_merge(D, dtype, config, splits, clusters, rows):
+        assert b._tile_n[(D, config)], f"the C API refuses config {config} at D = {D}"
+        b.asked.append((D, dtype, config))
         return 1 if splits in clustered else 0
 
     b._cluster_merge = cluster_merge
@@ -91,24 +95,22 @@ def stub_backend(monkeypatch, clustered):
 
 
 def test_plan_and_explanation(monkeypatch):
-    from fmha.cuda import backend as cb
-
     b = stub_backend(monkeypatch, clustered={8})
     p = problem(1, 1, 32, 8, 8192, 128, device="cuda:0")
-    assert b.launch_plan(p, 0) == (cb.DEEP, 8)
+    assert b.launch_plan(p, 0) == (Config.DEEP, 8)
     text = b.launch_details(p)
     assert "8 CTAs x 8 KV split(s), merged inside clusters of 8 CTAs" in text, text
     assert "fewer splits than the 16 that fill the SMs but need the combine kernel" in text, text
     # the occupancy rule's 16 splits merge in clusters themselves: kept, and no note
     b = stub_backend(monkeypatch, clustered={8, 16})
-    assert b.launch_plan(p, 0) == (cb.DEEP, 16)
+    assert b.launch_plan(p, 0) == (Config.DEEP, 16)
     assert "fewer splits" not in b.launch_details(p)
     # a grid of more CTAs than SMs: wide, unsplit
     big = problem(32, 1, 32, 8, 8192, 128, device="cuda:0")
-    assert b.launch_plan(big, 0) == (cb.WIDE, 1)
+    assert b.launch_plan(big, 0) == (Config.WIDE, 1)
     # a plan forced to 4 splits (as tests and perf/variants.py do): no note, the rule did not choose it
     b = stub_backend(monkeypatch, clustered={4})
-    monkeypatch.setattr(b, "launch_plan", lambda p, index: (cb.DEEP, 4))
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.DEEP, 4))
     text = b.launch_details(p)
     assert "merged inside clusters of 4 CTAs" in text and "fewer splits" not in text, text
 
@@ -123,20 +125,18 @@ def test_plan_and_explanation(monkeypatch):
     (17, 1, 32, 8, 128, "WIDE", 1),     # 136 CTAs: more than the SMs
 ))
 def test_shallow_ring_for_one_wave(monkeypatch, B, T, Hq, Hkv, D, variant, splits):
-    from fmha.cuda import backend as cb
-
     b = stub_backend(monkeypatch, clustered=())
     p = problem(B, T, Hq, Hkv, 32768, D, device="cuda:0")
-    assert b.launch_plan(p, 0) == (getattr(cb, variant), splits)
+    assert b.launch_plan(p, 0) == (Config[variant], splits)
     text = b.launch_details(p)
     assert ("shallow ring for an unsplit grid of one wave" in text) == (variant != "DEEP" and B < 17), text
     if variant == "STREAM":
-        assert text.startswith("variant stream (the wide configuration's K/V ring, several CTAs per SM), shallow ring for "
+        assert text.startswith("config stream (the wide configuration's K/V ring, several CTAs per SM), shallow ring for "
                                "an unsplit grid of one wave, 64-token tiles, narrow loop"), text
     # 104 CTAs, below the share of one wave: split on the deep ring
-    assert b.launch_plan(problem(13, 1, 32, 8, 32768, 128, device="cuda:0"), 0)[0] == cb.DEEP
+    assert b.launch_plan(problem(13, 1, 32, 8, 32768, 128, device="cuda:0"), 0)[0] == Config.DEEP
     # fewer keys a CTA than the measured range keep the deep plan
-    assert b.launch_plan(problem(B, T, Hq, Hkv, 1024, D, device="cuda:0"), 0)[0] == (cb.WIDE if B == 17 else cb.DEEP)
+    assert b.launch_plan(problem(B, T, Hq, Hkv, 1024, D, device="cuda:0"), 0)[0] == (Config.WIDE if B == 17 else Config.DEEP)
 
 
 @pytest.mark.parametrize("B,T,S,D,variant,splits", (
@@ -150,41 +150,35 @@ def test_shallow_ring_for_one_wave(monkeypatch, B, T, Hq, Hkv, D, variant, split
 ))
 def test_shallow_ring_for_split_one_wave(monkeypatch, B, T, S, D, variant, splits):
     """The deep plan's split grid of nearly one wave takes the shallow ring the same way (same split count)."""
-    from fmha.cuda import backend as cb
-
     b = stub_backend(monkeypatch, clustered=())
     p = problem(B, T, 32, 8, S, D, device="cuda:0")
-    assert b.launch_plan(p, 0) == (getattr(cb, variant), splits)
+    assert b.launch_plan(p, 0) == (Config[variant], splits)
     text = b.launch_details(p)
     assert ("shallow ring for a split grid of one wave" in text) == (variant != "DEEP"), text
     if variant != "DEEP":
         kind = "stream (the wide configuration's K/V ring, one CTA per SM)" if D == 128 else "wide (one CTA per SM)"
-        assert text.startswith(f"variant {kind}, shallow ring for a split grid of one wave"), text
+        assert text.startswith(f"config {kind}, shallow ring for a split grid of one wave"), text
 
 
 def test_forced_plans_get_no_shallow_ring_note(monkeypatch):
     """launch_details describes a forced plan as it runs: the shallow-ring note only where the rule chose it,
     the stream variant's 64-row loop where the rows exceed the narrow loop's."""
-    from fmha.cuda import backend as cb
-
     b = stub_backend(monkeypatch, clustered=())
     small = problem(1, 1, 16, 8, 32768, 256, device="cuda:0")  # 8 CTAs
-    monkeypatch.setattr(b, "launch_plan", lambda p, index: (cb.WIDE, 1))
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.WIDE, 1))
     assert "shallow ring" not in b.launch_details(small)
     rows21 = problem(16, 3, 56, 8, 32768, 128, device="cuda:0")  # G = 7: 21 rows
-    monkeypatch.setattr(b, "launch_plan", lambda p, index: (cb.STREAM, 1))
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.STREAM, 1))
     text = b.launch_details(rows21)
-    assert "shallow ring" not in text and "64-row loop" in text and text.startswith("variant stream"), text
+    assert "shallow ring" not in text and "64-row loop" in text and text.startswith("config stream"), text
 
 
 @pytest.mark.parametrize("dtype,code", ((torch.bfloat16, 1), (torch.float16, 0)))
 def test_merge_query_names_the_dtype(monkeypatch, dtype, code):
     """The plan asks the merge mode of the instantiation that will run (fp16 and bf16 are separate kernels)."""
-    from fmha.cuda import backend as cb
-
     b = stub_backend(monkeypatch, clustered={8})
-    assert b.launch_plan(problem(1, 1, 32, 8, 8192, 128, device="cuda:0", dtype=dtype), 0) == (cb.DEEP, 8)
-    assert b.asked_dtypes and set(b.asked_dtypes) == {code}
+    assert b.launch_plan(problem(1, 1, 32, 8, 8192, 128, device="cuda:0", dtype=dtype), 0) == (Config.DEEP, 8)
+    assert b.asked and {dtype for _, dtype, _ in b.asked} == {code}
 
 
 def test_workspace_only_for_the_combine_kernel(monkeypatch):
@@ -200,43 +194,59 @@ def test_workspace_only_for_the_combine_kernel(monkeypatch):
 
 
 @pytest.mark.parametrize("T,Hq,expected", (
-    (1, 128, WIDE),  # two 64-row blocks: the seesaw
-    (2, 64, WIDE),
-    (1, 64, DEEP),   # one row block: the split-Q K^T loop
-    (4, 16, DEEP),
-    (1, 16, DEEP),
+    (1, 128, Config.SEESAW),  # two 64-row blocks: the warpgroups take turns
+    (2, 64, Config.SEESAW),
+    (1, 64, Config.SPLIT_QK),  # one row block: the warpgroups split Q K^T's head dim
+    (4, 16, Config.SPLIT_QK),
+    (1, 16, Config.SPLIT_QK),
 ))
-@pytest.mark.parametrize("variant", (WIDE, DEEP))
-def test_d512_loop_by_rows(T, Hq, expected, variant):
-    assert _d512_loop(problem(8, T, Hq, 1, 4096, 512), variant) == expected
+def test_d512_config_by_rows(T, Hq, expected):
+    assert d512_config(problem(8, T, Hq, 1, 4096, 512)) == expected
 
 
-@pytest.mark.parametrize("D,variant", ((64, WIDE), (128, DEEP), (128, STREAM), (256, WIDE)))
-def test_d512_loop_leaves_other_head_dims(D, variant):
-    assert _d512_loop(problem(8, 1, 128, 1, 4096, D), variant) == variant
+@pytest.mark.parametrize("B,T,Hq,S,expected,splits", (
+    (2, 1, 128, 4096, "SEESAW", 32),     # 4 CTAs (two row blocks a sequence): split
+    (64, 1, 128, 4096, "SEESAW", 1),     # 128 CTAs: most of one wave, unsplit
+    (128, 1, 128, 4096, "SEESAW", 1),    # more CTAs than SMs: unsplit
+    (1, 1, 16, 65536, "SPLIT_QK", 61),   # one CTA: split to fill the SMs
+    (8, 4, 16, 4096, "SPLIT_QK", 16),    # 64 rows: one block
+    (256, 1, 16, 4096, "SPLIT_QK", 1),   # more CTAs than SMs: unsplit
+))
+def test_d512_plan(monkeypatch, B, T, Hq, S, expected, splits):
+    """D = 512 is planned as before the configurations were named: the split count of its one-CTA-per-SM
+    configuration (32-token tiles), never the combine-or-cluster rule of D = 128 / 256, and the configuration
+    of its row count; the C API is only ever asked about D = 512's own configurations."""
+    b = stub_backend(monkeypatch, clustered=set(range(2, 17)))
+    p = problem(B, T, Hq, 1, S, 512, device="cuda:0")
+    ctas = B * -(-T * Hq // 64)
+    want = 1 if ctas > 132 else cb.choose_num_splits(ctas, S, 32, 132)
+    assert want == splits
+    assert b.launch_plan(p, 0) == (Config[expected], splits)
+    text = b.launch_details(p)
+    loop = "seesaw loop" if expected == "SEESAW" else "split-QK loop"
+    assert text.startswith(f"config {expected.lower()} (two consumer warpgroups") and loop in text, text
+    assert all(D == 512 and config in (Config.SEESAW, Config.SPLIT_QK) for D, _, config in b.asked), b.asked
 
 
 @pytest.mark.parametrize("B,T,Hq,Hkv,adjacent,expected", (
-    (32, 1, 32, 8, True, "PAIRS"),    # 128 pairs: one wave
-    (31, 1, 32, 8, True, "PAIRS"),    # 124 pairs
-    (33, 1, 32, 8, True, "PAIRS"),    # 132 pairs: every SM
-    (32, 1, 64, 8, True, "PAIRS"),    # 8 rows a head, 16 a pair: the narrow loop's most
+    (32, 1, 32, 8, True, "KV_HEAD_PAIRS"),    # 128 pairs: one wave
+    (31, 1, 32, 8, True, "KV_HEAD_PAIRS"),    # 124 pairs
+    (33, 1, 32, 8, True, "KV_HEAD_PAIRS"),    # 132 pairs: every SM
+    (32, 1, 64, 8, True, "KV_HEAD_PAIRS"),    # 8 rows a head, 16 a pair: the narrow loop's most
     (32, 2, 64, 8, True, "WIDE"),     # 32 rows a pair: too many
-    (34, 1, 32, 8, True, "PAIRS"),    # 136 pairs: more than the SMs, two CTAs on some
-    (128, 1, 32, 8, True, "PAIRS"),   # 512 pairs
+    (34, 1, 32, 8, True, "KV_HEAD_PAIRS"),    # 136 pairs: more than the SMs, two CTAs on some
+    (128, 1, 32, 8, True, "KV_HEAD_PAIRS"),   # 512 pairs
     (26, 1, 32, 8, True, "WIDE"),     # 104 pairs < 0.8 x 132
     (32, 1, 32, 8, False, "WIDE"),    # heads not side by side (a [B, Hkv, S, D] cache viewed as bshd)
-    (43, 1, 18, 6, True, "PAIRS"),    # Hkv = 6: 3 pairs a sequence, 129 in all
+    (43, 1, 18, 6, True, "KV_HEAD_PAIRS"),    # Hkv = 6: 3 pairs a sequence, 129 in all
     (44, 1, 27, 9, True, "WIDE"),     # odd Hkv
 ))
 def test_head_pairs_plan(monkeypatch, B, T, Hq, Hkv, adjacent, expected):
     import dataclasses
 
-    from fmha.cuda import backend as cb
-
     b = stub_backend(monkeypatch, clustered=())
     p = dataclasses.replace(problem(B, T, Hq, Hkv, 8192, 64, device="cuda:0"), kv_heads_adjacent=adjacent)
-    assert b.launch_plan(p, 0) == (getattr(cb, expected), 1)
-    if expected == "PAIRS":
+    assert b.launch_plan(p, 0) == (Config[expected], 1)
+    if expected == "KV_HEAD_PAIRS":
         assert "KV-head pairs" in b.launch_details(p) and f"{B * Hkv // 2} CTAs" in b.launch_details(p)
-    assert b.launch_plan(dataclasses.replace(p, head_dim=128), 0)[0] != cb.PAIRS  # D = 64 only
+    assert b.launch_plan(dataclasses.replace(p, head_dim=128, head_dim_v=128), 0)[0] != Config.KV_HEAD_PAIRS  # D = 64 only

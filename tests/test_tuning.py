@@ -30,7 +30,51 @@ def test_nearest_entry_by_grid(monkeypatch):
     assert tuning.lookup(problem(1, 1, 16, 2, 16384, 128), both)[0] == "triton"
     # without the grid term the serving entry (same B x S, T and G) would be the nearest
     assert tuning.lookup(problem(1, 1, 4, 1, 8192, 128), both)[0] == "triton"
-    name, note = tuning.lookup(problem(1, 1, 8, 1, 8192, 128), both)
+    name, note, close = tuning.lookup(problem(1, 1, 8, 1, 8192, 128), both)
     assert name == "triton" and "B=1 T=1 G=8 Hkv=1 S=8192 D=128" in note and "tuning/stub.json" in note
+    assert not close and "triton 9.00 us vs cuda 9.30 us, 3.3% apart" in note, note
     assert tuning.lookup(problem(1, 1, 8, 1, 8192, 128), ["cuda"])[0] == "cuda"  # only the usable ones
     assert tuning.lookup(problem(1, 1, 8, 1, 8192, 64), both) is None  # no entry of that head dim
+
+
+EAGER = {"cuda": 10.0, "triton": 40.0}
+NOISY = {"path": "tuning/stub.json", "entries": [
+    entry(1, 1, 32, 8, 65536, 128, cuda=75.6, triton=70.5),  # 7% apart: a real difference
+    entry(4, 1, 32, 8, 128, 128, cuda=4.284, triton=4.276),  # 0.2% apart: noise
+    entry(16, 1, 16, 1, 4096, 512, cuda=47.0, triton=46.2),  # 1.7%: still noise
+]}
+
+
+def test_within_noise_takes_the_lower_eager_cost(monkeypatch):
+    monkeypatch.setattr(tuning, "load_table", lambda index: NOISY)
+    both = ["cuda", "triton"]
+    pick = tuning.lookup(problem(1, 1, 32, 8, 65536, 128), both, EAGER)
+    assert pick.backend == "triton" and not pick.within_noise
+    assert "triton 70.5 us vs cuda 75.6 us, 7.2% apart" in pick.note, pick.note
+    for p in (problem(4, 1, 32, 8, 128, 128), problem(16, 1, 16, 1, 4096, 512)):
+        pick = tuning.lookup(p, both, EAGER)
+        assert pick.backend == "cuda" and pick.within_noise, pick
+        assert "within noise" in pick.note and "took cuda for its lower per-call cost" in pick.note, pick.note
+    pick = tuning.lookup(problem(4, 1, 32, 8, 128, 128), both, EAGER)
+    assert "cuda 4.28 us vs triton 4.28 us, 0.2% apart, under the 2.0% noise margin" in pick.note, pick.note
+    # without per-call costs the table's fastest stands
+    assert tuning.lookup(problem(4, 1, 32, 8, 128, 128), both).backend == "triton"
+
+
+def test_explain_says_how_close_the_table_was(monkeypatch):
+    """The decision fmha.explain prints for a GPU problem (availability stubbed: no GPU needed) names both
+    times and how far apart they are."""
+    from fmha import dispatch
+    from fmha.dispatch import forget_decisions
+
+    monkeypatch.setattr(tuning, "load_table", lambda index: NOISY)
+    monkeypatch.setattr(dispatch, "why_not", lambda name, p: None)
+    forget_decisions()
+    try:
+        d = dispatch.decide(problem(4, 1, 32, 8, 128, 128))
+        assert (d.backend, d.source, d.within_noise) == ("cuda", "table", True)
+        assert "within noise" in str(d) and "lower per-call cost" in str(d)
+        d = dispatch.decide(problem(1, 1, 32, 8, 65536, 128))
+        assert (d.backend, d.within_noise) == ("triton", False) and "7.2% apart" in str(d)
+    finally:
+        forget_decisions()

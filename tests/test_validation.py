@@ -109,6 +109,47 @@ def test_bad_softmax_scale():
     raises(ValueError, r"softmax_scale: expected a finite positive float, got -1.0", q, k, v, softmax_scale=-1.0)
 
 
+@pytest.mark.parametrize("scale,got", (("0.1", "str '0.1'"), (True, "bool True"), (False, "bool False"),
+                                       (1j, "complex 1j"), ([0.1], "list \\[0.1\\]")))
+def test_softmax_scale_must_be_a_real_number(scale, got):
+    q, k, v = good()
+    raises(TypeError, r"softmax_scale: expected a real number \(a Python float or int; a bool is not one\) or None, "
+           f"got {got}", q, k, v, softmax_scale=scale)
+    with pytest.raises(TypeError, match=r"scale: expected a real number"):  # sdpa names its own argument
+        fmha.sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=scale, enable_gqa=True)
+
+
+def test_softmax_scale_accepts_real_numbers():
+    import fractions
+
+    import numpy as np
+
+    q, k, v = good()
+    ref = fmha.attention(q, k, v, softmax_scale=0.5, backend="reference")
+    for scale in (0.5, np.float32(0.5), np.float64(0.5), fractions.Fraction(1, 2)):
+        assert torch.equal(fmha.attention(q, k, v, softmax_scale=scale, backend="reference"), ref)
+    fmha.attention(q, k, v, softmax_scale=1, backend="reference")  # an int
+
+
+def test_sdpa_adds_the_layout_note_only_to_errors_with_shapes():
+    q = torch.randn(1, 8, 1, 64, dtype=bf16)
+    k = torch.randn(1, 2, 16, 64, dtype=bf16)
+    with pytest.raises(TypeError) as e:
+        fmha.sdpa(q, k, k, scale="0.1", enable_gqa=True)
+    assert "shapes above" not in str(e.value), str(e.value)
+    with pytest.raises(ValueError) as e:
+        fmha.sdpa(q, k, k, scale=-1.0, enable_gqa=True)
+    assert "shapes above" not in str(e.value), str(e.value)
+    with pytest.raises(ValueError) as e:  # 6 query heads over 4 KV heads: attention's message lists shapes
+        fmha.sdpa(torch.randn(1, 6, 1, 96, dtype=bf16), torch.randn(1, 4, 16, 96, dtype=bf16),
+                  torch.randn(1, 4, 16, 96, dtype=bf16), enable_gqa=True)
+    assert "head_dim 96" in str(e.value) and "shapes above" not in str(e.value), str(e.value)
+    k_t = torch.randn(1, 2, 64, 16, dtype=bf16).transpose(-1, -2)  # [1, 2, 16, 64], stride(-1) = 16
+    with pytest.raises(ValueError) as e:
+        fmha.sdpa(q, k_t, k_t, enable_gqa=True)
+    assert "strides" in str(e.value) and "(shapes above are in the [B, L, H, E] order" in str(e.value), str(e.value)
+
+
 def test_explicit_backend_that_cannot_serve_says_why(monkeypatch):
     if torch.cuda.is_available():
         pytest.skip("on a GPU machine the Triton backend serves CPU-less problems; covered by the CPU run")
@@ -166,7 +207,7 @@ def test_non_bool_flags_and_tensor_scale():
     q, k, v = good()
     raises(TypeError, r"causal: expected a bool, got 'no'", q, k, v, causal="no")
     raises(TypeError, r"return_lse: expected a bool", q, k, v, return_lse="yes")
-    raises(TypeError, r"softmax_scale: expected a Python float or None, got a torch.Tensor",
+    raises(TypeError, r"softmax_scale: expected a real number \(a Python float or int\) or None, got a torch.Tensor",
            q, k, v, softmax_scale=torch.tensor(0.1))
     with pytest.raises(ValueError, match=r"backend: unknown backend \['triton'\]"):
         fmha.attention(q, k, v, backend=["triton"])

@@ -1,7 +1,12 @@
-"""The "cuda" backend: the hand-written sm_90a TMA + WGMMA decode kernel."""
+"""The "cuda" backend: the hand-written CUDA decode kernels (Hopper: TMA + WGMMA, sm_90a).
+
+The library is built for one architecture (`fmha_arch()` says which) and exposes the same C API
+(fmha_capi.h) on every one; this module chooses a configuration and a split count per problem.
+"""
 from __future__ import annotations
 
 import ctypes
+import enum
 import functools
 import struct
 import threading
@@ -9,57 +14,63 @@ from typing import Optional
 
 import torch
 
-from ..backends import Backend
+from ..base import Backend, forget_decisions
 from ..problem import Problem
 from ..splits import cdiv, choose_num_splits, num_sms
 from . import loader
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256, 512)
 BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
-# Kernel instantiations (fmha_capi.h): WIDE packs several CTAs per SM (grids that fill the GPU),
-# DEEP runs one CTA per SM with a deeper K/V ring (small grids, split-KV), STREAM (D = 128) is WIDE's
-# ring with the narrow loop.
-WIDE, DEEP, STREAM = 0, 1, 2
-# Not an instantiation: a D = 64 problem whose KV heads lie side by side, run by the D = 128 stream
-# instantiation as pairs of heads read as one 128-wide head (fmha_capi.h variant 3, DecodeParams::head_pairs).
-PAIRS = 3
-VARIANTS = (WIDE, DEEP, STREAM, PAIRS)
-# Narrow grids (<= 16 packed rows) of at least this share of one wave, unsplit or in the splits the deep plan
-# chose, stream faster with the shallow 64 KB ring of WIDE (D = 64) / STREAM (D = 128) than with DEEP's 192 KB
-# one; split grids once each of their CTAs has an SM to itself (the C API launches them so: capi.cu
-# exclusive_sms). H200 (us, deep -> shallow; runs ec, ed, ee): B16 Hkv8 D128 S8192 120.8 -> 119.7, S16384
-# 242.9 -> 239.2, S32768 468.5 -> 462.8 (cuDNN 464.2), S65536 955.1 -> 940.2, T4 S32768 469.7 -> 464.1;
-# D64 B16 S65536 480.5 -> 471.9; with an add after each call S32768 480.7 -> 474.0. D = 256 level (the wide
-# instantiation's 128 KB ring 474.3 vs deep 474.8, run ec), so it stays deep. Split grids, one CTA per SM (run ek):
-# B1 S65536 66.1 -> 65.3 (16 splits), S262144 239.4 -> 237.4, D64 B1 S65536 37.0 -> 36.8; without an SM each
-# (two CTAs on some SMs, others idle) 74.2 and 275.4.
-# Measured from 2048 keys a CTA up (SHALLOW_RING_MIN_KEYS: the cache's keys over the splits; B1 S32768 in 16 splits
-# 37.4 -> 36.7, run el); shorter shares keep the deep plan until measured.
+
+
+class Config(enum.IntEnum):
+    """The C API's FmhaConfig: a (K/V ring, CTAs per SM, consumer loop) choice, named by what it is."""
+
+    WIDE = 0  # D = 64, 128, 256: a shallow ring, several CTAs per SM where D <= 128 (grids that fill the GPU)
+    DEEP = 1  # D = 64, 128, 256: one CTA per SM, a deeper ring (small grids, split-KV)
+    STREAM = 2  # D = 128: WIDE's ring with the narrow loop (narrow grids of one wave)
+    KV_HEAD_PAIRS = 3  # D = 64, KV heads side by side: STREAM's D = 128 kernel reads two heads as one
+    SEESAW = 4  # D = 512, more than 64 packed rows: the two consumer warpgroups take turns over the tiles
+    SPLIT_QK = 5  # D = 512, one 64-row block: the two consumer warpgroups split Q K^T's head dim
+
+
+# What explain() says of each configuration (the CTAs-per-SM clause is filled in per launch).
+_DESCRIPTION = {
+    Config.WIDE: "wide ({per_sm})",
+    Config.DEEP: "deep (one CTA per SM, deeper K/V ring)",
+    Config.STREAM: "stream (the wide configuration's K/V ring, {per_sm})",
+    Config.KV_HEAD_PAIRS: ("kv_head_pairs (KV-head pairs: the D = 128 stream kernel reads KV heads 2i and 2i + 1 as one "
+                           "128-wide head, 256 contiguous bytes of each token's row, {per_sm})"),
+    Config.SEESAW: "seesaw (two consumer warpgroups over the whole head dim, {per_sm})",
+    Config.SPLIT_QK: "split_qk (two consumer warpgroups, each with half of Q K^T's head dim, {per_sm})",
+}
+# The 64-row loop of each D = 512 configuration, by what it does.
+_D512_LOOP = {
+    Config.SEESAW: "seesaw loop (the warpgroups take turns: each computes S and the softmax of every other tile "
+                   "and hands P to the other; both accumulate P V over their 256 output columns)",
+    Config.SPLIT_QK: "split-QK loop (one 64-row block: each warpgroup computes Q K^T over its half of the head dim "
+                     "and they exchange partial scores)",
+}
+
+# Narrow grids (<= 16 packed rows) filling at least this share of one wave, unsplit or in the splits the deep
+# plan chose, stream faster from the shallow 64 KB ring (WIDE at D = 64, STREAM at D = 128) than from DEEP's
+# 192 KB one (H200: B16 Hkv8 D128 S32768 468.5 -> 462.8 us); split grids run one CTA per SM (the C API launches
+# one-wave split grids so). D = 256 measured level, so it stays deep.
 SHALLOW_RING_MIN_FILL = 0.8
+# Measured from this many keys a CTA (the cache's keys over the splits) up; shorter shares keep the deep plan.
 SHALLOW_RING_MIN_KEYS = 2048
-_SHALLOW_RING_VARIANT = {64: WIDE, 128: STREAM}
-# Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the
-# ~128-CTA plan that needs the combine kernel, while a CTA's K/V share is small enough that 64 SMs
-# stream it about as fast as 128 (H200, runs dh and di, perf/RESULTS.md; us, plan -> 64 clustered CTAs):
-# D=128 B1 S4096 11.5 -> 8.9, S8192 (512 KiB a CTA) 15.5 -> 13.2, S16384 (1 MiB) 22.8 -> 21.0; B2 S8192
-# 22.9 -> 21.0; B4 S4096 22.8 -> 21.0; D=256 B1 S8192 (1 MiB) 23.2 -> 21.2. Longer shares gain less or lose
-# (D=128 B1 S65536, 4 MiB: 68.0 -> 66.1 in run dh, but 72.7 us in run dl's suite on another H200; the
-# combine-kernel plan took 68.0 in run df on an H200 of that read ceiling; B1 S262144 239.8 -> 244.8; D=256 B1
-# S32768 66.9 -> 72.0), and so does D=64 (B1 S32768, 1 MiB: 22.4 -> 27.8). Only grids of at least 8 clusters (spread over the GPCs: B1
-# Hkv=4 S32768 in 4 clusters of 16 took 23.9 -> 28.2) and 64 CTAs exactly (B3 S32768 in 24 clusters of 4,
-# 96 CTAs: 97.5 -> 107.6).
-# D = 64 grids of at least HEAD_PAIRS_MIN_FILL x SMs KV-head pairs (PAIRS) run as pairs: a CTA streams 256
-# contiguous bytes of each token's row, where the plan's grid of single heads runs twice as many CTAs on 128-byte
-# pieces. H200 (us, pairs vs that plan, cuDNN; per replay, 5-6 rounds, runs fo, fp): Hq32 Hkv8 S8192 B32 (128
-# pairs) 122.7 vs 124.1 (123.3), B31 119.0 vs 123.3 (119.9), B33 126.3 vs 126.4 (127.1), B64 237.7 vs 240.7
-# (241.7); Hq64 B32 121.6 vs 122.0 (121.6); B32 S2048 35.8 vs 36.1 (36.4), S32768 469.3 vs 476.2 (468.6); B128
-# S4096 240.3 vs 244.4 (242.3); B32 S8192 sustained 120.0 vs 121.3 (120.5), with an add after each call 123.7 vs
-# 124.7 (124.6). Fewer pairs leave SMs idle: B16 S32768 (64 pairs) 323.1 vs 236.3. With two single-head CTAs an
-# SM the slowest streamed 40-50% longer than the fastest (runs eu, fj); 128 pairs, one an SM, within 6% (run fn).
-HEAD_PAIRS_MIN_FILL = 0.8
+_SHALLOW_RING_CONFIG = {64: Config.WIDE, 128: Config.STREAM}
+# Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the ~128-CTA
+# plan that needs the combine kernel while a CTA's K/V share is at most 1 MiB (H200, D=128 B1 S8192: 15.5 ->
+# 13.2 us); longer shares, D = 64, grids of fewer than 8 clusters (they gather on few GPCs) and grids other
+# than exactly 64 CTAs gain less or lose.
 CLUSTER_PLAN_CTAS = 64
 CLUSTER_PLAN_MIN_CLUSTERS = 8
 CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA = {128: 1 << 20, 256: 1 << 20}
+# D = 64 grids of at least this share of the SMs in KV-head pairs run as pairs: one CTA streams each token's
+# 256 contiguous bytes where single heads would run twice the CTAs on 128-byte pieces (H200, B31 Hq32 Hkv8
+# S8192: 119.0 vs 123.3 us); fewer pairs leave SMs idle.
+HEAD_PAIRS_MIN_FILL = 0.8
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -72,20 +83,30 @@ def _device_index(dev: torch.device) -> int:
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
-def _d512_loop(p: Problem, variant: int) -> int:
-    """`variant`, except at D = 512, whose two instantiations share one configuration and differ in the consumer
-    loop: WIDE (the warpgroup seesaw) for more than one 64-row block, DEEP (the split-Q K^T loop) for one.
-    H200 (us, sustained, seesaw vs split, runs fd and ff): MQA B64 Hq=128 176.5 vs 199.9 and 173.5 vs 197.9,
-    T=4 Hq=32 102.1 vs 108.8; one row block: Hq=64 149.9 vs 148.7, Hq=32 135.2 vs 134.3, T=4 Hq=16 82.1 vs 80.7."""
-    if p.head_dim != 512:
-        return variant
-    return WIDE if p.seqlen_q * p.group_size > BLOCK_M else DEEP
+def _arch_capability(arch) -> tuple:
+    """(major, minor) of an architecture: fmha_arch()'s 90, or a build name such as "sm_90a"."""
+    if isinstance(arch, str):
+        arch = int("".join(c for c in arch.lower().removeprefix("sm_") if c.isdigit()))
+    return divmod(int(arch), 10)
+
+
+def d512_config(p: Problem) -> Config:
+    """D = 512's configuration, by its packed rows (both share one ring and one CTA per SM): SEESAW for more
+    than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
+    199.9 us)."""
+    return Config.SEESAW if p.seqlen_q * p.group_size > BLOCK_M else Config.SPLIT_QK
+
+
+def split_config(head_dim: int) -> Config:
+    """The one-CTA-per-SM configuration whose tile and occupancy plan the split count: DEEP, or at D = 512
+    SPLIT_QK (D = 512's configurations share their tile and CTAs per SM)."""
+    return Config.SPLIT_QK if head_dim == 512 else Config.DEEP
 
 
 def clustered_splits(p: Problem, ctas: int, num_splits: int, merge_mode) -> int:
     """`num_splits`, or CLUSTER_PLAN_CTAS // ctas splits where those merge inside clusters and the plan's
     splits would need the combine kernel (see CLUSTER_PLAN_CTAS). merge_mode(splits) is the C API's
-    ClusterMergeMode of a deep launch of `ctas` x splits CTAs (0: combine kernel, 1: inside clusters)."""
+    cluster merge mode of a split_config launch of `ctas` x splits CTAs (0: combine kernel, 1: inside clusters)."""
     max_bytes = CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA.get(p.head_dim)
     if max_bytes is None or ctas < CLUSTER_PLAN_MIN_CLUSTERS or CLUSTER_PLAN_CTAS % ctas:
         return num_splits
@@ -101,38 +122,48 @@ def _grid_ctas(p: Problem) -> int:
     return p.batch * p.heads_kv * cdiv(p.seqlen_q * p.group_size, BLOCK_M)
 
 
-class CudaSm90Backend(Backend):
+class CudaBackend(Backend):
     name = "cuda"
-    summary = ("hand-written sm_90a decode kernel: TMA K/V ring, WGMMA QK^T and PV, GQA rows packed into M, "
-               "split-KV merged inside thread-block clusters or by a combine kernel (Hopper only; built with nvcc "
-               "on first use)")
+    summary = ("hand-written CUDA decode kernel (Hopper, sm_90a): TMA K/V ring, WGMMA QK^T and PV, GQA rows packed "
+               "into M, split-KV merged inside thread-block clusters or by a combine kernel (built with nvcc on "
+               "first use)")
+    eager_call_us = 10.0  # perf/overhead.py on an H200
 
     def __init__(self):
         self._fn = None
         self._tile_n = None
         self._ws_bytes = None
         self._last_error = None
+        self._arch = None  # fmha_arch() of the loaded library
         self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
         self._build_error = None
+
+    @property
+    def capability(self) -> tuple:
+        """(major, minor) compute capability the library runs on: the loaded one's fmha_arch(), else the
+        architecture the loader builds."""
+        return _arch_capability(self._arch if self._arch is not None else loader.DEFAULT_ARCH)
 
     # -- availability -----------------------------------------------------
     def unavailable_reason(self) -> Optional[str]:
         if not torch.cuda.is_available():
             return "no CUDA GPU (torch.cuda.is_available() is False)"
+        want = self.capability
         caps = [_capability(i) for i in range(torch.cuda.device_count())]
-        if (9, 0) not in caps:
-            return (f"needs a Hopper GPU (compute capability 9.0, sm_90a); found "
-                    f"{', '.join(f'{a}.{b}' for a, b in caps)}")
+        if want not in caps:
+            return (f"the library is built for compute capability {want[0]}.{want[1]} (sm_{want[0]}{want[1]}a); "
+                    f"found {', '.join(f'{a}.{b}' for a, b in caps)}")
         if self._build_error is not None:
             return f"the CUDA library could not be built or loaded: {self._build_error}"
         return loader.buildable()
 
     def unsupported_reason(self, p: Problem) -> Optional[str]:
         if p.device.type != "cuda":
-            return f"tensors on {p.device}: the sm_90a kernel needs CUDA tensors"
-        cap = _capability(_device_index(p.device))
-        if cap != (9, 0):
-            return f"device {p.device} has compute capability {cap[0]}.{cap[1]}; the kernel is built for sm_90a (9.0)"
+            return f"tensors on {p.device}: the CUDA kernel needs CUDA tensors"
+        cap, want = _capability(_device_index(p.device)), self.capability
+        if cap != want:
+            return (f"device {p.device} has compute capability {cap[0]}.{cap[1]}; the kernel is built for "
+                    f"sm_{want[0]}{want[1]}a ({want[0]}.{want[1]})")
         if p.dtype not in _DTYPE_CODE:
             return f"dtype {p.dtype} not supported (bfloat16, float16)"
         if p.head_dim not in SUPPORTED_HEAD_DIMS:
@@ -153,56 +184,61 @@ class CudaSm90Backend(Backend):
         except loader.CudaBuildError as e:
             # Remember it: `auto` stops choosing this backend (and stops rebuilding on every call).
             self._build_error = str(e).strip().splitlines()[0]
-            from ..dispatch import forget_decisions
             forget_decisions()
             raise
-        self._tile_n = {(d, v): lib.fmha_sm90_tile_n(d, v) for d in SUPPORTED_HEAD_DIMS for v in VARIANTS}
-        self._ctas_per_sm = {(d, v): lib.fmha_sm90_ctas_per_sm(d, v) for d in SUPPORTED_HEAD_DIMS for v in VARIANTS}
-        self._narrow_rows = {(d, v): lib.fmha_sm90_narrow_rows(d, v) for d in SUPPORTED_HEAD_DIMS for v in VARIANTS}
-        self._cluster_merge = lib.fmha_sm90_cluster_merge
+        keys = [(d, c) for d in SUPPORTED_HEAD_DIMS for c in Config]
+        self._tile_n = {k: lib.fmha_config_tile_n(*k) for k in keys}
+        self._ctas_per_sm = {k: lib.fmha_config_ctas_per_sm(*k) for k in keys}
+        self._narrow_rows = {k: lib.fmha_config_narrow_rows(*k) for k in keys}
+        self._cluster_merge = lib.fmha_cluster_merge
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
-        self._ws_bytes = lib.fmha_sm90_workspace_bytes
+        self._ws_bytes = lib.fmha_workspace_bytes
         self._last_error = lib.fmha_last_error
-        self._fn = lib.fmha_sm90_decode_packed
+        self._arch = lib.fmha_arch()
+        self._fn = lib.fmha_decode
         return self._fn
 
     def launch_plan(self, p: Problem, index: int):
-        """(variant, num_splits) for a problem on device `index`.
+        """(Config, num_splits) for a problem on device `index`.
 
         D = 64 problems of enough KV-head pairs to fill most SMs run as pairs (_head_pairs). Otherwise a grid
-        of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's
-        prologue and epilogue hide behind another's streaming). Otherwise the keys are split when the
-        grid would leave SMs idle (one deep CTA per SM fills them), and short split problems take fewer
-        splits, on 64 CTAs, where those merge inside clusters (clustered_splits). That grid, unsplit or
-        split, runs the shallow ring where it is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and
-        gives each CTA at least SHALLOW_RING_MIN_KEYS keys, else DEEP: one CTA per SM with the deeper ring.
+        of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's prologue and epilogue
+        hide behind another's streaming). Otherwise the keys are split when the grid would leave SMs idle
+        (one deep CTA per SM fills them), and short split problems take fewer splits, on 64 CTAs, where those
+        merge inside clusters (clustered_splits). That grid, unsplit or split, runs the shallow ring where it
+        is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and gives each CTA at least
+        SHALLOW_RING_MIN_KEYS keys, else DEEP: one CTA per SM with the deeper ring. D = 512 plans its splits
+        the same way and runs the configuration of its row count (d512_config), split or not.
         """
         if self._fn is None:
             self._bind()
         if self._head_pairs(p, index):
-            return PAIRS, 1
+            return Config.KV_HEAD_PAIRS, 1
         ctas = _grid_ctas(p)
         if ctas > num_sms(index):
-            return _d512_loop(p, WIDE), 1
-        splits = clustered_splits(p, ctas, self._occupancy_splits(p, index), self._merge_modes(p, index, DEEP))
-        shallow = self._shallow_ring_variant(p, index, splits)
-        return _d512_loop(p, DEEP if shallow is None else shallow), splits
+            return (d512_config(p) if p.head_dim == 512 else Config.WIDE), 1
+        splits = clustered_splits(p, ctas, self._occupancy_splits(p, index),
+                                  self._merge_modes(p, index, split_config(p.head_dim)))
+        if p.head_dim == 512:
+            return d512_config(p), splits
+        shallow = self._shallow_ring_config(p, index, splits)
+        return (Config.DEEP if shallow is None else shallow), splits
 
     def _head_pairs(self, p: Problem, index: int) -> bool:
-        """Whether p runs as KV-head pairs (PAIRS, see HEAD_PAIRS_MIN_FILL): D = 64 with its KV heads side by
-        side, an even number of them, at most the narrow loop's rows a pair, and at least HEAD_PAIRS_MIN_FILL x
+        """Whether p runs as KV-head pairs (KV_HEAD_PAIRS, see HEAD_PAIRS_MIN_FILL): D = 64 with its KV heads side
+        by side, an even number of them, at most the narrow loop's rows a pair, and at least HEAD_PAIRS_MIN_FILL x
         SMs pairs (unsplit)."""
         if p.head_dim != 64 or p.heads_kv % 2 or not p.kv_heads_adjacent:
             return False
-        if 2 * p.seqlen_q * p.group_size > self._narrow_rows[(64, PAIRS)]:
+        if 2 * p.seqlen_q * p.group_size > self._narrow_rows[(64, Config.KV_HEAD_PAIRS)]:
             return False
         return p.batch * p.heads_kv // 2 >= HEAD_PAIRS_MIN_FILL * num_sms(index)
 
-    def _shallow_ring_variant(self, p: Problem, index: int, num_splits: int) -> Optional[int]:
-        """The variant of launch_plan's shallow-ring rule for p in num_splits splits (WIDE at D = 64, STREAM at
-        D = 128), or None where the rule does not apply: a grid of at most the SMs and at least
+    def _shallow_ring_config(self, p: Problem, index: int, num_splits: int) -> Optional[Config]:
+        """The configuration of launch_plan's shallow-ring rule for p in num_splits splits (WIDE at D = 64, STREAM
+        at D = 128), or None where the rule does not apply: a grid of at most the SMs and at least
         SHALLOW_RING_MIN_FILL of them, at most the narrow loop's rows, at least SHALLOW_RING_MIN_KEYS keys a CTA."""
-        shallow = _SHALLOW_RING_VARIANT.get(p.head_dim)
+        shallow = _SHALLOW_RING_CONFIG.get(p.head_dim)
         ctas, sms = _grid_ctas(p) * num_splits, num_sms(index)
         if (shallow is None or not SHALLOW_RING_MIN_FILL * sms <= ctas <= sms
                 or cdiv(p.seqlen_k, num_splits) < SHALLOW_RING_MIN_KEYS
@@ -210,85 +246,77 @@ class CudaSm90Backend(Backend):
             return None
         return shallow
 
-    def _merge_modes(self, p: Problem, index: int, variant: int):
-        """splits -> the C API's ClusterMergeMode of a `variant` launch of p in that many splits (it reads the
+    def _merge_modes(self, p: Problem, index: int, config: Config):
+        """splits -> the C API's cluster merge mode of a `config` launch of p in that many splits (it reads the
         device's cluster occupancy)."""
         ctas, rows, dtype = _grid_ctas(p), p.seqlen_q * p.group_size, _DTYPE_CODE[p.dtype]
 
         def merge_mode(splits: int) -> int:
             with torch.cuda.device(index):
-                return self._cluster_merge(p.head_dim, dtype, variant, splits, ctas, rows)
+                return self._cluster_merge(p.head_dim, dtype, config, splits, ctas, rows)
 
         return merge_mode
 
     def _occupancy_splits(self, p: Problem, index: int) -> int:
-        """The split count of a deep launch that fills the GPU's CTA slots (fmha.splits), before clustered_splits."""
-        slots = num_sms(index) * self._ctas_per_sm[(p.head_dim, DEEP)]
-        return choose_num_splits(_grid_ctas(p), p.seqlen_k, self._tile_n[(p.head_dim, DEEP)], slots)
+        """The split count that fills the GPU's CTA slots with split_config's CTAs (fmha.splits), before
+        clustered_splits."""
+        key = (p.head_dim, split_config(p.head_dim))
+        slots = num_sms(index) * self._ctas_per_sm[key]
+        return choose_num_splits(_grid_ctas(p), p.seqlen_k, self._tile_n[key], slots)
 
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
-        variant, num_splits = self.launch_plan(p, index)
-        # A split grid of at most one wave runs one CTA per SM whatever its shared memory (capi.cu exclusive_sms;
-        # a library built with FMHA_SM90_ONE_WAVE_EXCLUSIVE=0, an experiment, packs them and is misdescribed here).
-        one_per_sm = self._ctas_per_sm[(p.head_dim, variant)] == 1 or (
-            num_splits > 1 and _grid_ctas(p) * num_splits <= num_sms(index))
-        per_sm = "one CTA per SM" if one_per_sm else "several CTAs per SM"
-        ctas = _grid_ctas(p)
-        if variant == PAIRS:
+        config, num_splits = self.launch_plan(p, index)
+        config = Config(config)
+        ctas, sms = _grid_ctas(p), num_sms(index)
+        if config == Config.KV_HEAD_PAIRS:
             ctas //= 2
-            kind = ("KV-head pairs: the D = 128 stream kernel reads KV heads 2i and 2i + 1 as one 128-wide head "
-                    f"(256 contiguous bytes of each token's row), "
-                    f"{'one CTA' if ctas <= num_sms(index) else 'several CTAs'} per SM")
-        elif p.head_dim == 512:
-            kind = ("wide: the two consumer warpgroups take turns over the tiles (seesaw)" if variant == WIDE else
-                    "deep: the two consumer warpgroups split Q K^T's head dim and exchange their scores")
-        elif variant == DEEP:
-            kind = "deep (one CTA per SM, deeper K/V ring)"
-        elif variant == STREAM:
-            kind = f"stream (the wide configuration's K/V ring, {per_sm})"
-        else:
-            kind = f"wide ({per_sm})"
-        if variant == self._shallow_ring_variant(p, index, num_splits):
+            one_per_sm = ctas <= sms
+        else:  # a split grid of at most one wave runs one CTA per SM whatever its shared memory (the C API)
+            one_per_sm = self._ctas_per_sm[(p.head_dim, config)] == 1 or (num_splits > 1 and ctas * num_splits <= sms)
+        kind = _DESCRIPTION[config].format(per_sm="one CTA per SM" if one_per_sm else "several CTAs per SM")
+        if config == self._shallow_ring_config(p, index, num_splits):
             kind += f", shallow ring for {'an unsplit' if num_splits == 1 else 'a split'} grid of one wave"
         rows = p.seqlen_q * p.group_size
-        loop = ("narrow loop (keys in the MMA's M, query rows in N)" if rows <= self._narrow_rows[(p.head_dim, variant)]
-                else "64-row loop (packed query rows in the MMA's M)")
+        if rows <= self._narrow_rows[(p.head_dim, config)]:
+            loop = "narrow loop (keys in the MMA's M, query rows in N)"
+        else:
+            loop = _D512_LOOP.get(config, "64-row loop (packed query rows in the MMA's M)")
         merge = ""
         if num_splits > 1:
-            merge_mode = self._merge_modes(p, index, variant)
+            merge_mode = self._merge_modes(p, index, config)
             mode = merge_mode(num_splits)
             merge = {1: f", merged inside clusters of {num_splits} CTAs (distributed shared memory)",
                      2: ", merged inside clusters of 2 CTAs as each finishes (distributed shared memory)"}.get(
                          mode, " + combine kernel")
-            occupancy = self._occupancy_splits(p, index) if variant == DEEP else num_splits
+            occupancy = self._occupancy_splits(p, index) if config == split_config(p.head_dim) else num_splits
             if (mode == 1 and occupancy > num_splits  # say so where clustered_splits chose this count
                     and clustered_splits(p, _grid_ctas(p), occupancy, merge_mode) == num_splits):
                 merge += (f", fewer splits than the {occupancy} that fill the SMs but need the combine kernel "
                           f"(a short problem: CLUSTER_PLAN_CTAS in fmha/cuda/backend.py)")
-        return (f"variant {kind}, {self._tile_n[(p.head_dim, variant)]}-token tiles, {loop}; {ctas} CTAs x "
+        return (f"config {kind}, {self._tile_n[(p.head_dim, config)]}-token tiles, {loop}; {ctas} CTAs x "
                 f"{num_splits} KV split(s){merge}")
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
         fn = self._fn or self._bind()
         # Keyed on the Problem's identity: fmha.attention passes one memoised object per call
-        # shape, and an identity lookup skips hashing and comparing a Problem's 13 fields.
+        # shape, and an identity lookup skips hashing and comparing a Problem's fields.
         launch = self._launches.get(id(p))
         if launch is None or launch[0] is not p:  # the entry keeps p alive, so its id is not reused
             launch = self._launch_constants(p)
-        _, index, device, _, ws_bytes, shape_bytes, scalar_bytes = launch
+        _, index, device, _, ws_bytes, shape_bytes, scalar_bytes, tail_bytes = launch
         ws_ptr = 0
         if ws_bytes:  # the combine kernel's partials; sized from shapes: safe under CUDA-graph capture
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
             ws_ptr = workspace.data_ptr()
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
-        # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 31.
+        # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 36.
         args = _ARGS.buffer
         _PACKED_PER_CALL.pack_into(
             args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
             cache_seqlens.data_ptr() if cache_seqlens is not None else 0, shape_bytes,
             qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
-            scalar_bytes, ws_ptr, ws_bytes, _current_stream(index))
+            scalar_bytes, ws_ptr, ws_bytes, _current_stream(index), tail_bytes)
         if self._multi_gpu and index != _current_device():
             with torch.cuda.device(index):
                 status = fn(args.address)
@@ -300,39 +328,45 @@ class CudaSm90Backend(Backend):
 
     def _launch_constants(self, p: Problem):
         """What `run` packs the same way for every call of `p`, from shapes only: (p, device index,
-        device, num_splits, workspace bytes, the shape fields and the scale..variant fields as
-        packed bytes)."""
+        device, num_splits, workspace bytes, and as packed bytes the shape fields, the scale..config
+        fields and the block_table..head_dim_v fields)."""
         index = _device_index(p.device)
-        variant, num_splits = self.launch_plan(p, index)
+        config, num_splits = self.launch_plan(p, index)
         ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)
-        if num_splits > 1 and self._merge_modes(p, index, variant)(num_splits) == 0:
+        if num_splits > 1 and self._merge_modes(p, index, config)(num_splits) == 0:
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits)
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
-        scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, variant)
-        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0)
+        scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, int(config))
+        # Contiguous caches: no block table, no pages; V's head dim is K's.
+        tail_args = (0, 0, 0, p.head_dim_v)
+        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0, *tail_args)
         launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
-                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS])
+                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], packed[_TAIL_FIELDS])
         if len(self._launches) >= 1024:  # only a cache (a graph keeps no reference to it): start over
             self._launches.clear()
         self._launches[id(p)] = launch
         return launch
 
 
-# Layout of FmhaDecodeArgs (fmha_capi.h): 6 pointers, 7 shape ints, 12 strides, the scale,
-# causal, num_splits, variant, workspace pointer and size, stream; all 8-byte fields.
-_PACKED = struct.Struct("<6Q7q12qd3q3Q")
-# The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, variant)
-# as two precomputed byte strings: 23 values to pack per call instead of 38.
-_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q")
+# Layout of FmhaDecodeArgs (fmha_capi.h), all 8-byte fields: 6 pointers, 7 shape ints, 12 strides, the scale,
+# causal, num_splits, config, workspace pointer and size, stream, then block_table (pointer), block_table_stride,
+# page_size, head_dim_v.
+_PACKED = struct.Struct("<6Q7q12qd3q3QQ3q")
+# The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, config; block_table ..
+# head_dim_v) as three precomputed byte strings: 24 values to pack per call instead of 36.
+_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q32s")
 _SHAPE_FIELDS = slice(6 * 8, 13 * 8)
 _SCALAR_FIELDS = slice(25 * 8, 29 * 8)
+_TAIL_FIELDS = slice(32 * 8, 36 * 8)
 
 
 def _check_per_call_layout():
-    shape, strides, scalars, tail = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1), (7, 8, 9)
-    packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *tail)
-    if _PACKED_PER_CALL.pack(*range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS],
-                             *tail) != packed:
+    shape, strides, scalars = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1)
+    per_call, tail = (7, 8, 9), (0x1000, 40, 64, 512)
+    packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *per_call, *tail)
+    if _PACKED.size != 36 * 8 or _PACKED_PER_CALL.pack(
+            *range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS], *per_call,
+            packed[_TAIL_FIELDS]) != packed:
         raise RuntimeError("fmha.cuda.backend: _PACKED_PER_CALL no longer matches the _PACKED layout")
 
 

@@ -15,10 +15,10 @@ import zlib
 
 import torch
 
-from ..problem import validate
 from ..compare import LSE_ATOL, tolerance
+from ..problem import validate
 from ..reference import attention_reference
-
+from .backend import CudaBackend
 
 
 def _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed):
@@ -48,6 +48,8 @@ CASES = [
     ("gqa-d64-28/4-t3-s7", 2, 3, 28, 4, 7, 64, torch.bfloat16, None, True, False),
     ("gqa-d256-32/8-t32-s384-2rowblocks", 1, 32, 32, 8, 384, 256, torch.bfloat16, None, True, False),
     ("mqa-d512-t3-s1000", 2, 3, 16, 1, 1000, 512, torch.bfloat16, None, True, False),
+    # 128 query heads: two 64-row blocks, the seesaw configuration (16 and 48 rows above: split_qk)
+    ("mqa-d512-128heads-s300-varlen", 2, 1, 128, 1, 300, 512, torch.bfloat16, [300, 33], True, False),
     ("varlen-d128-empty-row", 4, 3, 8, 2, 300, 128, torch.bfloat16, [0, 1, 150, 300], True, False),
     ("varlen-d512-empty-row", 3, 2, 16, 1, 300, 512, torch.bfloat16, [0, 77, 300], False, False),
     ("fp16-d128-t4-s384", 2, 4, 8, 8, 384, 128, torch.float16, None, True, False),
@@ -68,7 +70,7 @@ def run_case(backend, case) -> bool:
     out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
     lse = torch.full((B, Hq, T), float("nan"), dtype=torch.float32, device="cuda")
     p = validate(q, k, v, sl, None, causal, out)
-    splits = backend.launch_plan(p, torch.cuda.current_device())[1] if backend._tile_n else "?"
+    config, splits = backend.launch_plan(p, torch.cuda.current_device()) if backend._tile_n else ("?", "?")
     why = backend.unsupported_reason(p)
     if why:
         print(f"  {name:36s} UNSUPPORTED: {why}")
@@ -92,8 +94,10 @@ def run_case(backend, case) -> bool:
     inf_ok = torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
     atol = tolerance(dtype, v.abs().max().item())
     ok = nan_o == 0 and nan_l == 0 and max_err <= atol and lse_err <= LSE_ATOL and inf_ok
+    config = getattr(config, "name", config).lower()
     print(f"  {name:36s} {'ok  ' if ok else 'FAIL'} out_err={max_err:.3e} lse_err={lse_err:.3e} "
-          f"nan(out,lse)=({nan_o},{nan_l}) -inf-pattern={'ok' if inf_ok else 'DIFF'} splits={splits} {ms:.1f} ms")
+          f"nan(out,lse)=({nan_o},{nan_l}) -inf-pattern={'ok' if inf_ok else 'DIFF'} config={config} "
+          f"splits={splits} {ms:.1f} ms")
     if not ok:
         bad = err > atol
         if bad.any():
@@ -117,17 +121,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fmha.cuda.selftest")
     ap.add_argument("-k", default="", help="only cases whose name contains this")
     args = ap.parse_args(argv)
-    from .backend import CudaSm90Backend
-
-    b = CudaSm90Backend()
+    b = CudaBackend()
     why = b.unavailable_reason()
     if why:
         print(f"fmha cuda backend unavailable: {why}")
         return 2
     t0 = time.perf_counter()
     b._bind()
-    print(f"library ready in {time.perf_counter() - t0:.1f} s; device {torch.cuda.get_device_name()}; "
-          f"tile_n {b._tile_n}")
+    tiles = ", ".join(f"D={d} {c.name.lower()} {n}" for (d, c), n in b._tile_n.items() if n)
+    print(f"library for sm_{b._arch}a ready in {time.perf_counter() - t0:.1f} s; device {torch.cuda.get_device_name()}; "
+          f"tokens a tile: {tiles}")
     n_ok = n = 0
     for case in CASES:
         if args.k and args.k not in case[0]:

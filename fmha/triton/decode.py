@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..backends import interpreter_enabled
+from ..base import interpreter_enabled
 from ..splits import cdiv, choose_num_splits, num_sms
 
 LN2 = math.log(2.0)

@@ -1,0 +1,60 @@
+"""What the dispatcher and every backend share: the Backend interface and the memos of decisions.
+
+Both sides import this module and nothing of each other's: `backends` (the registry) and `dispatch`
+import the backends, and a backend (`cuda.backend`, `triton.decode`) imports only this, `problem`
+and `splits`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from .problem import Problem
+
+
+class Backend:
+    """A backend says whether it can run on this machine at all (`unavailable_reason`) and whether it
+    can serve one problem (`unsupported_reason`), both from host information only, and `run`s into
+    caller-allocated `out` and `lse`."""
+
+    name: str = ""
+    summary: str = ""
+    # Host time of one eager call in microseconds (Python, launch), measured on an H200: where the
+    # dispatch table's times of two backends are within noise, `auto` takes the lower one.
+    eager_call_us: Optional[float] = None
+
+    def unavailable_reason(self) -> Optional[str]:
+        """None when usable on this machine, else why not."""
+        return None
+
+    def unsupported_reason(self, p: Problem) -> Optional[str]:
+        """None when this backend can serve `p`, else why not."""
+        return None
+
+    def launch_details(self, p: Problem) -> Optional[str]:
+        """How this backend would launch `p` (kernel configuration, split count), for explain()."""
+        return None
+
+    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
+        raise NotImplementedError
+
+
+def interpreter_enabled() -> bool:
+    """Whether TRITON_INTERPRET asks for the Triton interpreter (Triton kernels on the CPU)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+_DECISION_MEMOS: list = []
+
+
+def decision_memo() -> dict:
+    """A new memo that `forget_decisions` clears; for every cache that holds a decision."""
+    memo: dict = {}
+    _DECISION_MEMOS.append(memo)
+    return memo
+
+
+def forget_decisions() -> None:
+    """Drop memoised decisions (a backend's availability changed, e.g. its build failed)."""
+    for memo in _DECISION_MEMOS:
+        memo.clear()
