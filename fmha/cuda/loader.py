@@ -1,9 +1,11 @@
 """Build the CUDA sources with nvcc (once, cached) and load them with ctypes.
 
-Cache: `$FMHA_CACHE_DIR` or `~/.cache/fmha`, one file per
-(sources, arch, flags, nvcc version): `libfmha_<arch>_<src-hash>_<nvcc-hash>.so`.
-A `filelock.FileLock` serialises concurrent first uses; the library is built
-into a temporary file and renamed into place atomically.
+The sources are one translation unit per kernel instantiation (csrc/instantiations/),
+compiled in parallel and linked into one shared library with a plain C API (fmha_capi.h).
+Cache: `$FMHA_CACHE_DIR` or `~/.cache/fmha`, one file per (sources, arch, flags, nvcc
+version): `libfmha_<arch>_<src-hash>_<nvcc-hash>.so`. A `filelock.FileLock` serialises
+concurrent first uses; the library is built into a temporary file and renamed into place
+atomically. Probe builds (timing stamps; tools/) are separate libraries, never the product one.
 """
 from __future__ import annotations
 
@@ -18,13 +20,21 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional, Sequence
 
 CSRC = Path(__file__).resolve().parent / "csrc"
-MAIN_SOURCE = CSRC / "capi.cu"
 DEFAULT_ARCH = "sm_90a"
-BASE_FLAGS = ("-O3", "-std=c++17", "--shared", "-Xcompiler", "-fPIC", "-lineinfo")
+# Architectures with a decode kernel, and the flags their units share.
+KERNEL_ARCHS = ("sm_90a",)
+BASE_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-lineinfo")
+# Probe builds (csrc/common/probe.cuh): one translation unit with the timing probe compiled in, and a mode.
+PROBE_MODES = {
+    "timestamps": ("-DFMHA_PROBE=1",),                                 # correct results, clock stamps
+    "stream_only": ("-DFMHA_PROBE=1", "-DFMHA_PROBE_STREAM_ONLY=1"),  # wrong by design: the K/V stream alone
+    "no_combine": ("-DFMHA_PROBE=1", "-DFMHA_PROBE_NO_COMBINE=1"),    # wrong by design: partials unmerged
+}
 
 
 class CudaBuildError(RuntimeError):
@@ -33,9 +43,17 @@ class CudaBuildError(RuntimeError):
 
 def source_files() -> list:
     files = []
-    for ext in ("*.cu", "*.cuh", "*.h"):
+    for ext in ("*.cu", "*.cuh", "*.h", "*.inc"):
         files += CSRC.rglob(ext)
     return sorted(files)
+
+
+def units(probe: Optional[str] = None) -> list:
+    """The translation units of a library: the C API, the host helpers and one unit per kernel
+    instantiation (csrc/instantiations/, generated); a probe build is the one unit csrc/probe/unity.cu."""
+    if probe is not None:
+        return [CSRC / "probe" / "unity.cu"]
+    return [CSRC / "capi.cu", CSRC / "common" / "host.cu", *sorted((CSRC / "instantiations").glob("*.cu"))]
 
 
 def cache_dir() -> Path:
@@ -66,21 +84,39 @@ def nvcc_version(nvcc: str) -> str:
 
 
 def _arch_parts(arch: str):
-    a = arch.lower().removeprefix("sm_").removeprefix("compute_")
+    """('compute_90a', 'sm_90a') for 'sm_90a'; ValueError for something that is not an arch name."""
+    a = str(arch).lower().removeprefix("sm_").removeprefix("compute_")
     if not a or not a[:-1 if a.endswith("a") else None].isdigit():
         raise ValueError(f"arch: expected something like 'sm_90a', got {arch!r}")
     return f"compute_{a}", f"sm_{a}"
 
 
+def check_arch(arch: str) -> str:
+    """The sm_ name of `arch` when this package has a kernel for it; else CudaBuildError saying so."""
+    try:
+        _, sm = _arch_parts(arch)
+    except ValueError as e:
+        raise CudaBuildError(f"fmha: {e}") from None
+    if sm not in KERNEL_ARCHS:
+        hint = " (sm_90a: wgmma needs the architecture-specific target)" if sm == "sm_90" else ""
+        raise CudaBuildError(f"fmha: no CUDA kernel for {sm} in this version; kernels exist for "
+                             f"{', '.join(KERNEL_ARCHS)}{hint}")
+    return sm
+
+
 def user_flags() -> list:
-    """Extra nvcc flags from FMHA_NVCC_FLAGS (e.g. the -DFMHA_SM90_* tuning knobs); part of the cache key."""
+    """Extra nvcc flags from FMHA_NVCC_FLAGS (e.g. -DFMHA_DISABLE_PDL=1); part of the cache key."""
     return shlex.split(os.environ.get("FMHA_NVCC_FLAGS", ""))
 
 
-def nvcc_command(nvcc: str, arch: str, output: str, extra_flags: Sequence[str] = ()) -> list:
+def compile_command(nvcc: str, arch: str, unit: Path, output: str, extra_flags: Sequence[str] = ()) -> list:
     compute, sm = _arch_parts(arch)
-    return [nvcc, *BASE_FLAGS, f"-gencode=arch={compute},code={sm}", *extra_flags, *user_flags(), "-o", output,
-            str(MAIN_SOURCE)]
+    return [nvcc, *BASE_FLAGS, f"-gencode=arch={compute},code={sm}", *extra_flags, *user_flags(), "-c", "-o",
+            output, str(unit)]
+
+
+def link_command(nvcc: str, objects: Sequence[str], output: str) -> list:
+    return [nvcc, "--shared", "-o", output, *objects]
 
 
 def source_hash(arch: str, extra_flags: Sequence[str] = ()) -> str:
@@ -92,14 +128,19 @@ def source_hash(arch: str, extra_flags: Sequence[str] = ()) -> str:
     return h.hexdigest()[:16]
 
 
+def _library_name(sm: str, probe: Optional[str]) -> str:
+    return f"libfmha_{sm}" if probe is None else f"libfmha_probe_{probe}_{sm}"
+
+
 def library_path(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, nvcc: Optional[str] = None,
-                 extra_flags: Sequence[str] = ()) -> Path:
+                 extra_flags: Sequence[str] = (), probe: Optional[str] = None) -> Path:
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
         raise CudaBuildError("fmha: nvcc not found (set CUDA_HOME or FMHA_NVCC, or put nvcc on PATH)")
     vh = hashlib.sha256(nvcc_version(nvcc).encode()).hexdigest()[:8]
     _, sm = _arch_parts(arch)
-    return Path(out_dir or cache_dir()) / f"libfmha_{sm}_{source_hash(arch, extra_flags)}_{vh}.so"
+    flags = (*PROBE_MODES[probe], *extra_flags) if probe is not None else tuple(extra_flags)
+    return Path(out_dir or cache_dir()) / f"{_library_name(sm, probe)}_{source_hash(arch, flags)}_{vh}.so"
 
 
 def prebuilt_library(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None) -> Optional[Path]:
@@ -109,14 +150,51 @@ def prebuilt_library(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None) -
     return Path(max(hits, key=os.path.getmtime)) if hits else None
 
 
+def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str] = (),
+                    probe: Optional[str] = None, jobs: Optional[int] = None) -> str:
+    """Compile every unit in parallel (`jobs` at once: the CPU count by default) and link them into
+    `output`; return nvcc's messages (ptxas -v output with -Xptxas -v). CudaBuildError on failure."""
+    if probe is not None and probe not in PROBE_MODES:
+        raise CudaBuildError(f"fmha: probe mode {probe!r} unknown (one of {', '.join(PROBE_MODES)})")
+    flags = (*PROBE_MODES[probe], *extra_flags) if probe is not None else tuple(extra_flags)
+    srcs = units(probe)
+    with tempfile.TemporaryDirectory(prefix="fmha_build_") as tmp:
+        objects = [os.path.join(tmp, f"{i:02d}_{u.stem}.o") for i, u in enumerate(srcs)]
+        cmds = [compile_command(nvcc, arch, u, o, flags) for u, o in zip(srcs, objects)]
+
+        def run(cmd):
+            try:
+                return subprocess.run(cmd, capture_output=True, text=True)
+            except OSError as e:
+                raise CudaBuildError(f"fmha: cannot run nvcc ({nvcc}): {e}") from e
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
+            results = list(pool.map(run, cmds))
+        log = "".join(r.stdout + r.stderr for r in results)
+        for cmd, r in zip(cmds, results):
+            if r.returncode != 0:
+                tail = (r.stderr or r.stdout or "")[-4000:]
+                raise CudaBuildError(f"fmha: nvcc failed (exit {r.returncode}) building the CUDA kernels.\n"
+                                     f"command: {' '.join(cmd)}\n{tail}")
+        r = run(link_command(nvcc, objects, output))
+        if r.returncode != 0:
+            raise CudaBuildError(f"fmha: linking the CUDA kernels failed (exit {r.returncode}).\n"
+                                 f"{(r.stderr or r.stdout or '')[-4000:]}")
+        return log + r.stdout + r.stderr
+
+
 def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags: Sequence[str] = (),
-          force: bool = False, quiet: bool = False) -> Path:
-    """Compile the CUDA sources for `arch` (no GPU needed); return the library path."""
+          force: bool = False, quiet: bool = False, probe: Optional[str] = None) -> Path:
+    """Compile the CUDA sources for `arch` (no GPU needed); return the library path. `probe`: a mode of
+    PROBE_MODES for a probe build (never loaded by the backend)."""
+    sm = check_arch(arch)
     nvcc = find_nvcc()
     if nvcc is None:
         raise CudaBuildError("fmha: nvcc not found (set CUDA_HOME or FMHA_NVCC, or put nvcc on PATH); "
                              "it is needed once to build the CUDA kernels")
-    lib = library_path(arch, out_dir, nvcc, extra_flags)
+    if probe is not None and probe not in PROBE_MODES:
+        raise CudaBuildError(f"fmha: probe mode {probe!r} unknown (one of {', '.join(PROBE_MODES)})")
+    lib = library_path(arch, out_dir, nvcc, extra_flags, probe)
     if lib.exists() and not force:
         return lib
     lib.parent.mkdir(parents=True, exist_ok=True)
@@ -127,24 +205,18 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
             return lib  # another process built it while we waited
         fd, tmp = tempfile.mkstemp(prefix=lib.name + ".", suffix=".tmp", dir=str(lib.parent))
         os.close(fd)
-        cmd = nvcc_command(nvcc, arch, tmp, extra_flags)
+        what = f"the {probe} probe build" if probe else "CUDA kernels"
         if not quiet:
-            print(f"fmha: building CUDA kernels for {_arch_parts(arch)[1]} (one time)...", end="",
-                  file=sys.stderr, flush=True)
+            print(f"fmha: building {what} for {sm} (one time)...", end="", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True)
-        except OSError as e:
-            os.unlink(tmp)
-            raise CudaBuildError(f"fmha: cannot run nvcc ({nvcc}): {e}") from e
-        if r.returncode != 0:
+            compile_library(nvcc, arch, tmp, extra_flags, probe)
+        except BaseException:
             if os.path.exists(tmp):
                 os.unlink(tmp)
             if not quiet:
                 print(" failed", file=sys.stderr)
-            tail = (r.stderr or r.stdout or "")[-4000:]
-            raise CudaBuildError(f"fmha: nvcc failed (exit {r.returncode}) building the CUDA kernels.\n"
-                                 f"command: {' '.join(cmd)}\n{tail}")
+            raise
         os.replace(tmp, lib)
         if not quiet:
             print(f" done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -152,36 +224,35 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
-    vp, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
-    lib.fmha_sm90_decode.argtypes = ([vp] * 6 + [i32] * 7 + [i64] * 12 +
-                                     [ctypes.c_float, i32, i32, i32, vp, ctypes.c_size_t, vp])
-    lib.fmha_sm90_decode.restype = i32
-    lib.fmha_sm90_decode_packed.argtypes = [vp]
-    lib.fmha_sm90_decode_packed.restype = i32
-    lib.fmha_sm90_workspace_bytes.argtypes = [i32, i32, i32, i32, i32]
-    lib.fmha_sm90_workspace_bytes.restype = ctypes.c_size_t
-    lib.fmha_sm90_tile_n.argtypes = [i32, i32]
-    lib.fmha_sm90_tile_n.restype = i32
-    lib.fmha_sm90_ctas_per_sm.argtypes = [i32, i32]
-    lib.fmha_sm90_ctas_per_sm.restype = i32
-    lib.fmha_sm90_narrow_rows.argtypes = [i32, i32]
-    lib.fmha_sm90_narrow_rows.restype = i32
-    lib.fmha_sm90_cluster_merge.argtypes = [i32, i32, i32, i32, ctypes.c_longlong, i32]
-    lib.fmha_sm90_cluster_merge.restype = i32
-    lib.fmha_sm90_max_active_clusters.argtypes = [i32, i32, i32]
-    lib.fmha_sm90_max_active_clusters.restype = i32
-    lib.fmha_sm90_probe_layout.argtypes = [ctypes.POINTER(i32)] * 3
-    lib.fmha_sm90_probe_layout.restype = i32
-    lib.fmha_sm90_probe_read.argtypes = [vp, ctypes.c_size_t, i32]
-    lib.fmha_sm90_probe_read.restype = i32
+    """Argument and result types of the C API (fmha_capi.h); the probe functions where the library has them."""
+    vp, i32 = ctypes.c_void_p, ctypes.c_int
+    lib.fmha_arch.argtypes = []
+    lib.fmha_arch.restype = i32
+    lib.fmha_decode.argtypes = [vp]
+    lib.fmha_decode.restype = i32
+    lib.fmha_workspace_bytes.argtypes = [i32, i32, i32, i32, i32]
+    lib.fmha_workspace_bytes.restype = ctypes.c_size_t
+    for name in ("fmha_config_tile_n", "fmha_config_ctas_per_sm", "fmha_config_narrow_rows"):
+        getattr(lib, name).argtypes = [i32, i32]
+        getattr(lib, name).restype = i32
+    lib.fmha_cluster_merge.argtypes = [i32, i32, i32, i32, ctypes.c_longlong, i32]
+    lib.fmha_cluster_merge.restype = i32
+    lib.fmha_max_active_clusters.argtypes = [i32, i32, i32]
+    lib.fmha_max_active_clusters.restype = i32
     lib.fmha_last_error.argtypes = []
     lib.fmha_last_error.restype = ctypes.c_char_p
+    if hasattr(lib, "fmha_probe_layout"):  # probe builds only
+        lib.fmha_probe_layout.argtypes = [ctypes.POINTER(i32)] * 3
+        lib.fmha_probe_layout.restype = i32
+        lib.fmha_probe_read.argtypes = [vp, ctypes.c_size_t, i32]
+        lib.fmha_probe_read.restype = i32
     return lib
 
 
 @functools.lru_cache(maxsize=4)
 def load(arch: str = DEFAULT_ARCH) -> ctypes.CDLL:
     """Build if needed (or reuse a cached build when nvcc is absent) and load the library."""
+    check_arch(arch)
     if find_nvcc() is not None:
         path = build(arch)
     else:
@@ -190,6 +261,17 @@ def load(arch: str = DEFAULT_ARCH) -> ctypes.CDLL:
             raise CudaBuildError("fmha: nvcc not found and no prebuilt CUDA library for these sources in "
                                  f"{cache_dir()} (set CUDA_HOME / FMHA_NVCC, or run "
                                  "`python -m fmha.cuda.build --arch sm_90a` where nvcc exists)")
+    try:
+        return _declare(ctypes.CDLL(str(path)))
+    except OSError as e:
+        raise CudaBuildError(f"fmha: cannot load {path}: {e}") from e
+
+
+@functools.lru_cache(maxsize=8)
+def load_probe(mode: str = "timestamps", arch: str = DEFAULT_ARCH, extra_flags: tuple = ()) -> ctypes.CDLL:
+    """Build if needed and load a probe library (PROBE_MODES; for tools/, never for the backend): the
+    product API plus fmha_probe_layout / fmha_probe_read. Needs nvcc."""
+    path = build(arch, extra_flags=extra_flags, probe=mode)
     try:
         return _declare(ctypes.CDLL(str(path)))
     except OSError as e:

@@ -32,7 +32,7 @@ struct CombineTraits {
 // The merge of one row's split partials, 4 head-dim columns of it (a thread's share), fed in
 // chunks of splits whose values were loaded together; a chunk whose max exceeds the running one
 // rescales what was summed so far. Used by combine_splits_kernel (from the workspace) and by the
-// in-cluster merge of sm90/decode_kernel.cuh (from shared memory).
+// in-cluster merge of common/merge.cuh (from shared memory).
 struct SplitMerge {
   float m = -INFINITY;  // running max of the LSEs
   float wsum = 0.f;     // sum of w_s = exp(lse_s - m)

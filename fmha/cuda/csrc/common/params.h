@@ -1,5 +1,5 @@
 // fmha: arguments of the decode kernels, shared by the host API and every
-// architecture's kernel (sm_90 WGMMA now, a tcgen05 kernel later).
+// architecture's kernel.
 #pragma once
 
 #include <cstdint>
@@ -24,20 +24,27 @@ struct DecodeParams {
   float qk_scale;          // softmax_scale * log2(e): scores live in the log2 domain
   int causal;              // bottom-right aligned: query t sees keys j <= L - T + t
   // Dimension order of the K / V tensor maps: 0 = (D, S, Hkv, B), 1 = (D, Hkv, S, B).
-  // The host picks the order whose byte strides increase (see capi.cu).
+  // The host picks the order whose byte strides increase (head_major_order, common/host.h).
   int k_head_major;
   int v_head_major;
   // Split-KV only (a ClusterMergeMode). Not kMergeByKernel: the num_splits CTAs of one (row block, KV
   // head, sequence) run as one thread-block cluster and merge their partials through distributed
   // shared memory (no combine kernel; the workspace, still passed, goes unused); kMergeByKernel:
-  // partials go to the workspace and combine_splits_kernel merges them. Set by the host (capi.cu),
+  // partials go to the workspace and combine_splits_kernel merges them. Set by the host (sm90/launch.cuh),
   // which also launches the clusters.
   int cluster_merge;
-  // 1: KV-head pairs (capi.cu, variant 3; the D = 128 narrow loop only). A D = 64 cache whose KV heads lie
+  // 1: KV-head pairs (FMHA_CONFIG_KV_HEAD_PAIRS; the D = 128 narrow loop only). A D = 64 cache whose KV heads lie
   // side by side is read as a D = 128 cache of Hkv / 2 heads: CTA kvh serves heads 2 kvh and 2 kvh + 1, and
   // streams 256 contiguous bytes of each token's row instead of 128. Hkv is then the number of pairs, rows
   // 2 T G (the first T G rows head 2 kvh's, the rest head 2 kvh + 1's) and G the original group size.
   int head_pairs;
+  // Reserved for paged caches and a V head dim of its own (no kernel reads them yet; the C API refuses
+  // paged arguments): block_table int32 [B, max_blocks_per_seq] of page ids with rows block_table_stride
+  // elements apart, page_size tokens a page; head_dim_v = D.
+  const int* block_table;
+  int64_t block_table_stride;
+  int page_size;
+  int head_dim_v;
 };
 
 enum ClusterMergeMode : int {

@@ -1,0 +1,32 @@
+// fmha: definition of launch_combine (common/combine_launch.h); included by its instantiations only.
+#pragma once
+
+#include "combine.cuh"
+#include "combine_launch.h"
+#include "host.h"
+
+namespace fmha {
+
+template <int D, bool kBf16>
+int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
+  using Ct = CombineTraits<D>;
+  const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
+  const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
+  if (ctas > 0x7fffffffLL) return fail("combine grid too large (%lld CTAs)", ctas);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+  cfg.blockDim = dim3(kCombineThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  // Splits merged 4 at a time up to 4 splits (a grid of many rows keeps its occupancy), else 16.
+  const cudaError_t e = p.num_splits <= 4 ? cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 4>, p)
+                                          : cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 16>, p);
+  return check_cuda(e, "combine kernel launch");
+}
+
+}  // namespace fmha

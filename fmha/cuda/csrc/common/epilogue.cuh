@@ -1,0 +1,62 @@
+// fmha: the epilogue of the 64-row loops, arch-neutral: O / l and the LSE from accumulators in the
+// m64nN fragment layout (softmax.cuh) to out, or the split partials to the workspace or a cluster merge.
+#pragma once
+
+#include <cstdint>
+
+#include "merge.cuh"
+#include "rows.cuh"
+#include "softmax.cuh"
+
+namespace fmha {
+
+// Write this warpgroup's output columns (or the split partials) and the LSE.
+template <class Tr, bool kBf16, class Ss>
+__device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,
+                                             const float (&acc)[Tr::kOutCols / 2], const float (&inv_l)[2],
+                                             const float (&lse)[2], int b, int kvh, int row0, int split, int wg,
+                                             int tid_wg) {
+  if constexpr (Tr::kPairMerge) {
+    if (uses_pair_merge<Tr>(p)) {
+      store_output_pair<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, tid_wg);
+      return;
+    }
+  }
+  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+  const int col0 = wg * Tr::kOutCols;
+  const ClusterMerge<Tr> cm(ss, p, row0);
+  const bool in_cluster = begin_cluster_push<Tr>(p);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 16 * w + g + 8 * h;
+    if (row >= p.rows) continue;  // padding row
+    const OutRow r(p, b, kvh, row);
+    if (p.num_splits == 1) {
+      uint16_t* dst = r.out(p, b) + col0;
+#pragma unroll
+      for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+        const int i = 4 * c + 2 * h;
+        *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+      }
+      if (ql == 0 && wg == 0) p.lse[r.lse_idx] = lse[h];
+    } else if constexpr (!Tr::kClusterMerge) {  // the workspace only (the combine kernel merges)
+      float* dst = r.partial(p, b, split, Tr::kHeadDim) + col0;
+#pragma unroll
+      for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+        const int i = 4 * c + 2 * h;
+        *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+      }
+      if (ql == 0 && wg == 0) *r.partial_lse(p, split) = lse[h];
+    } else {
+      const PartialRow<Tr> dst(p, r, b, split, row - row0, cm, in_cluster);
+#pragma unroll
+      for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+        const int i = 4 * c + 2 * h;
+        dst.put2(col0 + frag_col(i, ql), acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+      }
+      if (ql == 0 && wg == 0) dst.put_lse(lse[h]);
+    }
+  }
+}
+
+}  // namespace fmha

@@ -1,0 +1,125 @@
+// fmha: host-side helpers (common/host.h).
+#include "host.h"
+
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <algorithm>
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <mutex>
+
+#include "params.h"
+
+namespace fmha {
+namespace {
+
+thread_local char g_last_error[512] = "";
+
+// cuTensorMapEncodeTiled from the driver, found at run time (no -lcuda).
+PFN_cuTensorMapEncodeTiled_v12000 get_encode_fn() {
+  static std::once_flag once;
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  std::call_once(once, [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult qres = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qres) ==
+            cudaSuccess &&
+        qres == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+    else
+      (void)cudaGetLastError();  // do not leave a sticky-looking error behind
+  });
+  return fn;
+}
+
+}  // namespace
+
+int fail(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g_last_error, sizeof(g_last_error), fmt, ap);
+  va_end(ap);
+  return 1;
+}
+
+void clear_error() { g_last_error[0] = '\0'; }
+const char* last_error() { return g_last_error; }
+
+int check_cuda(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return 0;
+  return fail("%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+// The current device's SM count (cached per device; 0 when the query fails).
+int sm_count() {
+  static std::atomic<int> cached[kMaxDevices];
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device >= kMaxDevices) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  int n = cached[device].load(std::memory_order_relaxed);
+  if (n > 0) return n;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  cached[device].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+bool exclusive_sms(long long ctas, int num_splits) {
+  if (num_splits < 2) return false;
+  const int sms = sm_count();
+  return sms > 0 && ctas <= sms;
+}
+
+int head_major_order(int64_t s_s, int64_t s_h, int Hkv) { return Hkv > 1 && s_h > s_s ? 0 : 1; }
+
+void sanitize_kv_strides(int S, int Hkv, int D, int B, int64_t& s_b, int64_t& s_s, int64_t& s_h) {
+  if (Hkv == 1) s_h = D;
+  if (S == 1) s_s = static_cast<int64_t>(Hkv) * s_h;
+  if (B == 1) s_b = std::max(static_cast<int64_t>(S) * s_s, static_cast<int64_t>(Hkv) * s_h);
+}
+
+int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, int Hkv, int D, int64_t s_b,
+                  int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name) {
+  auto encode = get_encode_fn();
+  if (encode == nullptr) return fail("cuTensorMapEncodeTiled is not available from the CUDA driver");
+  const int64_t eb = 2;  // bytes per element (fp16 / bf16)
+  const cuuint64_t d1 = head_major ? Hkv : S, d2 = head_major ? S : Hkv;
+  const int64_t st1 = head_major ? s_h : s_s, st2 = head_major ? s_s : s_h;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), d1, d2, static_cast<cuuint64_t>(B)};
+  cuuint64_t strides[3] = {static_cast<cuuint64_t>(st1 * eb), static_cast<cuuint64_t>(st2 * eb),
+                           static_cast<cuuint64_t>(s_b * eb)};
+  const char* stride_names[3] = {"S", "Hkv", "B"};
+  const int64_t elem_strides_in[3] = {s_s, s_h, s_b};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t st = elem_strides_in[i] * eb;
+    if (st <= 0 || st % 16 != 0 || st >= (int64_t(1) << 40))
+      return fail("%s: the %s stride is %lld bytes; TMA needs a positive multiple of 16 below 2^40", name,
+                  stride_names[i], static_cast<long long>(st));
+  }
+  cuuint32_t box[4] = {64u, head_major ? 1u : static_cast<cuuint32_t>(box_rows),
+                       head_major ? static_cast<cuuint32_t>(box_rows) : 1u, 1u};
+  cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
+  const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  CUresult r = encode(map, dt, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return fail("%s: cuTensorMapEncodeTiled failed with CUresult %d (dims D=%d S=%d Hkv=%d B=%d, byte strides "
+                "%llu %llu %llu)",
+                name, static_cast<int>(r), D, S, Hkv, B, (unsigned long long)strides[0],
+                (unsigned long long)strides[1], (unsigned long long)strides[2]);
+  return 0;
+}
+
+size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
+  if (num_splits <= 1) return 0;
+  return static_cast<size_t>(workspace_o_elems(B, T, Hq, D, num_splits) + workspace_lse_elems(B, T, Hq, num_splits)) *
+         sizeof(float);
+}
+
+}  // namespace fmha

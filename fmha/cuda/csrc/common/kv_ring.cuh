@@ -1,0 +1,142 @@
+// fmha: the K/V ring, arch-neutral: the producer (one thread streams K and V tiles by TMA into rings
+// of stages completing on mbarriers) and the consumer side's waits, releases and the V-tail clear.
+//
+// A kernel's shared-memory plan Ss provides the ring:
+//   uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols], v[Tr::kStagesV][...]  (swizzled boxes)
+//   uint64_t full_k[kStages], full_v[kStagesV]    TMA bytes of the stage's tile landed
+//   uint64_t empty_k[kStages], empty_v[kStagesV]  every consumer warp is done with the stage's tile
+// and its traits Tr the tile shape (kBlockN, kBoxes, kBoxCols, kRowBytes, kTmaRows, kKvTileBytes,
+// kStages, kStagesV, kConsumerThreads).
+#pragma once
+
+#include <cuda.h>  // CUtensorMap (types only)
+
+#include <cstdint>
+
+#include "probe.cuh"
+#include "ptx.cuh"
+#include "rows.cuh"
+
+namespace fmha {
+
+// Named barrier of the consumers that clear a V tail (wait_v_stage); the arch kernels number theirs
+// around it (0 is __syncthreads).
+constexpr uint32_t kBarVTail = 2;
+
+// mbarrier arrival counts.
+constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
+
+// A consumer's wait for a full stage (ring position `it`), stamped by thread 0 under the probe.
+__device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, int it, int wait_event, int ctid) {
+  if (ctid == 0) probe_stamp(it, wait_event);
+  ptx::mbarrier_wait_parity(full, phase);
+  if (ctid == 0) {
+    probe_stamp(it, wait_event + 1);
+    if (it == 0 && wait_event == kProbeKFullWait) probe_timeline(kTimelineFirstK);
+    if (wait_event == kProbeVFullWait) probe_timeline(kTimelineLastV);  // the last one stays
+  }
+}
+
+// ----------------------------------------------------------------------------
+// Producer: one thread streams K and V tiles into the ring.
+// ----------------------------------------------------------------------------
+// One K or V tile (kBlockN tokens from token0, all boxes) into one ring stage, completing on `full`,
+// with an L2 evict-first policy (the cache is streamed once).
+// Pieces of kTmaRows tokens, box after box within a piece, so the halves of a D = 128 cache row
+// are requested close together when kTmaRows < kBlockN.
+template <class Tr>
+__device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
+                                             const CUtensorMap* tmap, uint64_t* full, int token0, int kvh, int b,
+                                             int head_major, uint64_t policy) {
+#pragma unroll
+  for (int r = 0; r < Tr::kBlockN; r += Tr::kTmaRows) {
+    // Coordinates of dims 1 and 2: (token, head) or (head, token), see DecodeParams.
+    const int c1 = head_major ? kvh : token0 + r, c2 = head_major ? token0 + r : kvh;
+#pragma unroll
+    for (int bx = 0; bx < Tr::kBoxes; ++bx) {
+      ptx::tma_load_4d_hint(&dst[bx][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, b, policy);
+    }
+  }
+}
+
+template <class Tr, class Ss>
+__device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
+                                              const CUtensorMap* tmap_v, const TileRange& tr, int kvh, int b,
+                                              int k_head_major, int v_head_major) {
+  ptx::prefetch_tensormap(tmap_k);
+  ptx::prefetch_tensormap(tmap_v);
+  const uint64_t policy = ptx::create_policy_evict_first();
+  for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
+    const int stage = it % Tr::kStages;
+    const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+    probe_stamp(it, kProbeKEmptyWait);
+    ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
+    ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
+    load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
+    probe_stamp(it, kProbeKIssued);
+    const int stage_v = it % Tr::kStagesV;
+    const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
+    probe_stamp(it, kProbeVEmptyWait);
+    ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
+    ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
+    load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
+    probe_stamp(it, kProbeVIssued);
+  }
+}
+
+// ----------------------------------------------------------------------------
+// Consumer pieces
+// ----------------------------------------------------------------------------
+
+// Zero the V rows [valid, kBlockN) of one ring stage, in every box. Tokens in
+// [L, S) are real cache memory (only tokens >= S come back as TMA zero fill);
+// P is exactly 0 there, but 0 * NaN = NaN in the MMA, so garbage in unused
+// cache slots would otherwise reach the output. A whole 128 B row is cleared,
+// so the 128B swizzle (a permutation within the row) does not matter.
+// kThreads threads take part, thread index ctid.
+template <class Tr, int kThreads = Tr::kConsumerThreads, class Ss>
+__device__ __forceinline__ void zero_v_tail(Ss& ss, int stage, int valid, int ctid) {
+  constexpr int kChunksPerRow = Tr::kRowBytes / 16;  // 16 B chunks
+  const int per_box = (Tr::kBlockN - valid) * kChunksPerRow;  // chunks to clear in each box
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  for (int e = ctid; e < Tr::kBoxes * per_box; e += kThreads) {
+    const int box = e / per_box;
+    reinterpret_cast<uint4*>(ss.v[stage][box])[valid * kChunksPerRow + e % per_box] = zero;
+  }
+}
+
+
+// One warp's arrival on a stage's "empty" barrier, once its wgmmas reading the stage completed.
+__device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
+  __syncwarp();
+  if (lane == 0) ptx::mbarrier_arrive(empty);
+}
+
+// Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail). The
+// clearing threads are kThreads (all consumers by default) of index clear_tid (-1: ctid), which sync on
+// kBarVTail; clear = false: this thread only waits (the seesaw's other warpgroup, see consumer_loop_seesaw).
+template <class Tr, int kThreads = Tr::kConsumerThreads, class Ss>
+__device__ __forceinline__ void wait_v_stage(Ss& ss, const TileRange& tr, int it, int stage,
+                                             uint32_t phase, int ctid, int clear_tid = -1, bool clear = true) {
+  wait_full_stage(&ss.full_v[stage], phase, it, kProbeVFullWait, ctid);
+  const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
+  if (clear && valid < Tr::kBlockN) {
+    zero_v_tail<Tr, kThreads>(ss, stage, valid, clear_tid < 0 ? ctid : clear_tid);
+    ptx::fence_proxy_async_shared();  // generic stores -> the MMA's async-proxy reads
+    ptx::named_barrier_sync(kBarVTail, kThreads);
+  }
+}
+template <class Tr, int kThreads = Tr::kConsumerThreads, class Ss>
+__device__ __forceinline__ void wait_v_tile(Ss& ss, const TileRange& tr, int it, int ctid,
+                                            int clear_tid = -1, bool clear = true) {
+  wait_v_stage<Tr, kThreads>(ss, tr, it, it % Tr::kStagesV, static_cast<uint32_t>(it / Tr::kStagesV) & 1u, ctid,
+                             clear_tid, clear);
+}
+// Wait for the K tile of ring position `it` (stamped by thread 0 under the probe).
+template <class Tr, class Ss>
+__device__ __forceinline__ void wait_k_tile(Ss& ss, int it, int ctid) {
+  wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
+                  ctid);
+}
+
+}  // namespace fmha

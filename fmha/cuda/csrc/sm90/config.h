@@ -1,0 +1,107 @@
+// fmha sm_90a: the configuration table. One entry per (head dim, configuration): the K/V tile, the
+// ring depths, the resident CTAs per SM and the consumer loop. The host chooses a configuration per
+// problem (fmha/cuda/backend.py); docs/design-sm90.md has the measurements behind every value.
+#pragma once
+
+#include <cstddef>
+
+#include "../fmha_capi.h"
+
+namespace fmha {
+namespace sm90 {
+
+// Shared memory of one SM (the per-CTA opt-in limit is 227 KB; each resident CTA also takes 1 KB that
+// the hardware reserves).
+constexpr size_t kSmemPerSm = 228 * 1024;
+constexpr size_t kSmemReservedPerCta = 1024;
+
+// The consumer loop of problems of more than kNarrowRows packed rows (the narrow loop takes the rest
+// where Config::narrow).
+enum class Mainloop : int {
+  kSerial,      // consumer_loop: Q K^T, softmax, P V one tile after another
+  kOverlapped,  // consumer_loop_overlapped: Q K^T of the next tile in flight with P V of this one
+  kSeesaw,      // consumer_loop_seesaw: D = 512, two warpgroups take turns over the tiles
+};
+
+struct Config {
+  int tile_n;               // KV tokens per tile
+  int stages_k;             // K ring depth
+  int stages_v;             // V ring depth
+  int ctas_per_sm;          // resident CTAs per SM the launch bounds ask for
+  int tma_rows;             // tokens per TMA box (tile_n: whole tiles)
+  Mainloop loop;            // more than 16 packed rows
+  bool narrow;              // at most 16 packed rows: the narrow loop (keys in the MMA's M)
+  bool split_qk;            // two consumer warpgroups, each computes Q K^T over half of the head dim
+  int q_reg_cols;           // Q head-dim columns a consumer warpgroup keeps as register A fragments
+  bool early_operand_wait;  // overlapped loop: wait for the next tile's K and V before P V's wgmma wait
+  bool cluster_merge;       // split-KV partials may merge inside clusters (dealt rows)
+  bool pair_merge;          // two splits of the 64-row loop may merge as a cluster pair
+};
+
+constexpr Config kNoConfig{0, 0, 0, 0, 0, Mainloop::kSerial, false, false, 0, false, false, false};
+constexpr Mainloop kSerial = Mainloop::kSerial, kOverlapped = Mainloop::kOverlapped, kSeesaw = Mainloop::kSeesaw;
+
+// The table. A rule's reason in one line; its measurement in docs/design-sm90.md.
+//   tile  K  V  CTAs  TMA  loop  narrow  split_qk  Q regs  early wait  cluster merge  pair merge
+constexpr Config config_table(int D, int config) {
+  switch (D) {
+    case 64:
+      // Serial loop: the overlapped one keeps two score tiles and spills at two CTAs per SM.
+      if (config == FMHA_CONFIG_WIDE) return {128, 2, 2, 2, 128, kSerial, true, false, 0, false, true, false};
+      // One CTA per SM, a 192 KB ring: bytes in flight set the bandwidth of small and split grids.
+      if (config == FMHA_CONFIG_DEEP) return {128, 6, 6, 1, 32, kOverlapped, true, false, 0, false, true, true};
+      return kNoConfig;
+    case 128:
+      // Two CTAs per SM: one CTA's prologue and epilogue overlap the other's stream. No narrow loop:
+      // the 64-row loop measured faster on the grids this configuration gets.
+      if (config == FMHA_CONFIG_WIDE) return {64, 2, 2, 2, 64, kOverlapped, false, false, 0, true, true, false};
+      // DEEP's ring bytes in 128-token tiles; 32-token TMA boxes fetch both halves of a 256 B row together.
+      if (config == FMHA_CONFIG_DEEP) return {128, 3, 3, 1, 32, kOverlapped, true, false, 0, true, true, true};
+      // WIDE's ring with the narrow loop: narrow grids of one wave stream faster from a shallow ring.
+      if (config == FMHA_CONFIG_STREAM) return {64, 2, 2, 2, 64, kOverlapped, true, false, 0, true, true, false};
+      return kNoConfig;
+    case 256:
+      // One CTA per SM holds a 128 KB ring; no room for the pair merge's receive buffer beside it.
+      if (config == FMHA_CONFIG_WIDE) return {64, 2, 2, 1, 64, kOverlapped, true, false, 0, false, true, false};
+      if (config == FMHA_CONFIG_DEEP) return {64, 3, 3, 1, 32, kOverlapped, true, false, 0, false, true, false};
+      return kNoConfig;
+    case 512:
+      // 32-token tiles (16 measured 44% slower); 192 Q columns in registers make room for a third V
+      // stage. No cluster merge: compiling it in moved the hot loop's register allocation.
+      // More than 64 packed rows: the warpgroups take turns, no score exchange.
+      if (config == FMHA_CONFIG_SEESAW) return {32, 2, 3, 1, 32, kSeesaw, false, false, 192, false, false, false};
+      // One 64-row block: the warpgroups split Q K^T's head dim and exchange partial scores.
+      if (config == FMHA_CONFIG_SPLIT_QK) return {32, 2, 3, 1, 32, kOverlapped, false, true, 192, false, false, false};
+      return kNoConfig;
+    default:
+      return kNoConfig;
+  }
+}
+
+constexpr bool has_config(int D, int config) { return config_table(D, config).tile_n > 0; }
+
+// Feature settings shared by every configuration.
+// K/V TMA loads carry an L2 evict-first policy: the cache is streamed once.
+constexpr bool kKvEvictFirst = true;
+// L2 promotion of the K/V tensor maps, bytes (one 128 B box row; 256 B cost bandwidth).
+constexpr int kKvL2PromotionBytes = 128;
+// A warp skips O *= alpha when none of its rows changed its max, from this head dim on (below it the
+// vote costs more than the multiplies).
+constexpr int kSkipUnitRescaleMinD = 128;
+// Registers the D = 512 producer warpgroup keeps (setmaxnreg); the consumers get the rest.
+constexpr int kProducerRegs = 24;
+// Packed query rows (T x Hq/Hkv) up to which split-KV partials merge inside clusters (dealt rows).
+constexpr int kClusterMergeMaxRows = 16;
+
+// Feature flags, each compiled by a test (tests/test_cuda_build.py): the default build has them all on.
+#ifndef FMHA_DISABLE_PDL  // 1: no programmatic dependent launch (no griddepcontrol, plain launches)
+#define FMHA_DISABLE_PDL 0
+#endif
+#ifndef FMHA_DISABLE_CLUSTER_MERGE  // 1: split-KV partials always merge through the combine kernel
+#define FMHA_DISABLE_CLUSTER_MERGE 0
+#endif
+constexpr bool kPdl = !FMHA_DISABLE_PDL;
+constexpr bool kClusterMergeEnabled = !FMHA_DISABLE_CLUSTER_MERGE;
+
+}  // namespace sm90
+}  // namespace fmha

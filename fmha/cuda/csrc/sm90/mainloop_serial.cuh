@@ -1,0 +1,84 @@
+// fmha sm_90a: the serial consumer loop: per tile Q K^T, the online softmax, then P V.
+#pragma once
+
+#include <cstdint>
+
+#include "../common/epilogue.cuh"
+#include "mma.cuh"
+
+namespace fmha {
+namespace sm90 {
+
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
+                                              int b, int kvh, int row0, int split, int ctid) {
+  const int wg = warpgroup_index<Tr>(ctid);
+  const int tid_wg = ctid % 128;
+  const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
+
+  int limit_abs[2];
+  consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
+  QRegs<Tr> qr;
+  load_q_regs<Tr>(qr, p, b, kvh, row0, wg, tid_wg);
+
+  RowState st;
+  st.init();
+  float acc[Tr::kOutCols / 2];
+#pragma unroll
+  for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
+
+  for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
+    const int stage = it % Tr::kStages;
+    const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+
+    // S = Q K^T
+    float s[Tr::kBlockN / 2];
+    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid);
+    ptx::wgmma_fence();
+    if constexpr (Tr::kSplitQk)
+      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
+    else
+      qk_gemm<Tr, kBf16>(s, ss, stage);
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    fence_regs(s);
+    // The K tile is free: the producer may refill it during softmax and P V.
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&ss.empty_k[stage]);
+    if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
+
+    // Online softmax; P packed into the A fragment of the PV wgmma.
+    const int key0 = tile * Tr::kBlockN;
+    const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
+    float alpha[2];
+    online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
+    uint32_t pa[Tr::kBlockN / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+
+    // O += P V
+    fence_regs(acc);
+    fence_regs(pa);
+    wait_v_tile<Tr>(ss, tr, it, ctid);
+    ptx::wgmma_fence();
+    pv_gemm<Tr, kBf16>(acc, pa, ss, it % Tr::kStagesV, wg);
+    ptx::wgmma_commit_group();
+    ptx::wgmma_wait_group<0>();
+    fence_regs(acc);
+    fence_regs(pa);
+
+    // V free: this warp's wgmmas that read it have completed.
+    __syncwarp();
+    if (lane == 0) ptx::mbarrier_arrive(&ss.empty_v[it % Tr::kStagesV]);
+  }
+
+  float inv_l[2], lse[2];
+  finalize_rows(st, inv_l, lse);
+  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+}
+
+}  // namespace sm90
+}  // namespace fmha

@@ -1,0 +1,172 @@
+// fmha sm_90a: the compile-time traits of one kernel (head dim x configuration, from config.h), its
+// shared-memory plan and its named barriers.
+#pragma once
+
+#include <cstddef>  // offsetof
+#include <cstdint>
+
+#include <cuda_runtime.h>  // float4
+
+#include "../common/merge_layout.h"
+#include "config.h"
+
+namespace fmha {
+namespace sm90 {
+
+template <int D, int kConfig>
+struct DecodeTraits {
+  static_assert(D == 64 || D == 128 || D == 256 || D == 512, "head dim");
+  static_assert(has_config(D, kConfig), "no such configuration at this head dim (config.h)");
+  static constexpr Config kCfg = config_table(D, kConfig);
+  static constexpr int kHeadDim = D;
+  // Serves KV-head pairs (DecodeParams::head_pairs): the C API runs them on the D = 128 stream kernel only,
+  // so no other instantiation carries their code.
+  static constexpr bool kHeadPairs = D == 128 && kConfig == FMHA_CONFIG_STREAM;
+  static constexpr int kBlockM = 64;         // packed query rows per CTA (one wgmma M)
+  static constexpr int kBlockN = kCfg.tile_n;  // KV tokens per tile
+  static constexpr int kStages = kCfg.stages_k;
+  static constexpr int kCtasPerSm = kCfg.ctas_per_sm;
+  static constexpr int kConsumerWGs = D == 512 ? 2 : 1;
+  // Two consumer warpgroups take turns over the tiles (consumer_loop_seesaw: each computes S of every
+  // other tile over the whole head dim and shares P), or split the head dim of Q K^T and exchange their
+  // partial scores (kSplitQk; otherwise each would compute the full S: 1.5x the MMA work).
+  static constexpr bool kSeesaw = kCfg.loop == Mainloop::kSeesaw;
+  static constexpr bool kSplitQk = kCfg.split_qk;
+  static constexpr bool kOverlap = kCfg.loop == Mainloop::kOverlapped;
+  static constexpr bool kSkipUnitRescale = D >= kSkipUnitRescaleMinD;  // see rescale_acc
+  static constexpr int kOutCols = D / kConsumerWGs;  // output columns per consumer warpgroup (PV wgmma N)
+  // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
+  static constexpr int kNarrowRows = 16;
+  static constexpr bool kNarrow = kCfg.narrow;
+  static constexpr bool kClusterMerge = kCfg.cluster_merge;
+  static constexpr bool kPairMerge = kCfg.pair_merge;
+  static constexpr int kBoxCols = 64;            // 64 x 16-bit = 128 B = one swizzle row
+  static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row
+  static constexpr int kRowBytes = kBoxCols * 2;  // 128
+  static constexpr int kConsumerThreads = 128 * kConsumerWGs;
+  // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg can move its registers
+  // to the two consumer warpgroups (acc alone is 128 registers per thread there). Budget: the CTA's pool
+  // is what the launch bounds give every thread (65536 / kThreads rounded down to a multiple of 8: 168 at
+  // 384 threads); setmaxnreg.inc waits until the pool has the registers, so 128 x kProducerRegs + 256 x
+  // kConsumerRegs must fit in it.
+  static constexpr bool kSetMaxNReg = kConsumerWGs == 2;
+  static constexpr int kProducerThreads = kSetMaxNReg ? 128 : 32;
+  static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
+  static constexpr int kThreads = kConsumerThreads + kProducerThreads;
+  static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
+  static constexpr int kProducerRegs = sm90::kProducerRegs;
+  static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
+  static constexpr int kKvTileBytes = kBlockN * D * 2;  // one K (or V) tile, all boxes
+  static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
+  // Tokens per TMA box: a tile's 64-column box is fetched in kBlockN / kTmaRows pieces.
+  static constexpr int kTmaRows = kCfg.tma_rows;
+  static constexpr int kQBoxBytes = kBlockM * kRowBytes;
+  // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread. The
+  // seesaw keeps its row states there instead: per parity, 2 float4 per thread (see SeesawSmem).
+  static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : kSeesaw ? 2 * 2 * 128 : 1;
+  // Q in registers (kSplitQk, kSeesaw): the last kQRegCols columns of each warpgroup's head-dim half (the
+  // seesaw: of the whole head dim, the same in both) are A fragments held in registers (kQRegSteps k16
+  // steps, 4 registers each); shared memory keeps the rest, kQSmemBoxesPerWg boxes a warpgroup (all
+  // kBoxes without it), kQSmemBoxes in all.
+  static constexpr int kQRegCols = kCfg.q_reg_cols;
+  static constexpr int kQRegSteps = kQRegCols / 16;
+  static constexpr int kQSmemBoxesPerWg = ((kSeesaw ? D : D / kConsumerWGs) - kQRegCols) / kBoxCols;
+  static constexpr int kQSmemBoxes = kSeesaw ? kQSmemBoxesPerWg : kQSmemBoxesPerWg * kConsumerWGs;
+  // The seesaw's P tiles: four 64 x kBlockN buffers (tile it in buffer it % 4), two to a 64-column
+  // box, in boxes kQSmemBoxes and kQSmemBoxes + 1 of the Q array (the same swizzled layout as Q).
+  static constexpr int kPBoxes = kSeesaw ? 2 : 0;
+  // V ring depth: the K ring's, except where Q in registers frees the shared memory of a third V stage.
+  static constexpr int kStagesV = kCfg.stages_v;
+  // consumer_loop_overlapped waits for K(it+2) and V(it+1) before V(it) is released: at least two stages
+  // in each ring, or a ring would wait on itself.
+  static constexpr bool kEarlyOperandWait = kCfg.early_operand_wait && kStages >= 2 && kStagesV >= 2;
+  // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
+  __host__ __device__ static constexpr int q_smem_box(int bx) {
+    return kQRegCols == 0 || kSeesaw ? bx : (bx / (kBoxes / kConsumerWGs)) * kQSmemBoxesPerWg + bx % (kBoxes / kConsumerWGs);
+  }
+  __host__ __device__ static constexpr int q_global_box(int sb) {
+    return kQRegCols == 0 || kSeesaw ? sb : (sb / kQSmemBoxesPerWg) * (kBoxes / kConsumerWGs) + sb % kQSmemBoxesPerWg;
+  }
+  static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
+  static_assert(kStages >= 1 && kStagesV >= 1, "ring depth");
+  static_assert(!kSetMaxNReg || (128 * kProducerRegs + 256 * kConsumerRegs <= kRegPool && kProducerRegs % 8 == 0 &&
+                                 kProducerRegs >= 24 && kConsumerRegs <= 256),
+                "setmaxnreg budget (kProducerRegs)");
+  static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
+  static_assert(!kNarrow || (kConsumerWGs == 1 && kBlockN % 64 == 0), "narrow loop: one warpgroup, 64-key M blocks");
+  static_assert(!kSplitQk || (kConsumerWGs == 2 && kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
+  static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
+  static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
+  static_assert(kQRegCols == 0 || kSeesaw || kSplitQk, "Q in registers: split Q K^T or seesaw");
+  static_assert(!kSeesaw || (kConsumerWGs == 2 && kBlockN == 32 && kOutCols == 256),
+                "seesaw: 32-key P buffers, two to a box; N = 256 P V");
+  static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
+};
+
+// The shared-memory plan of one kernel: every buffer, named. The K/V ring (k, v and the four barrier
+// arrays) is what common/kv_ring.cuh reads and writes.
+template <class Tr>
+struct SharedStorage {
+  alignas(1024) uint16_t q[Tr::kQSmemBoxes + Tr::kPBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box, kPBoxes)
+  alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  alignas(1024) uint16_t v[Tr::kStagesV][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk),
+                                                        // or the seesaw's row states [parity][2][128]
+  alignas(8) uint64_t full_k[Tr::kStages];   // TMA bytes of the K tile landed
+  alignas(8) uint64_t full_v[Tr::kStagesV];  // TMA bytes of the V tile landed
+  alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
+  alignas(8) uint64_t empty_v[Tr::kStagesV];  // ... with its V tile
+  // kMergePair (store_output_pair): the half of the partner's partial that this CTA merges, pushed by the
+  // partner's 64 threads that hold it, slot = the pusher's thread index in those two warps: o
+  // [kOutCols / 8][64 slots] float4 (a thread's accumulator order), LSEs [2][64]; complete when the 64
+  // have arrived on pair_full.
+  static constexpr int kPairSlots = 64;
+  alignas(16) float4 pair_recv[Tr::kPairMerge ? Tr::kOutCols / 8 * kPairSlots : 1];
+  float pair_recv_lse[Tr::kPairMerge ? 2 * kPairSlots : 1];
+  alignas(8) uint64_t pair_full;
+  // The seesaw: P(it) and the row state after tile it published, slot it % 2 (the owning warpgroup's), phase
+  // (it / 2) % 2; every thread of the publishing warpgroup arrives (release), the other waits (acquire).
+  static constexpr uint32_t kPublishArrivals = 128;
+  alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
+  // kMergeDealtRows: the K and V rings (idle by then) receive the rows this CTA merges, from every
+  // split of its cluster (see ClusterMerge, common/merge.cuh).
+  static constexpr int kMergeStride = merge_stride(Tr::kHeadDim);
+  __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
+};
+
+// Floats of the K and V rings together (the cluster merge's receive buffer), or 0 when they are not
+// adjacent.
+template <class Tr>
+constexpr size_t merge_capacity_floats() {
+  return offsetof(SharedStorage<Tr>, v) == offsetof(SharedStorage<Tr>, k) + sizeof(SharedStorage<Tr>::k)
+             ? (sizeof(SharedStorage<Tr>::k) + sizeof(SharedStorage<Tr>::v)) / sizeof(float)
+             : 0;
+}
+
+// Whether the cluster merge's receive buffer holds num_splits x ceil(rows / num_splits) rows of o and
+// their LSEs, rows = the packed rows of the fullest row block (the host checks before launching).
+template <class Tr>
+constexpr bool merge_fits(int num_splits, int rows) {
+  return merge_slots_fit(num_splits, rows, Tr::kBlockM, Tr::kHeadDim, merge_capacity_floats<Tr>());
+}
+
+// Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
+template <class Tr>
+constexpr size_t smem_bytes() {
+  return sizeof(SharedStorage<Tr>) + 1024;
+}
+
+template <class Tr>
+constexpr bool fits_ctas_per_sm() {
+  return (smem_bytes<Tr>() + kSmemReservedPerCta) * Tr::kCtasPerSm <= kSmemPerSm;
+}
+
+// Named hardware barriers (0 is __syncthreads).
+constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
+constexpr uint32_t kBarVTail = 2;   // consumers (the seesaw: the tile owner's warpgroup): V rows past the sequence cleared and fenced
+constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
+constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
+constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
+
+}  // namespace sm90
+}  // namespace fmha
