@@ -15,7 +15,7 @@ namespace sm90 {
 // ----------------------------------------------------------------------------
 // The loops above put the packed rows in wgmma's M = 64, so at T = 1 with 4 query heads per KV
 // head 60 of 64 rows are padding the tensor core multiplies anyway: 64 multiply-adds per cache
-// byte, which keeps the GPU at its power cap (perf/RESULTS.md). Here the operands swap: keys and
+// byte, which keeps the GPU at its power cap (docs/design-sm90.md). Here the operands swap: keys and
 // head-dim columns fill M, the 16 query rows are N.
 //   S^T = K Q^T     per 64-key M block: wgmma m64n16k16, A = K tile (K-major), B = Q rows 0-15
 //   softmax over the keys of each column (query row): within a thread (2 per M block), across the 8

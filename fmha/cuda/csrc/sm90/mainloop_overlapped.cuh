@@ -123,7 +123,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     // Tr::kEarlyOperandWait: the next iteration's operands are waited for here, before P V(it) is.
     // ptxas places the wgmma wait below as early as its dependencies allow, ahead of the softmax's
     // exponentials (out of the overlap with P V); the mbarrier wait loops are a boundary it keeps. But
-    // V(it) is then released later, which costs D = 512 8% (run an).
+    // V(it) is then released later, which costs D = 512 8%.
     if constexpr (Tr::kEarlyOperandWait) wait_operands(it + 1);
     ptx::wgmma_wait_group<0>();  // P V(it) done: acc and pa are ours again
     if (ctid == 0) probe_stamp(it, kProbePvLanded);

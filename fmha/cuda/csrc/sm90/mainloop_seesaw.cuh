@@ -25,11 +25,11 @@ namespace sm90 {
 //     own step o         softmax(o) while P V(o-1) runs; publish P(o) and the state (p_full);
 //                        wait for P V(o-1); O *= alpha(o); issue P V(o) and Q K^T(o+2); wait for both
 // The hand-off is an mbarrier, not a named barrier's arrive / sync pair: compute-sanitizer's racecheck
-// reported the row state's stores and loads as races with bar.arrive (run fb), and mbarrier arrive
+// reported the row state's stores and loads as races with bar.arrive, and mbarrier arrive
 // (release) / wait (acquire) orders them in the PTX memory model for the tool and the hardware alike.
 // A publish never runs a phase ahead of the wait: publishing it + 2 needs the other's P(it + 1), which
 // it publishes after taking P(it).
-// No wgmma group is in flight across the loop's back edge (ptxas would serialise them, perf/RESULTS.md).
+// No wgmma group is in flight across the loop's back edge (ptxas would serialise them).
 // Buffer reuse: P(it) lives in buffer it % 4. It overwrites P(it-4), whose last reader, the other
 // warpgroup's P V(it-4), completed in that warpgroup's trip before it published P(it-1), which the
 // writer waited for (three buffers would do; four make two per box). The row state of tile it is in slot
