@@ -2,15 +2,20 @@
 
 * every kernel compiles with 0 bytes of spill stores/loads and no stack frame (ptxas -v), and without ptxas
   serialising its wgmma instructions;
-* every attention-kernel instantiation (wide and deep for D = 64, 128, 256, one for D = 512, stream for
-  D = 128; x 2 dtypes) uses WGMMA (HGMMA in SASS) and TMA loads (UTMALDG).
-Skipped only when nvcc is absent.
+* every attention-kernel instantiation (WIDE and DEEP for D = 64, 128, 256, STREAM for D = 128, SEESAW and
+  SPLIT_QK for D = 512; x 2 dtypes) uses WGMMA (HGMMA in SASS) and TMA loads (UTMALDG);
+* the product library holds no timing probe; the probe build and the DISABLE_* feature flags compile;
+* the C API refuses bad arguments before any CUDA call; the build refuses archs with no kernel;
+* the source tree keeps its shape: generated instantiation files up to date, no oversized file.
+Skipped only when nvcc is absent (the source-tree checks run everywhere).
 """
 from __future__ import annotations
 
+import ctypes
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +23,8 @@ import pytest
 from fmha.cuda import loader
 
 NVCC = loader.find_nvcc()
-pytestmark = pytest.mark.skipif(NVCC is None, reason="nvcc not found (set CUDA_HOME or FMHA_NVCC)")
+needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (set CUDA_HOME or FMHA_NVCC)")
+REPO = Path(__file__).resolve().parents[1]
 
 HEAD_DIMS = (64, 128, 256, 512)
 
@@ -37,14 +43,14 @@ def _cuobjdump():
 
 @pytest.fixture(scope="module")
 def build(tmp_path_factory):
+    if NVCC is None:
+        pytest.skip("nvcc not found (set CUDA_HOME or FMHA_NVCC)")
     out = tmp_path_factory.mktemp("fmha_cuda_build") / "libfmha_test.so"
-    cmd = loader.nvcc_command(NVCC, "sm_90a", str(out), extra_flags=["-Xptxas", "-v", "--threads", "2"])
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, f"nvcc failed:\n{r.stderr[-4000:]}"
-    return out, r.stdout + r.stderr
+    log = loader.compile_library(NVCC, "sm_90a", str(out), extra_flags=["-Xptxas", "-v"])
+    return out, log
 
 
-# 2 dtypes x (wide and deep for each head dim, at D = 512 the seesaw and the split-Q K^T loop; stream for D = 128)
+# 2 dtypes x (WIDE and DEEP for D = 64, 128, 256; STREAM for D = 128; SEESAW and SPLIT_QK for D = 512)
 N_DECODE_KERNELS = 2 * (2 * len(HEAD_DIMS) + 1)
 
 
@@ -102,30 +108,45 @@ def test_sass_uses_wgmma_and_tma(build):
         assert "UTMALDG" in f, f"{name}: no UTMALDG (TMA load) in SASS"
 
 
+@needs_nvcc
 def test_build_cli(tmp_path):
-    r = subprocess.run([__import__("sys").executable, "-m", "fmha.cuda.build", "--arch", "sm_90a", "--out",
-                        str(tmp_path)], capture_output=True, text=True, timeout=900,
-                       cwd=str(Path(__file__).resolve().parents[1]))
+    r = subprocess.run([sys.executable, "-m", "fmha.cuda.build", "--arch", "sm_90a", "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=900, cwd=str(REPO))
     assert r.returncode == 0, r.stderr
     path = Path(r.stdout.strip().splitlines()[-1])
     assert path.exists() and path.parent == tmp_path
 
 
+@pytest.mark.parametrize("arch, says", [
+    ("sm_100a", "no CUDA kernel for sm_100a"),
+    ("sm_90", "no CUDA kernel for sm_90 "),
+    ("foo", "expected something like 'sm_90a', got 'foo'"),
+])
+def test_build_cli_refuses_archs_without_a_kernel(arch, says, tmp_path):
+    """An arch with no kernel (or no arch at all) gets one line saying so and a non-zero exit, no traceback
+    and no library of trap stubs."""
+    r = subprocess.run([sys.executable, "-m", "fmha.cuda.build", "--arch", arch, "--out", str(tmp_path)],
+                       capture_output=True, text=True, timeout=120, cwd=str(REPO))
+    assert r.returncode != 0
+    assert says in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert not list(tmp_path.iterdir())
+
+
 def test_packed_arguments_reach_the_c_side(build):
     """The struct the Python backend packs is the FmhaDecodeArgs the C side reads (no GPU needed:
     the argument checks run before any CUDA call)."""
-    import ctypes
-
     from fmha.cuda import backend as cb
 
     lib = loader._declare(ctypes.CDLL(str(build[0])))
+    assert lib.fmha_arch() == 90
     buf = cb._ArgsBuffer()
     ptr = 1 << 40  # 16-byte aligned, never dereferenced: the checks fail first
 
-    def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, variant=0):
+    def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, config=0, block_table=0, page_size=0,
+             head_dim_v=0):
         cb._PACKED.pack_into(buf.raw, 0, q, ptr, ptr, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
-                             *([1024] * 12), 0.125, 1, 1, variant, 0, 0, 0)
-        status = lib.fmha_sm90_decode_packed(buf.address)
+                             *([1024] * 12), 0.125, 1, 1, config, 0, 0, 0, block_table, 0, page_size, head_dim_v)
+        status = lib.fmha_decode(buf.address)
         return status, lib.fmha_last_error().decode()
 
     assert call(D=96) == (1, "head dim D=96 not supported (64, 128, 256, 512)")
@@ -134,53 +155,127 @@ def test_packed_arguments_reach_the_c_side(build):
     status, msg = call(q=0)
     assert status != 0 and "null tensor pointer" in msg
     status, msg = call(dtype=7)
-    assert status != 0 and "dtype=7 causal=1 num_splits=1 variant=0 out of range" in msg
-    status, msg = call(variant=4)
-    assert status != 0 and "variant=4 out of range" in msg
-    status, msg = call(variant=3)  # KV-head pairs: D = 64 only
-    assert status != 0 and "variant=3 invalid for D=128" in msg and "D = 64 only" in msg, msg
-    status, msg = call(variant=3, D=64, Hq=6, Hkv=3)
+    assert status != 0 and "dtype code 7 invalid" in msg
+    status, msg = call(config=6)
+    assert status != 0 and "config=6 invalid for D=128" in msg and "5 = SPLIT_QK (D = 512)" in msg, msg
+    for config in (0, 1):  # WIDE / DEEP do not exist at D = 512: SEESAW and SPLIT_QK are its configurations
+        status, msg = call(config=config, D=512, Hq=2, Hkv=1)
+        assert status != 0 and f"config={config} invalid for D=512" in msg, msg
+    status, msg = call(config=3)  # KV-head pairs: D = 64 only
+    assert status != 0 and "config=3 invalid for D=128" in msg and "3 = KV_HEAD_PAIRS (D = 64)" in msg, msg
+    status, msg = call(config=3, D=64, Hq=6, Hkv=3)
     assert status != 0 and "even Hkv, got Hkv=3" in msg, msg
-    status, msg = call(variant=3, D=64, Hq=32, Hkv=2)  # 16 rows a head, 32 a pair
+    status, msg = call(config=3, D=64, Hq=32, Hkv=2)  # 16 rows a head, 32 a pair
     assert status != 0 and "at most 16 packed rows a pair" in msg, msg
-    status, msg = call(variant=3, D=64)  # head stride 1024 elements: not side by side
+    status, msg = call(config=3, D=64)  # head stride 1024 elements: not side by side
     assert status != 0 and "side by side" in msg and "k_cache has 1024" in msg, msg
-    status, msg = call(variant=2, D=64)  # the stream variant exists at D = 128 only
-    assert status != 0 and "variant=2 invalid for D=64" in msg and "D = 128 only" in msg, msg
+    status, msg = call(config=2, D=64)  # STREAM exists at D = 128 only
+    assert status != 0 and "config=2 invalid for D=64" in msg and "2 = STREAM (D = 128)" in msg, msg
     status, msg = call(B=0)
-    assert status != 0 and "out of range" in msg
+    assert status != 0 and "invalid shape B=0" in msg
+    # Reserved fields: paged caches and a V head dim of its own are refused until a kernel serves them.
+    status, msg = call(block_table=ptr, page_size=16)
+    assert status != 0 and "paged KV caches are not supported" in msg and "page_size=16" in msg, msg
+    status, msg = call(head_dim_v=64)
+    assert status != 0 and "head_dim_v=64" in msg, msg
 
 
 def test_merge_query_rejects_bad_arguments(build):
-    """fmha_sm90_cluster_merge answers -1 for a head dim, dtype or variant it has no kernel for (no GPU
+    """fmha_cluster_merge answers -1 for a head dim, dtype or configuration it has no kernel for (no GPU
     needed: it returns before any CUDA call)."""
-    import ctypes
-
     lib = loader._declare(ctypes.CDLL(str(build[0])))
-    assert lib.fmha_sm90_cluster_merge(96, 1, 1, 8, 8, 4) == -1
-    assert lib.fmha_sm90_cluster_merge(128, 2, 1, 8, 8, 4) == -1
-    assert lib.fmha_sm90_cluster_merge(128, 1, 3, 8, 8, 4) == -1
-    assert lib.fmha_sm90_cluster_merge(64, 1, 3, 8, 8, 4) == -1  # KV-head pairs run unsplit
-    assert lib.fmha_sm90_cluster_merge(64, 1, 4, 8, 8, 4) == -1
-    assert lib.fmha_sm90_cluster_merge(64, 1, 2, 8, 8, 4) == -1  # no stream instantiation at D = 64
-    # stream = the wide configuration (tiles, CTAs per SM) with the deep variant's narrow loop, whatever the knobs
-    assert lib.fmha_sm90_tile_n(128, 2) == lib.fmha_sm90_tile_n(128, 0) > 0
-    assert lib.fmha_sm90_ctas_per_sm(128, 2) == lib.fmha_sm90_ctas_per_sm(128, 0)
-    assert lib.fmha_sm90_narrow_rows(128, 2) == lib.fmha_sm90_narrow_rows(128, 1)
-    assert lib.fmha_sm90_tile_n(64, 2) == 0 and lib.fmha_sm90_tile_n(128, 3) == 0
+    assert lib.fmha_cluster_merge(96, 1, 1, 8, 8, 4) == -1
+    assert lib.fmha_cluster_merge(128, 2, 1, 8, 8, 4) == -1
+    assert lib.fmha_cluster_merge(128, 1, 3, 8, 8, 4) == -1
+    assert lib.fmha_cluster_merge(64, 1, 3, 8, 8, 4) == -1  # KV-head pairs run unsplit
+    assert lib.fmha_cluster_merge(64, 1, 4, 8, 8, 4) == -1
+    assert lib.fmha_cluster_merge(64, 1, 2, 8, 8, 4) == -1  # no STREAM at D = 64
+    assert lib.fmha_cluster_merge(512, 1, 0, 8, 8, 4) == -1  # no WIDE at D = 512
+    assert lib.fmha_cluster_merge(128, 1, 7, 8, 8, 4) == -1
+    # STREAM = WIDE's ring (tiles, CTAs per SM) with DEEP's narrow loop
+    assert lib.fmha_config_tile_n(128, 2) == lib.fmha_config_tile_n(128, 0) > 0
+    assert lib.fmha_config_ctas_per_sm(128, 2) == lib.fmha_config_ctas_per_sm(128, 0)
+    assert lib.fmha_config_narrow_rows(128, 2) == lib.fmha_config_narrow_rows(128, 1)
+    assert lib.fmha_config_tile_n(64, 2) == 0 and lib.fmha_config_tile_n(128, 3) == 0
+    assert lib.fmha_config_tile_n(512, 4) == lib.fmha_config_tile_n(512, 5) > 0 == lib.fmha_config_tile_n(512, 0)
+    # KV-head pairs report the D = 128 STREAM kernel that serves them
+    assert lib.fmha_config_tile_n(64, 3) == lib.fmha_config_tile_n(128, 2)
 
 
-def test_timing_probe_is_off_by_default(build):
-    """The default library has no timing probe (FMHA_SM90_PROBE_TIMESTAMPS) and says so, without a GPU;
-    the probe's layout matches what perf/stream_probe.py expects."""
-    import ctypes
+def _sass(lib: Path) -> str:
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found (neither in the triton wheel nor on PATH)")
+    r = subprocess.run([tool, "-sass", str(lib)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
 
-    from perf.stream_probe import EVENTS, TIMELINE
 
-    lib = loader._declare(ctypes.CDLL(str(build[0])))
+def test_product_library_has_no_probe(build):
+    """The timing probe lives only in probe builds: the product library neither exports its functions
+    nor reads a clock or the global timer in any kernel (no CS2R ... SR_CLOCK, no S2UR/S2R of
+    SR_GLOBALTIMER)."""
+    lib = ctypes.CDLL(str(build[0]))
+    assert not hasattr(lib, "fmha_probe_layout") and not hasattr(lib, "fmha_probe_read")
+    sass = _sass(build[0])
+    assert "SR_CLOCK" not in sass and "SR_GLOBALTIMER" not in sass
+    assert "g_probe_stamps" not in sass
+
+
+@needs_nvcc
+def test_probe_build(tmp_path):
+    """The probe build (one translation unit, timestamps) compiles, exports the probe's layout as
+    tools/stream_probe.py reads it, and its kernels read the clock."""
+    from tools.stream_probe import EVENTS, TIMELINE
+
+    out = tmp_path / "libfmha_probe.so"
+    loader.compile_library(NVCC, "sm_90a", str(out), probe="timestamps")
+    lib = loader._declare(ctypes.CDLL(str(out)))
     ctas, tiles, events = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    assert lib.fmha_sm90_probe_layout(ctypes.byref(ctas), ctypes.byref(tiles), ctypes.byref(events)) == 0
+    assert lib.fmha_probe_layout(ctypes.byref(ctas), ctypes.byref(tiles), ctypes.byref(events)) == 0
     assert (ctas.value, tiles.value, events.value) == (256, 64 + 1, len(EVENTS))  # 64 ring positions + the timeline
     assert len(TIMELINE) <= len(EVENTS)
-    assert lib.fmha_sm90_probe_read(None, 0, 1) == 1
-    assert "built without the timing probe" in lib.fmha_last_error().decode()
+    assert "SR_CLOCK" in _sass(out)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("flag, absent", [
+    ("-DFMHA_DISABLE_PDL=1", "ACQBULK"),  # griddepcontrol.wait
+    ("-DFMHA_DISABLE_CLUSTER_MERGE=1", None),
+])
+def test_feature_flags_compile(flag, absent, tmp_path):
+    """Each DISABLE_* feature flag builds (one instantiation that has every feature, D = 128 DEEP)."""
+    unit = loader.CSRC / "instantiations" / "sm90_decode_d128_bf16_deep.cu"
+    obj = tmp_path / "unit.o"
+    r = subprocess.run(loader.compile_command(NVCC, "sm_90a", unit, str(obj), [flag]), capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    if absent:
+        tool = _cuobjdump()
+        if tool is None:
+            pytest.skip("cuobjdump not found")
+        sass = subprocess.run([tool, "-sass", str(obj)], capture_output=True, text=True, timeout=300).stdout
+        assert "decode_kernel" in sass and absent not in sass
+
+
+def test_instantiations_are_generated():
+    """csrc/instantiations/ holds exactly what its generator writes (one unit per head dim x dtype x
+    configuration of sm90/config.h, and the combine kernels)."""
+    import importlib.util
+
+    gen = loader.CSRC / "instantiations" / "generate.py"
+    spec = importlib.util.spec_from_file_location("fmha_generate_instantiations", gen)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    want = mod.files()
+    have = {p.name: p.read_text() for p in gen.parent.iterdir() if p.suffix in (".cu", ".inc")}
+    assert have == want, "run python fmha/cuda/csrc/instantiations/generate.py"
+    decode = [n for n in want if n.startswith("sm90_decode_")]
+    assert len(decode) == N_DECODE_KERNELS
+
+
+def test_no_oversized_source_file():
+    """One concern per file: nothing in fmha/cuda/csrc runs past 600 lines."""
+    long = {str(p.relative_to(loader.CSRC)): n for p in loader.source_files()
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert not long, long
