@@ -1,8 +1,8 @@
 """What the dispatcher and every backend share: the Backend interface and the memos of decisions.
 
 Both sides import this module and nothing of each other's: `backends` (the registry) and `dispatch`
-import the backends, and a backend (`cuda.backend`, `triton.decode`) imports only this, `problem`
-and `splits`.
+import the backends, and a backend (`cuda.backend`, `triton.decode`) imports, of fmha's modules outside
+its own package, only this, `problem` and `splits` (tests/test_structure.py checks the import graph).
 """
 from __future__ import annotations
 

@@ -108,14 +108,14 @@ def test_plan_and_explanation(monkeypatch):
     # a grid of more CTAs than SMs: wide, unsplit
     big = problem(32, 1, 32, 8, 8192, 128, device="cuda:0")
     assert b.launch_plan(big, 0) == (Config.WIDE, 1)
-    # a plan forced to 4 splits (as tests and perf/variants.py do): no note, the rule did not choose it
+    # a plan forced to 4 splits (as tests and tools/variants.py do): no note, the rule did not choose it
     b = stub_backend(monkeypatch, clustered={4})
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.DEEP, 4))
     text = b.launch_details(p)
     assert "merged inside clusters of 4 CTAs" in text and "fewer splits" not in text, text
 
 
-@pytest.mark.parametrize("B,T,Hq,Hkv,D,variant,splits", (
+@pytest.mark.parametrize("B,T,Hq,Hkv,D,config,splits", (
     (16, 1, 32, 8, 128, "STREAM", 1),   # 128 CTAs of 4 rows: one wave, unsplit, the shallow ring
     (16, 4, 32, 8, 128, "STREAM", 1),   # 16 rows: still the narrow loop
     (14, 1, 32, 8, 128, "STREAM", 1),   # 112 CTAs >= 0.8 x 132
@@ -124,13 +124,13 @@ def test_plan_and_explanation(monkeypatch):
     (16, 1, 16, 8, 256, "DEEP", 1),     # D = 256: measured level, left deep
     (17, 1, 32, 8, 128, "WIDE", 1),     # 136 CTAs: more than the SMs
 ))
-def test_shallow_ring_for_one_wave(monkeypatch, B, T, Hq, Hkv, D, variant, splits):
+def test_shallow_ring_for_one_wave(monkeypatch, B, T, Hq, Hkv, D, config, splits):
     b = stub_backend(monkeypatch, clustered=())
     p = problem(B, T, Hq, Hkv, 32768, D, device="cuda:0")
-    assert b.launch_plan(p, 0) == (Config[variant], splits)
+    assert b.launch_plan(p, 0) == (Config[config], splits)
     text = b.launch_details(p)
-    assert ("shallow ring for an unsplit grid of one wave" in text) == (variant != "DEEP" and B < 17), text
-    if variant == "STREAM":
+    assert ("shallow ring for an unsplit grid of one wave" in text) == (config != "DEEP" and B < 17), text
+    if config == "STREAM":
         assert text.startswith("config stream (the wide configuration's K/V ring, several CTAs per SM), shallow ring for "
                                "an unsplit grid of one wave, 64-token tiles, narrow loop"), text
     # 104 CTAs, below the share of one wave: split on the deep ring
@@ -139,30 +139,30 @@ def test_shallow_ring_for_one_wave(monkeypatch, B, T, Hq, Hkv, D, variant, split
     assert b.launch_plan(problem(B, T, Hq, Hkv, 1024, D, device="cuda:0"), 0)[0] == (Config.WIDE if B == 17 else Config.DEEP)
 
 
-@pytest.mark.parametrize("B,T,S,D,variant,splits", (
+@pytest.mark.parametrize("B,T,S,D,config,splits", (
     (1, 1, 65536, 128, "STREAM", 16),   # 8 CTAs x 16 splits = 128, 4096 keys a split
     (1, 4, 262144, 128, "STREAM", 16),  # 16 rows
     (1, 1, 65536, 64, "WIDE", 16),      # D = 64: WIDE's ring
     (1, 1, 32768, 128, "STREAM", 16),   # 2048 keys a split: SHALLOW_RING_MIN_KEYS
     (1, 1, 16384, 128, "DEEP", 16),     # 1024 keys a split: below it
     (8, 16, 8192, 128, "DEEP", 2),      # 64 rows: the 64-row loop keeps the deep ring
-    (1, 1, 65536, 256, "DEEP", 16),     # D = 256: no shallow variant
+    (1, 1, 65536, 256, "DEEP", 16),     # D = 256: no shallow-ring configuration
 ))
-def test_shallow_ring_for_split_one_wave(monkeypatch, B, T, S, D, variant, splits):
+def test_shallow_ring_for_split_one_wave(monkeypatch, B, T, S, D, config, splits):
     """The deep plan's split grid of nearly one wave takes the shallow ring the same way (same split count)."""
     b = stub_backend(monkeypatch, clustered=())
     p = problem(B, T, 32, 8, S, D, device="cuda:0")
-    assert b.launch_plan(p, 0) == (Config[variant], splits)
+    assert b.launch_plan(p, 0) == (Config[config], splits)
     text = b.launch_details(p)
-    assert ("shallow ring for a split grid of one wave" in text) == (variant != "DEEP"), text
-    if variant != "DEEP":
+    assert ("shallow ring for a split grid of one wave" in text) == (config != "DEEP"), text
+    if config != "DEEP":
         kind = "stream (the wide configuration's K/V ring, one CTA per SM)" if D == 128 else "wide (one CTA per SM)"
         assert text.startswith(f"config {kind}, shallow ring for a split grid of one wave"), text
 
 
 def test_forced_plans_get_no_shallow_ring_note(monkeypatch):
     """launch_details describes a forced plan as it runs: the shallow-ring note only where the rule chose it,
-    the stream variant's 64-row loop where the rows exceed the narrow loop's."""
+    the stream configuration's 64-row loop where the rows exceed the narrow loop's."""
     b = stub_backend(monkeypatch, clustered=())
     small = problem(1, 1, 16, 8, 32768, 256, device="cuda:0")  # 8 CTAs
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.WIDE, 1))
