@@ -193,6 +193,19 @@ def test_workspace_only_for_the_combine_kernel(monkeypatch):
     assert b._launch_constants(unsplit)[3:5] == (1, 0)
 
 
+@pytest.mark.parametrize("D", (64, 128, 256, 512))
+def test_packed_tail_describes_a_contiguous_cache(monkeypatch, D):
+    """block_table, block_table_stride, page_size = 0 (no paged cache), head_dim_v = D, num_blocks and
+    max_blocks_per_seq = 0; the configuration field holds the Config's value."""
+    import struct
+
+    b = stub_backend(monkeypatch, clustered=())
+    p = problem(2, 1, 16, 1 if D == 512 else 8, 4096, D, device="cuda:0")
+    launch = b._launch_constants(p)
+    assert struct.unpack("<Q5q", launch[7]) == (0, 0, 0, D, 0, 0)
+    assert struct.unpack("<d3q", launch[6])[3] == int(b.launch_plan(p, 0)[0])
+
+
 @pytest.mark.parametrize("T,Hq,expected", (
     (1, 128, Config.SEESAW),  # two 64-row blocks: the warpgroups take turns
     (2, 64, Config.SEESAW),

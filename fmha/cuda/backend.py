@@ -310,7 +310,7 @@ class CudaBackend(Backend):
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
             ws_ptr = workspace.data_ptr()
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
-        # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 36.
+        # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 38.
         args = _ARGS.buffer
         _PACKED_PER_CALL.pack_into(
             args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
@@ -329,7 +329,7 @@ class CudaBackend(Backend):
     def _launch_constants(self, p: Problem):
         """What `run` packs the same way for every call of `p`, from shapes only: (p, device index,
         device, num_splits, workspace bytes, and as packed bytes the shape fields, the scale..config
-        fields and the block_table..head_dim_v fields)."""
+        fields and the block_table..max_blocks_per_seq fields)."""
         index = _device_index(p.device)
         config, num_splits = self.launch_plan(p, index)
         ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)
@@ -338,7 +338,7 @@ class CudaBackend(Backend):
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
         scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, int(config))
         # Contiguous caches: no block table, no pages; V's head dim is K's.
-        tail_args = (0, 0, 0, p.head_dim_v)
+        tail_args = (0, 0, 0, p.head_dim_v, 0, 0)
         packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0, *tail_args)
         launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
                   packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], packed[_TAIL_FIELDS])
@@ -350,21 +350,21 @@ class CudaBackend(Backend):
 
 # Layout of FmhaDecodeArgs (fmha_capi.h), all 8-byte fields: 6 pointers, 7 shape ints, 12 strides, the scale,
 # causal, num_splits, config, workspace pointer and size, stream, then block_table (pointer), block_table_stride,
-# page_size, head_dim_v.
-_PACKED = struct.Struct("<6Q7q12qd3q3QQ3q")
+# page_size, head_dim_v, num_blocks, max_blocks_per_seq.
+_PACKED = struct.Struct("<6Q7q12qd3q3QQ5q")
 # The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, config; block_table ..
-# head_dim_v) as three precomputed byte strings: 24 values to pack per call instead of 36.
-_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q32s")
+# max_blocks_per_seq) as three precomputed byte strings: 24 values to pack per call instead of 38.
+_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q48s")
 _SHAPE_FIELDS = slice(6 * 8, 13 * 8)
 _SCALAR_FIELDS = slice(25 * 8, 29 * 8)
-_TAIL_FIELDS = slice(32 * 8, 36 * 8)
+_TAIL_FIELDS = slice(32 * 8, 38 * 8)
 
 
 def _check_per_call_layout():
     shape, strides, scalars = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1)
-    per_call, tail = (7, 8, 9), (0x1000, 40, 64, 512)
+    per_call, tail = (7, 8, 9), (0x1000, 40, 64, 512, 1000, 40)
     packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *per_call, *tail)
-    if _PACKED.size != 36 * 8 or _PACKED_PER_CALL.pack(
+    if _PACKED.size != 38 * 8 or _PACKED_PER_CALL.pack(
             *range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS], *per_call,
             packed[_TAIL_FIELDS]) != packed:
         raise RuntimeError("fmha.cuda.backend: _PACKED_PER_CALL no longer matches the _PACKED layout")
