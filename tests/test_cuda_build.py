@@ -143,9 +143,11 @@ def test_packed_arguments_reach_the_c_side(build):
     ptr = 1 << 40  # 16-byte aligned, never dereferenced: the checks fail first
 
     def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, config=0, block_table=0, page_size=0,
-             head_dim_v=0):
+             head_dim_v=0, num_blocks=0, max_blocks=0, table_stride=None):
+        table_stride = max_blocks if table_stride is None else table_stride
         cb._PACKED.pack_into(buf.raw, 0, q, ptr, ptr, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
-                             *([1024] * 12), 0.125, 1, 1, config, 0, 0, 0, block_table, 0, page_size, head_dim_v)
+                             *([1024] * 12), 0.125, 1, 1, config, 0, 0, 0, block_table, table_stride, page_size,
+                             head_dim_v, num_blocks, max_blocks)
         status = lib.fmha_decode(buf.address)
         return status, lib.fmha_last_error().decode()
 
@@ -173,9 +175,20 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "config=2 invalid for D=64" in msg and "2 = STREAM (D = 128)" in msg, msg
     status, msg = call(B=0)
     assert status != 0 and "invalid shape B=0" in msg
-    # Reserved fields: paged caches and a V head dim of its own are refused until a kernel serves them.
-    status, msg = call(block_table=ptr, page_size=16)
-    assert status != 0 and "paged KV caches are not supported" in msg and "page_size=16" in msg, msg
+    # Paged caches: the pool and table arguments are checked before any CUDA call.
+    status, msg = call(page_size=16)
+    assert status != 0 and "page_size=16 without a block_table" in msg, msg
+    status, msg = call(block_table=ptr, page_size=16, num_blocks=0, max_blocks=4)
+    assert status != 0 and "num_blocks=0" in msg and "must be in [1" in msg, msg
+    status, msg = call(block_table=ptr + 2, page_size=16, num_blocks=8, max_blocks=4)
+    assert status != 0 and "block_table must be 4-byte aligned" in msg, msg
+    status, msg = call(block_table=ptr, page_size=16, num_blocks=8, max_blocks=4, table_stride=3)
+    assert status != 0 and "block_table_stride=3 is below max_blocks_per_seq=4" in msg, msg
+    status, msg = call(block_table=ptr, page_size=1 << 20, num_blocks=8, max_blocks=4096, table_stride=4096)
+    assert status != 0 and "tokens too many" in msg, msg
+    status, msg = call(config=3, D=64, block_table=ptr, page_size=16, num_blocks=8, max_blocks=4, table_stride=4)
+    assert status != 0 and "contiguous caches only" in msg, msg
+    # A V head dim of its own is reserved.
     status, msg = call(head_dim_v=64)
     assert status != 0 and "head_dim_v=64" in msg, msg
 

@@ -120,20 +120,35 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
 int fmha_decode(const FmhaDecodeArgs* a) {
   fmha::clear_error();
   if (a == nullptr) return fail("fmha_decode: null argument struct");
-  if (out_of_int(a->B) || out_of_int(a->T) || out_of_int(a->Hq) || out_of_int(a->Hkv) || out_of_int(a->S))
+  const bool paged = a->block_table != 0;
+  if (paged) {
+    if ((a->block_table & 3u) != 0) return fail("block_table must be 4-byte aligned (int32)");
+    if (a->page_size < 1 || a->num_blocks < 1 || a->max_blocks_per_seq < 1 ||
+        a->page_size > INT32_MAX || a->num_blocks > INT32_MAX || a->max_blocks_per_seq > INT32_MAX)
+      return fail("page_size=%lld num_blocks=%lld max_blocks_per_seq=%lld: each must be in [1, 2^31 - 1]",
+                  (long long)a->page_size, (long long)a->num_blocks, (long long)a->max_blocks_per_seq);
+    if (a->page_size * a->max_blocks_per_seq > INT32_MAX - 1024)
+      return fail("max_blocks_per_seq=%lld x page_size=%lld tokens too many: token indices must stay below 2^31 - 1024",
+                  (long long)a->max_blocks_per_seq, (long long)a->page_size);
+    if (a->block_table_stride < a->max_blocks_per_seq)
+      return fail("block_table_stride=%lld is below max_blocks_per_seq=%lld", (long long)a->block_table_stride,
+                  (long long)a->max_blocks_per_seq);
+  } else if (a->page_size != 0) {
+    return fail("page_size=%lld without a block_table", (long long)a->page_size);
+  }
+  if (out_of_int(a->B) || out_of_int(a->T) || out_of_int(a->Hq) || out_of_int(a->Hkv) || (!paged && out_of_int(a->S)))
     return fail("invalid shape B=%lld T=%lld Hq=%lld Hkv=%lld S=%lld (all must be in [1, 2^31 - 1])",
                 (long long)a->B, (long long)a->T, (long long)a->Hq, (long long)a->Hkv, (long long)a->S);
   const int B = static_cast<int>(a->B), T = static_cast<int>(a->T), Hq = static_cast<int>(a->Hq),
-            Hkv = static_cast<int>(a->Hkv), S = static_cast<int>(a->S);
+            Hkv = static_cast<int>(a->Hkv);
+  // Paged caches: the capacity of a sequence.
+  const int S = static_cast<int>(paged ? a->max_blocks_per_seq * a->page_size : a->S);
   if (Hq % Hkv != 0) return fail("Hq=%d is not a multiple of Hkv=%d", Hq, Hkv);
   if (S > INT32_MAX - 1024) return fail("S=%d too large: token indices must stay below 2^31 - 1024", S);
   if (a->D != 64 && a->D != 128 && a->D != 256 && a->D != 512)
     return fail("head dim D=%lld not supported (64, 128, 256, 512)", (long long)a->D);
   const int D = static_cast<int>(a->D);
   if (a->dtype != 0 && a->dtype != 1) return fail("dtype code %lld invalid (0 = float16, 1 = bfloat16)", (long long)a->dtype);
-  if (a->block_table != 0 || a->page_size != 0)
-    return fail("block_table=%#llx page_size=%lld: paged KV caches are not supported by this library yet "
-                "(both must be 0)", (unsigned long long)a->block_table, (long long)a->page_size);
   if (a->head_dim_v != 0 && a->head_dim_v != D)
     return fail("head_dim_v=%lld: a V head dim other than D=%d is not supported yet", (long long)a->head_dim_v, D);
   if (!a->q || !a->k || !a->v || !a->out || !a->lse)
@@ -160,6 +175,7 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (pairs) {
     const int max_rows = config_shape(D, config).narrow_rows;
     if (num_splits != 1) return fail("config KV_HEAD_PAIRS runs unsplit, got num_splits=%d", num_splits);
+    if (paged) return fail("config KV_HEAD_PAIRS serves contiguous caches only (block_table given)");
     if (Hkv % 2 != 0) return fail("config KV_HEAD_PAIRS needs an even Hkv, got Hkv=%d", Hkv);
     if (2LL * T * G > max_rows)
       return fail("config KV_HEAD_PAIRS serves at most %d packed rows a pair, got 2 x T x Hq/Hkv = %lld", max_rows,
@@ -181,8 +197,21 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   p.head_dim_v = D;
   fmha::sm90::KvCaches kv{reinterpret_cast<const void*>(a->k), reinterpret_cast<const void*>(a->v),
                           a->k_b, a->k_s, a->k_h, a->v_b, a->v_s, a->v_h};
-  fmha::sanitize_kv_strides(S, Hkv, D, B, kv.k_b, kv.k_s, kv.k_h);
-  fmha::sanitize_kv_strides(S, Hkv, D, B, kv.v_b, kv.v_s, kv.v_h);
+  // The tensor maps run over the cache, or over the page pools: (S, B) or (page_size, num_blocks).
+  const int map_s = paged ? static_cast<int>(a->page_size) : S, map_b = paged ? static_cast<int>(a->num_blocks) : B;
+  fmha::sanitize_kv_strides(map_s, Hkv, D, map_b, kv.k_b, kv.k_s, kv.k_h);
+  fmha::sanitize_kv_strides(map_s, Hkv, D, map_b, kv.v_b, kv.v_s, kv.v_h);
+  if (paged) {
+    p.block_table = reinterpret_cast<const int*>(a->block_table);
+    p.block_table_stride = a->block_table_stride;
+    p.page_size = map_s;
+    p.num_blocks = map_b;
+    p.max_blocks_per_seq = static_cast<int>(a->max_blocks_per_seq);
+    p.k = kv.k;
+    p.v = kv.v;
+    p.k_blk = kv.k_b; p.k_tok = kv.k_s; p.k_h = kv.k_h;
+    p.v_blk = kv.v_b; p.v_tok = kv.v_s; p.v_h = kv.v_h;
+  }
   if (pairs) {  // read the cache as D = 128 with Hkv / 2 heads (DecodeParams::head_pairs)
     if (kv.k_h != D || kv.v_h != D)
       return fail("config KV_HEAD_PAIRS needs the KV heads of a token side by side (head stride %d elements); "

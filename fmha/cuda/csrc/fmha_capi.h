@@ -69,8 +69,14 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
 // elements, last stride 1), lse [B, Hq, T] float32 contiguous, cache_seqlens int32 [B] or 0 (= S for
 // every sequence; clamped to [0, S] on the device), stream a cudaStream_t; workspace (16-byte aligned,
 // fmha_workspace_bytes) where num_splits > 1 merges through the combine kernel, else 0 is accepted.
-// block_table .. head_dim_v describe paged caches and a V head dim of its own: no kernel serves them
-// yet, so block_table and page_size must be 0 and head_dim_v 0 or D.
+// Paged caches: block_table int32 [B, max_blocks_per_seq] (rows block_table_stride elements apart) of
+// page ids; k and v are then pools [num_blocks, page_size, Hkv, D] (any 16-byte strides: k_b/v_b between
+// pages, k_s/v_s between a page's tokens, k_h/v_h between heads), logical token j of sequence b at page
+// block_table[b][j / page_size], row j % page_size, and S is ignored: sequences hold at most
+// max_blocks_per_seq * page_size tokens (cache_seqlens is clamped to that on the device). Page ids are
+// device data: the kernels clamp each into [0, num_blocks), so a wrong id reads a wrong page, never
+// memory outside the pool. Any page size from 1 up; TMA serves multiples of 8, a gather the rest.
+// head_dim_v (0 or D) is reserved for a V head dim of its own.
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;  // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;
@@ -82,6 +88,8 @@ typedef struct FmhaDecodeArgs {
   int64_t block_table_stride;  // elements between two sequences' rows of block_table
   int64_t page_size;           // tokens per page (0: contiguous caches)
   int64_t head_dim_v;          // V's head dim (0: D)
+  int64_t num_blocks;          // pages in each pool (paged caches)
+  int64_t max_blocks_per_seq;  // columns of block_table (paged caches)
 } FmhaDecodeArgs;
 
 int fmha_decode(const FmhaDecodeArgs* args);

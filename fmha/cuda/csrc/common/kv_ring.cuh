@@ -59,10 +59,85 @@ __device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBl
   }
 }
 
+// Paged caches (DecodeParams::block_table): the pool page holding logical token `token` of sequence b, its
+// id clamped into the pool, and the token's row in it (>= page_size past the table's last page: TMA
+// then reads zeros).
+struct PagedRow {
+  int block, row;
+};
+__device__ __forceinline__ PagedRow paged_row(const DecodeParams& p, int b, int token) {
+  const int page = min(token / p.page_size, p.max_blocks_per_seq - 1);
+  const int id = __ldg(p.block_table + b * p.block_table_stride + page);
+  return PagedRow{min(max(id, 0), p.num_blocks - 1), token - page * p.page_size};
+}
+
+// Whether the producer warp gathers the tiles (paged caches whose pages TMA boxes cannot tile).
+__device__ __forceinline__ bool kv_gather(const DecodeParams& p) {
+  return p.block_table != nullptr && p.page_box_rows == 0;
+}
+
+// load_kv_tile through the block table: boxes of p.page_box_rows tokens, each inside one page (the tensor
+// map's dims 1-3 are then (page row, head) or (head, page row), and the page).
+template <class Tr>
+__device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
+                                                   const CUtensorMap* tmap, uint64_t* full, const DecodeParams& p,
+                                                   int token0, int kvh, int b, int head_major, uint64_t policy) {
+  for (int r = 0; r < Tr::kBlockN; r += p.page_box_rows) {
+    const PagedRow pr = paged_row(p, b, token0 + r);
+    const int c1 = head_major ? kvh : pr.row, c2 = head_major ? pr.row : kvh;
+#pragma unroll
+    for (int bx = 0; bx < Tr::kBoxes; ++bx)
+      ptx::tma_load_4d_hint(&dst[bx][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, pr.block, policy);
+  }
+}
+
+// One tile into one ring stage by the 32 lanes of the producer warp (the gather path): 16-byte cp.async
+// chunks written where TMA's 128B swizzle would put them (chunk c of row r at c ^ (r % 8)); rows at or
+// past the sequence capacity S are zero-filled.
+template <class Tr>
+__device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
+                                               const void* pool, int64_t s_blk, int64_t s_tok, int64_t s_h,
+                                               const DecodeParams& p, int token0, int kvh, int b, int lane) {
+  const uint32_t base = ptx::smem_addr(&dst[0][0]);
+  const uint32_t swizzle = static_cast<uint32_t>(lane % 8) * 16;  // row r = lane + 32 i: r % 8 = lane % 8
+  for (int r = lane; r < Tr::kBlockN; r += 32) {
+    const bool valid = token0 + r < p.S;
+    const PagedRow pr = paged_row(p, b, valid ? token0 + r : 0);
+    const uint16_t* src = static_cast<const uint16_t*>(pool) + pr.block * s_blk + pr.row * s_tok + kvh * s_h;
+    const uint32_t dst_row = base + r * Tr::kRowBytes, bytes = valid ? 16u : 0u;
+    // 16-byte chunk k of the row's D columns: box k / 8, swizzled chunk (k % 8) ^ (r % 8).
+#pragma unroll 1
+    for (int k = 0; k < Tr::kBoxes * 8; ++k)
+      ptx::cp_async_16(dst_row + (k / 8) * Tr::kKvBoxBytes + ((k % 8) * 16 ^ swizzle), src + k * 8, bytes);
+  }
+}
+
+// The gather path's producer: every lane of the producer warp copies its rows of the K and V tiles, waits
+// for its copies, makes them visible to the MMA's async proxy and arrives on both full barriers (which
+// then expect 32 arrivals, no transaction bytes).
 template <class Tr, class Ss>
-__device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
-                                              const CUtensorMap* tmap_v, const TileRange& tr, int kvh, int b,
-                                              int k_head_major, int v_head_major) {
+__device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams& p, const TileRange& tr, int kvh,
+                                                     int b, int lane) {
+  for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
+    const int stage = it % Tr::kStages, stage_v = it % Tr::kStagesV;
+    ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
+    gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, p, tile * Tr::kBlockN, kvh, b, lane);
+    ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
+    gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, p, tile * Tr::kBlockN, kvh, b, lane);
+    ptx::cp_async_wait_all();
+    ptx::fence_proxy_async_shared();  // generic-proxy writes -> the MMA's async-proxy reads
+    ptx::mbarrier_arrive(&ss.full_k[stage]);
+    ptx::mbarrier_arrive(&ss.full_v[stage_v]);
+  }
+}
+
+// The TMA producer (one thread): K and V tiles of every tile of the range, through the block table for
+// paged caches.
+template <class Tr, class Ss>
+__device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k, const CUtensorMap* tmap_v,
+                                              const DecodeParams& p, const TileRange& tr, int kvh, int b) {
+  const int k_head_major = p.k_head_major, v_head_major = p.v_head_major;
+  const bool paged = p.block_table != nullptr;
   ptx::prefetch_tensormap(tmap_k);
   ptx::prefetch_tensormap(tmap_v);
   const uint64_t policy = ptx::create_policy_evict_first();
@@ -72,14 +147,23 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     probe_stamp(it, kProbeKEmptyWait);
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
-    load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
+    if (paged)
+      load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, tile * Tr::kBlockN, kvh, b, k_head_major,
+                             policy);
+    else
+      load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
     probe_stamp(it, kProbeKIssued);
     const int stage_v = it % Tr::kStagesV;
     const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
     probe_stamp(it, kProbeVEmptyWait);
     ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
-    load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major, policy);
+    if (paged)
+      load_kv_tile_paged<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], p, tile * Tr::kBlockN, kvh, b,
+                             v_head_major, policy);
+    else
+      load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major,
+                       policy);
     probe_stamp(it, kProbeVIssued);
   }
 }

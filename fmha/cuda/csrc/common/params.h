@@ -38,13 +38,25 @@ struct DecodeParams {
   // streams 256 contiguous bytes of each token's row instead of 128. Hkv is then the number of pairs, rows
   // 2 T G (the first T G rows head 2 kvh's, the rest head 2 kvh + 1's) and G the original group size.
   int head_pairs;
-  // Reserved for paged caches and a V head dim of its own (no kernel reads them yet; the C API refuses
-  // paged arguments): block_table int32 [B, max_blocks_per_seq] of page ids with rows block_table_stride
-  // elements apart, page_size tokens a page; head_dim_v = D.
+  // Paged caches (block_table != nullptr): K and V are pools of num_blocks pages of page_size tokens, and
+  // logical token j of sequence b lives in page block_table[b * block_table_stride + j / page_size], row
+  // j % page_size. S is then max_blocks_per_seq * page_size (sequence lengths are clamped to it) and the
+  // tensor maps run over the pools (dims D, page_size, Hkv, num_blocks). Page ids are clamped into
+  // [0, num_blocks): a wrong id reads a wrong page of the pool, never outside it.
+  //   page_box_rows > 0: TMA path, tokens per box (a divisor of page_size and of the tile's TMA rows);
+  //   page_box_rows = 0: gather path (page sizes that are not a multiple of 8), the producer warp copies
+  //   16-byte chunks from k / v with the element strides below.
   const int* block_table;
   int64_t block_table_stride;
   int page_size;
-  int head_dim_v;
+  int max_blocks_per_seq;
+  int num_blocks;
+  int page_box_rows;
+  const void* k;  // gather path only: the pools and their strides (page, token, head)
+  const void* v;
+  int64_t k_blk, k_tok, k_h;
+  int64_t v_blk, v_tok, v_h;
+  int head_dim_v;  // V's head dim (= D; reserved for a V of its own)
 };
 
 enum ClusterMergeMode : int {

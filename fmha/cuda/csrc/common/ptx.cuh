@@ -343,6 +343,32 @@ __device__ __forceinline__ void tma_load_4d_hint(void* smem_dst, const void* tma
 }
 
 // ---------------------------------------------------------------------------
+// Non-bulk asynchronous copies (cp.async, PTX 9.7.9.25.3), for gathers TMA cannot serve
+// ---------------------------------------------------------------------------
+
+// cp.async.cg.shared.global (9.7.9.25.3.1): 16 bytes global -> shared, bypassing L1; src_bytes = 0
+// reads nothing and fills the 16 bytes with zeros.
+__device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* src, uint32_t src_bytes) {
+#if FMHA_SM90_BASE
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_dst), "l"(src), "r"(src_bytes)
+               : "memory");
+#else
+  (void)smem_dst; (void)src; (void)src_bytes;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// cp.async.wait_all (9.7.9.25.3.4): this thread's cp.async copies have completed (their shared-memory
+// writes are visible to it).
+__device__ __forceinline__ void cp_async_wait_all() {
+#if FMHA_SM90_BASE
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#else
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// ---------------------------------------------------------------------------
 // Register fences
 // ---------------------------------------------------------------------------
 

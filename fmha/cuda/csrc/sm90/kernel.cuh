@@ -103,15 +103,17 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   }
 
   if (threadIdx.x == 0) {
+    // The TMA producer's arrive.expect_tx, or every lane of the gathering producer warp.
+    const uint32_t full_arrivals = kv_gather(p) ? 32u : kFullArrivals;
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
-      ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
+      ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
       // One arrival per consumer warp that reads the stage's K tile (the seesaw: one warpgroup's).
       ptx::mbarrier_init(&ss.empty_k[s], (Tr::kSeesaw ? 128 : Tr::kConsumerThreads) / 32);
     }
 #pragma unroll
     for (int s = 0; s < Tr::kStagesV; ++s) {
-      ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
+      ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
       ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
     }
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
@@ -141,7 +143,10 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
-    if (warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, tr, kvh, b, p.k_head_major, p.v_head_major);
+    if (warp == Tr::kProducerWarp) {
+      if (kv_gather(p)) producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32);
+      else if (threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
+    }
     if (cluster_merge) {  // every thread of the cluster takes part in both cluster barriers (see ClusterMerge)
       ptx::cluster_sync();
       ptx::cluster_sync();

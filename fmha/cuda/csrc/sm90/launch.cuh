@@ -54,6 +54,13 @@ int configure_kernel() {
   return 0;
 }
 
+// Tokens per TMA box of a paged launch: the largest power of two dividing the page size, at most the
+// configuration's TMA rows; 0 below 8 rows (the gather path).
+constexpr int paged_box_rows(int page_size, int tma_rows) {
+  const int low = page_size & -page_size;
+  return low < 8 ? 0 : low < tma_rows ? low : tma_rows;
+}
+
 }  // namespace detail
 
 // How many clusters of `cluster` CTAs of the decode kernel the current device holds at once (0 when
@@ -127,12 +134,19 @@ template <int D, bool kBf16, int kConfig>
 int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& kv, size_t workspace_size,
                                         cudaStream_t stream) {
   using Tr = DecodeTraits<D, kConfig>;
+  DecodeParams lp = p;
+  // Paged caches: the maps run over the pools, in boxes that stay inside one page (page_box_rows; 0 where
+  // the page size is no multiple of 8, a box's 1024-byte swizzle group: the producer warp gathers).
+  const bool paged = p.block_table != nullptr;
+  if (paged) lp.page_box_rows = detail::paged_box_rows(p.page_size, Tr::kTmaRows);
+  const int map_b = paged ? p.num_blocks : p.B, map_s = paged ? p.page_size : p.S;
+  const int box_rows = !paged ? Tr::kTmaRows : lp.page_box_rows > 0 ? lp.page_box_rows : 1;
   CUtensorMap tmap_k, tmap_v;
   const int dtype = kBf16 ? 1 : 0;
-  if (encode_kv_map(&tmap_k, kv.k, dtype, p.B, p.S, p.Hkv, D, kv.k_b, kv.k_s, kv.k_h, Tr::kTmaRows, p.k_head_major,
+  if (encode_kv_map(&tmap_k, kv.k, dtype, map_b, map_s, p.Hkv, D, kv.k_b, kv.k_s, kv.k_h, box_rows, p.k_head_major,
                     "k_cache"))
     return 1;
-  if (encode_kv_map(&tmap_v, kv.v, dtype, p.B, p.S, p.Hkv, D, kv.v_b, kv.v_s, kv.v_h, Tr::kTmaRows, p.v_head_major,
+  if (encode_kv_map(&tmap_v, kv.v, dtype, map_b, map_s, p.Hkv, D, kv.v_b, kv.v_s, kv.v_h, box_rows, p.v_head_major,
                     "v_cache"))
     return 1;
 
@@ -152,7 +166,6 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   const long long clusters = static_cast<long long>(row_blocks) * p.Hkv * p.B;  // one per split group
   // Decided once: the shared memory the launch asks for and the cluster occupancy the merge mode reads.
   const bool exclusive = exclusive_sms(clusters * p.num_splits, p.num_splits);
-  DecodeParams lp = p;
   lp.cluster_merge = merge_mode(p.num_splits, clusters, p.rows, exclusive);
   if (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel) {  // partials go through the workspace
     const size_t need = workspace_bytes(p.B, p.T, p.Hq, D, p.num_splits);
