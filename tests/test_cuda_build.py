@@ -30,15 +30,7 @@ HEAD_DIMS = (64, 128, 256, 512)
 
 
 def _cuobjdump():
-    try:
-        import triton
-
-        p = Path(triton.__file__).resolve().parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        if p.exists():
-            return str(p)
-    except Exception:
-        pass
-    return shutil.which("cuobjdump")
+    return loader.find_cuobjdump()
 
 
 @pytest.fixture(scope="module")

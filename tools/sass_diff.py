@@ -14,22 +14,16 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 
 def cuobjdump() -> str:
-    try:
-        import triton
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from fmha.cuda.loader import find_cuobjdump
 
-        p = Path(triton.__file__).resolve().parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        if p.exists():
-            return str(p)
-    except Exception:
-        pass
-    tool = shutil.which("cuobjdump")
+    tool = find_cuobjdump()
     if tool is None:
         sys.exit("sass_diff: cuobjdump not found (neither in the triton wheel nor on PATH)")
     return tool

@@ -74,6 +74,19 @@ def find_nvcc() -> Optional[str]:
     return None
 
 
+def find_cuobjdump() -> Optional[str]:
+    """cuobjdump from the triton wheel (it ships one) or PATH; None when neither has it."""
+    try:
+        import triton
+
+        p = Path(triton.__file__).resolve().parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        if p.exists():
+            return str(p)
+    except Exception:
+        pass
+    return shutil.which("cuobjdump")
+
+
 @functools.lru_cache(maxsize=8)
 def nvcc_version(nvcc: str) -> str:
     try:
