@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
