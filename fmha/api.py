@@ -12,7 +12,7 @@ from .dispatch import Decision, backend_env, decide, decision_memo
 from .problem import metadata_key, validate, validate_cached
 
 
-def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,
+def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
               return_lse=False, backend="auto", out=None):
     """Decode attention of a few query tokens against a KV cache.
 
@@ -22,6 +22,11 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
     aligned, query t sees keys j <= cache_seqlens[b] - T + t. Returns out [B, T, Hq, D]
     (into `out` if given) and, with return_lse, lse [B, Hq, T] float32 (natural log;
     -inf and a zero output for a row with no visible key).
+    block_table: int32 [B, max_blocks_per_seq] for paged caches: k_cache and v_cache are
+    then page pools [num_blocks, page_size, Hkv, D] (any strides with stride(-1) == 1),
+    token j of sequence b at k_cache[block_table[b, j // page_size], j % page_size];
+    cache_seqlens is required and clamped to [0, max_blocks_per_seq * page_size]; every
+    page id is clamped into [0, num_blocks) on the device (docs/paged.md).
     backend: "auto" or a name from fmha.available_backends().
     """
     if torch.compiler.is_compiling():
@@ -32,17 +37,18 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
             out = q.new_empty(q.shape)
         lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
         torch.ops.fmha.attention_(q, k_cache, v_cache, cache_seqlens, out, lse,
-                                  softmax_scale, bool(causal), backend)
+                                  softmax_scale, bool(causal), backend, block_table)
         return (out, lse) if return_lse else out
     # Eager: one memo lookup on cheap metadata stands for validate + decide + the LSE scratch.
     try:
-        meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+        meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
         key = None if meta is None else (meta, return_lse, backend, backend_env() if backend == "auto" else "")
         call = None if key is None else _CALLS.get(key)
     except Exception:  # not tensors, unhashable arguments, ...: _prepare_call's checks say what is wrong
         key = call = None
     if call is None:
-        call = _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out)
+        call = _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
+                             block_table)
     elif torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad):
         _check_inference_only(q, k_cache, v_cache)  # requires_grad is not part of the key
     p, runner, lse_scratch = call
@@ -52,7 +58,10 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, ca
         lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
     else:  # the kernels always write an LSE; nobody reads this one
         lse = _lse_scratch(p) if lse_scratch is None else lse_scratch
-    runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)  # looked up per call: tests patch `run`
+    if block_table is None:  # looked up per call: tests patch `run`
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
+    else:
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table)
     return (out, lse) if return_lse else out
 
 
@@ -62,10 +71,11 @@ _CALLS = decision_memo()
 _CALLS_MAX = 4096
 
 
-def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out):
+def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
+                  block_table=None):
     """The full checks and the choice of backend, in the order their errors are documented; remembered
     under `key` (None: not remembered)."""
-    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
     _check_inference_only(q, k_cache, v_cache)
     if return_lse not in (True, False):
         raise TypeError(f"return_lse: expected a bool, got {return_lse!r}")
@@ -103,10 +113,10 @@ def _lse_scratch(p, keep_only: bool = False) -> Optional[torch.Tensor]:
     return buf
 
 
-def explain(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,
+def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
             return_lse=False, backend="auto", out=None) -> Decision:
     """Which backend `attention` would use for these arguments, and why (print it)."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
     d = decide(p, backend)
     launch = registry()[d.backend].launch_details(p)
     return dataclasses.replace(d, launch=launch) if launch else d
@@ -168,16 +178,21 @@ _MENTIONS_SHAPES = re.compile(r"shape|stride|\[\d")
 @torch.library.custom_op("fmha::attention_", mutates_args=("out", "lse"))
 def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   cache_seqlens: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor,
-                  softmax_scale: Optional[float], causal: bool, backend: str) -> None:
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+                  softmax_scale: Optional[float], causal: bool, backend: str,
+                  block_table: Optional[torch.Tensor] = None) -> None:
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
     if (tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32
             or not lse.is_contiguous() or lse.device != q.device):
         raise ValueError(f"lse: expected a contiguous float32 [{p.batch}, {p.heads_q}, {p.seqlen_q}] tensor on "
                          f"{q.device}, got {lse.dtype} {list(lse.shape)} strides {tuple(lse.stride())} on {lse.device}")
     decision = decide(p, backend)
-    registry()[decision.backend].run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
+    runner = registry()[decision.backend]
+    if block_table is None:
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
+    else:
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table)
 
 
 @_attention_op.register_fake
-def _(q, k_cache, v_cache, cache_seqlens, out, lse, softmax_scale, causal, backend):
+def _(q, k_cache, v_cache, cache_seqlens, out, lse, softmax_scale, causal, backend, block_table=None):
     return None

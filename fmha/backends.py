@@ -17,8 +17,9 @@ class ReferenceBackend(Backend):
     name = "reference"
     summary = "fp32 PyTorch math, any device (ground truth)"
 
-    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse):
-        o, l = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal)
+    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None):
+        o, l = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
+                                   block_table=block_table)
         out.copy_(o)
         lse.copy_(l)
 
@@ -48,19 +49,23 @@ class TritonBackend(Backend):
     # Importing fmha.triton.decode imports triton, which reads TRITON_INTERPRET when the kernels are defined
     # and takes about a second: deferred to the first use, so that `import fmha` does neither.
     def launch_details(self, p):
-        from .triton.decode import plan
+        from .triton.decode import paged_mode, plan
         if p.device.type == "cuda":
             sms = num_sms(p.device.index if p.device.index is not None else torch.cuda.current_device())
         else:
             sms = 8  # what decode_attention assumes under the interpreter
         (block_m, block_n, warps, stages), m_blocks, splits = plan(p, sms)
+        paged = ""
+        if p.has_block_table:
+            paged = (f"; paged ({p.page_size}-token pages): "
+                     + ("one page id per KV tile" if paged_mode(p, block_n) == 2 else "a page id per key (gather)"))
         return (f"BLOCK_M={block_m} BLOCK_N={block_n} num_warps={warps} num_stages={stages}; "
                 f"{m_blocks * p.batch * p.heads_kv} programs x {splits} KV split(s)"
-                + (" + combine kernel" if splits > 1 else ""))
+                + (" + combine kernel" if splits > 1 else "") + paged)
 
-    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse):
+    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None):
         from .triton.decode import decode_attention
-        decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse)
+        decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table)
 
 
 @functools.lru_cache(maxsize=None)

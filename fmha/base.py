@@ -15,7 +15,8 @@ from .problem import Problem
 class Backend:
     """A backend says whether it can run on this machine at all (`unavailable_reason`) and whether it
     can serve one problem (`unsupported_reason`), both from host information only, and `run`s into
-    caller-allocated `out` and `lse`."""
+    caller-allocated `out` and `lse`. For a paged problem (`p.has_block_table`) `run` gets the block table
+    and k_cache / v_cache are the page pools."""
 
     name: str = ""
     summary: str = ""
@@ -35,7 +36,7 @@ class Backend:
         """How this backend would launch `p` (kernel configuration, split count), for explain()."""
         return None
 
-    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
+    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None) -> None:
         raise NotImplementedError
 
 

@@ -153,12 +153,13 @@ def time_call(fn, device: torch.device, reps: int = 20) -> tuple:
     return statistics.median(times), "wall"
 
 
-def compare(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, causal=True,
+def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
             backends=None, timing=True, reps: int = 20) -> CompareReport:
     """Run `backends` (default: all available) on the same inputs and report errors, agreement and time.
 
-    An unknown name in `backends` raises ValueError before anything runs, as `fmha.attention` does."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal)
+    With `block_table`, k_cache and v_cache are page pools, as in `fmha.attention`. An unknown name in
+    `backends` raises ValueError before anything runs, as `fmha.attention` does."""
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table)
     if backends is None:
         names = available_backends()
     else:
@@ -166,11 +167,14 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, caus
         for name in names:  # every name checked before anything runs, as fmha.attention checks its backend=
             if not isinstance(name, str) or name not in registry():
                 raise ValueError(f"backends: unknown backend {name!r}; valid names: {', '.join(registry())}")
-    ref, ref_lse = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal)
+    ref, ref_lse = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
+                                       block_table=block_table)
     ref = ref.float()
-    # max |v| over real values: unused cache slots may hold NaN/Inf, which no backend may read
-    vmax = max(torch.nan_to_num(v_cache[b], nan=0.0, posinf=0.0, neginf=0.0).abs().max().item()
-               for b in range(p.batch))  # one sequence at a time: no full-size copy of the cache
+    # max |v| over real values: unused cache slots may hold NaN/Inf, which no backend may read; a slice at
+    # a time (a sequence, or a pool's pages a sequence's worth), so no full-size copy of the cache is made
+    step = 1 if block_table is None else max(1, p.max_blocks_per_seq)
+    vmax = max(torch.nan_to_num(v_cache[i:i + step], nan=0.0, posinf=0.0, neginf=0.0).abs().max().item()
+               for i in range(0, v_cache.shape[0], step))
     tol = tolerance(p.dtype, vmax)
     auto = decide(p, "auto")
     report = CompareReport(problem=p.describe(), auto_backend=auto.backend, tolerance=tol,
@@ -186,8 +190,9 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, caus
             continue
         out = torch.full(q.shape, float("nan"), dtype=q.dtype, device=q.device)
         try:
-            _, lse = attention(q, k_cache, v_cache, cache_seqlens, softmax_scale=p.softmax_scale,
-                               causal=p.causal, return_lse=True, backend=name, out=out)
+            _, lse = attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
+                               softmax_scale=p.softmax_scale, causal=p.causal, return_lse=True, backend=name,
+                               out=out)
         except Exception as e:  # reported, never hidden
             report.results.append(BackendResult(name, f"failed: {type(e).__name__}: {e}"))
             continue
@@ -195,8 +200,8 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, softmax_scale=None, caus
         outputs[name] = out
         if timing:
             def call(name=name, out=out):
-                attention(q, k_cache, v_cache, cache_seqlens, softmax_scale=p.softmax_scale,
-                          causal=p.causal, backend=name, out=out)
+                attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
+                          softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out)
             try:
                 r.median_us, r.timing = time_call(call, q.device, reps)
                 r.gbps = nbytes / (r.median_us * 1e-6) / 1e9

@@ -40,12 +40,17 @@ class Problem:
     # True when k_cache and v_cache keep the KV heads of a token side by side (head stride == head_dim): a
     # kernel may then read two heads as one twice as wide (the cuda backend's KV-head pairs).
     kv_heads_adjacent: bool = False
-    # Reserved for paged KV caches and a V head dim of its own (DeepSeek's latent K = V); nothing accepts
-    # them yet and no backend reads them. page_size: tokens per page of a cache addressed through a
-    # block table, None for a contiguous cache (no block table). head_dim_v: V's (and the output's) head
-    # dim; None on construction means head_dim.
+    # Paged KV caches (a block table): page_size tokens a page, None for a contiguous cache; num_blocks
+    # pages in each pool; max_blocks_per_seq columns of the table. seqlen_k is then the capacity of a
+    # sequence, max_blocks_per_seq * page_size. block_table_rows_disjoint: the table's rows do not overlap
+    # (stride(0) >= max_blocks_per_seq, or one sequence), as the CUDA kernel needs.
     page_size: Optional[int] = None
+    # Reserved for a V head dim of its own (DeepSeek's latent K = V); nothing accepts it yet. V's (and the
+    # output's) head dim; None on construction means head_dim.
     head_dim_v: Optional[int] = None
+    num_blocks: Optional[int] = None
+    max_blocks_per_seq: Optional[int] = None
+    block_table_rows_disjoint: bool = True
 
     def __post_init__(self):
         if self.head_dim_v is None:
@@ -53,7 +58,7 @@ class Problem:
 
     @property
     def has_block_table(self) -> bool:
-        """Whether the caches are paged (addressed through a block table); reserved, always False today."""
+        """Whether the caches are paged pools addressed through a block table."""
         return self.page_size is not None
 
     @property
@@ -77,10 +82,14 @@ class Problem:
         return e * (q + out + kv)
 
     def describe(self) -> str:
+        paged = ""
+        if self.page_size is not None:
+            pages = "" if self.num_blocks is None else f", {self.num_blocks} pages"
+            paged = f" paged({self.page_size} tokens a page{pages})"
         return (f"B={self.batch} T={self.seqlen_q} Hq={self.heads_q} Hkv={self.heads_kv} "
                 f"S={self.seqlen_k} D={self.head_dim}"
                 f"{'' if self.head_dim_v == self.head_dim else f' Dv={self.head_dim_v}'}"
-                f"{'' if self.page_size is None else f' paged({self.page_size} tokens a page)'}"
+                f"{paged}"
                 f" {str(self.dtype).replace('torch.', '')}"
                 f"{' causal' if self.causal and self.seqlen_q > 1 else ''}"
                 f"{' varlen' if self.has_cache_seqlens else ''}")
@@ -104,23 +113,31 @@ def _check_tensor(name: str, t, layout: str) -> None:
 
 
 def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
-             out=None) -> Problem:
+             out=None, block_table=None) -> Problem:
     """Check the arguments of `fmha.attention` and return the Problem they describe."""
+    paged = block_table is not None
+    layout = "[num_blocks, page_size, Hkv, D] (a page pool, with block_table)" if paged else "[B, S, Hkv, D]"
     _check_tensor("q", q, "[B, T, Hq, D]")
-    _check_tensor("k_cache", k_cache, "[B, S, Hkv, D]")
-    _check_tensor("v_cache", v_cache, "[B, S, Hkv, D]")
+    _check_tensor("k_cache", k_cache, layout)
+    _check_tensor("v_cache", v_cache, layout)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         if t.dtype != q.dtype:
             raise TypeError(f"{name}: dtype {t.dtype} differs from q's {q.dtype}; q, k_cache and v_cache "
                             "must share one dtype (bfloat16 or float16)")
         if t.device != q.device:
             raise ValueError(f"{name}: on device {t.device} but q is on {q.device}; all tensors must share a device")
+    B, T, Hq, D = q.shape
+    if paged:
+        for i, what in ((0, "num_blocks (pages in the pool)"), (1, "page_size (tokens a page)")):
+            if k_cache.shape[i] != v_cache.shape[i]:
+                raise ValueError(f"v_cache: {what} {v_cache.shape[i]} differs from k_cache's {k_cache.shape[i]} "
+                                 f"(shapes {_shape(v_cache)} and {_shape(k_cache)}); the K and V pools must hold the "
+                                 "same pages: [num_blocks, page_size, Hkv, D] both")
     if k_cache.shape != v_cache.shape:
         raise ValueError(f"v_cache: shape {_shape(v_cache)} differs from k_cache's {_shape(k_cache)}; "
-                         "both must be [B, S, Hkv, D]")
-    B, T, Hq, D = q.shape
+                         f"both must be {layout.split(' ')[0]}")
     Bk, S, Hkv, Dk = k_cache.shape
-    if Bk != B:
+    if not paged and Bk != B:
         raise ValueError(f"k_cache: batch {Bk} differs from q's batch {B}")
     if Dk != D:
         raise ValueError(f"k_cache: head_dim {Dk} differs from q's head_dim {D}")
@@ -128,11 +145,20 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
         raise ValueError(f"q: head_dim {D} is not supported; allowed: {', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
     if B < 1 or T < 1 or Hq < 1:
         raise ValueError(f"q: every dimension of [B, T, Hq, D] must be >= 1, got {_shape(q)}")
-    if S < 1 or Hkv < 1:
+    if paged and (Bk < 1 or S < 1 or Hkv < 1):
+        raise ValueError(f"k_cache: num_blocks, page_size and Hkv must be >= 1, got shape {_shape(k_cache)}")
+    elif S < 1 or Hkv < 1:
         raise ValueError(f"k_cache: S and Hkv must be >= 1, got shape {_shape(k_cache)}")
     if Hq % Hkv != 0:
         raise ValueError(f"q: Hq={Hq} query heads is not a multiple of k_cache's Hkv={Hkv} KV heads; "
                          "Hq must be divisible by Hkv (MHA, GQA or MQA)")
+    max_blocks = None
+    if paged:
+        max_blocks = _check_block_table(block_table, B, q.device)
+        if cache_seqlens is None:
+            raise ValueError(f"cache_seqlens: got None with a block_table; paged caches need cache_seqlens (int32 "
+                             f"[{B}], the tokens each sequence holds): the table only bounds them "
+                             f"(capacity {max_blocks} blocks x {S} tokens)")
     if cache_seqlens is not None:
         if not isinstance(cache_seqlens, torch.Tensor):
             raise TypeError(f"cache_seqlens: expected an int32 tensor of shape [{B}] or None, "
@@ -173,11 +199,43 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
             raise ValueError(f"out: the last dimension must be contiguous (stride(-1) == 1), got strides "
                              f"{tuple(out.stride())}")
     aligned = all(_aligned_16b(t) for t in (q, k_cache, v_cache) + ((out,) if out is not None else ()))
+    paged_fields = {}
+    if paged:  # seqlen_k: a sequence's capacity through the table
+        paged_fields = dict(page_size=S, num_blocks=Bk, max_blocks_per_seq=max_blocks,
+                            block_table_rows_disjoint=B == 1 or block_table.stride(0) >= max_blocks)
+        S = max_blocks * S
     return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D,
                    dtype=q.dtype, device=q.device, causal=bool(causal),
                    softmax_scale=softmax_scale, has_cache_seqlens=cache_seqlens is not None,
                    aligned_16b=aligned, head_dim_v=D,
-                   kv_heads_adjacent=all(t.stride(2) == D or Hkv == 1 for t in (k_cache, v_cache)))
+                   kv_heads_adjacent=all(t.stride(2) == D or Hkv == 1 for t in (k_cache, v_cache)), **paged_fields)
+
+
+def _check_block_table(block_table, B: int, device) -> int:
+    """Check a block table's metadata (never its ids: device data) and return max_blocks_per_seq."""
+    what = f"an int32 tensor [B={B}, max_blocks_per_seq] of page ids"
+    if not isinstance(block_table, torch.Tensor):
+        raise TypeError(f"block_table: expected {what} or None, got {type(block_table).__name__}")
+    if block_table.dtype != torch.int32:
+        raise TypeError(f"block_table: dtype {block_table.dtype} is not allowed; expected torch.int32")
+    if block_table.dim() != 2:
+        raise ValueError(f"block_table: expected a 2-D tensor [B={B}, max_blocks_per_seq], got "
+                         f"{block_table.dim()}-D shape {_shape(block_table)}")
+    if block_table.shape[0] != B:
+        raise ValueError(f"block_table: expected {B} rows (one per sequence, q's batch), got shape "
+                         f"{_shape(block_table)}")
+    if block_table.shape[1] < 1:
+        raise ValueError(f"block_table: expected at least one column (max_blocks_per_seq >= 1), got shape "
+                         f"{_shape(block_table)}")
+    if block_table.device != device:
+        raise ValueError(f"block_table: on device {block_table.device} but q is on {device}; all tensors must "
+                         "share a device")
+    if block_table.shape[1] > 1 and block_table.stride(1) != 1:
+        raise ValueError(f"block_table: the last dimension must be contiguous (stride(-1) == 1), got strides "
+                         f"{tuple(block_table.stride())}; any row stride is fine")
+    if B > 1 and block_table.stride(0) < 0:
+        raise ValueError(f"block_table: negative row stride {block_table.stride(0)}; expected >= 0")
+    return block_table.shape[1]
 
 
 _VALIDATED: dict = {}
@@ -185,12 +243,13 @@ _VALIDATED_MAX = 4096
 _IMMUTABLE_SCALARS = (float, int)  # a scale of another type might change after it became part of a key
 
 
-def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True, out=None):
+def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True, out=None,
+                 block_table=None):
     """Everything `validate` decides from, as one hashable tuple, or None where no key is safe.
 
     Per tensor: its type, shape, strides, dtype, device and data_ptr mod 16 (the 16-byte alignment);
-    then the scalars. Equal keys mean equal verdicts, so a memo on it may skip `validate`. Built flat
-    from attribute reads (~1.7 us for four tensors, against ~11 us for the checks); raises for
+    then the scalars; a block table by its metadata alone (its ids are device data). Equal keys mean
+    equal verdicts, so a memo on it may skip `validate`. Built flat from attribute reads (~1.7 us for four tensors, against ~11 us for the checks); raises for
     arguments that are not tensors or not hashable, and the caller then runs `validate`, which says
     what is wrong."""
     if softmax_scale is not None and type(softmax_scale) not in _IMMUTABLE_SCALARS:
@@ -202,21 +261,23 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
             # nested, so that a tensor passed as cache_seqlens never reads like the same tensor passed as out
             None if cache_seqlens is None else (type(cache_seqlens), cache_seqlens.shape, cache_seqlens.stride(),
                                                 cache_seqlens.dtype, cache_seqlens.device),
-            None if out is None else (type(out), out.shape, out.stride(), out.dtype, out.device, out.data_ptr() & 15))
+            None if out is None else (type(out), out.shape, out.stride(), out.dtype, out.device, out.data_ptr() & 15),
+            None if block_table is None else (type(block_table), block_table.shape, block_table.stride(),
+                                              block_table.dtype, block_table.device))
 
 
 def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
-                    out=None) -> Problem:
+                    out=None, block_table=None) -> Problem:
     """`validate`, memoised on `metadata_key`: a decode loop calls with the same metadata every
     step. Anything unusual takes the full path, which raises. Equal keys give the same Problem
     object, so later memos may key on its identity."""
     try:
-        key = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+        key = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
         p = None if key is None else _VALIDATED.get(key)
     except Exception:  # not tensors, unhashable, no storage: the full checks say what is wrong
         key = p = None
     if p is None:
-        p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out)
+        p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
         if key is not None and len(_VALIDATED) < _VALIDATED_MAX:
             p = _VALIDATED.setdefault(key, p)  # a racing thread's entry wins: one object per key
     return p

@@ -2,8 +2,9 @@
 
 Plain PyTorch in float32 on whatever device the inputs live on. It implements
 the full contract of `fmha.attention`: GQA/MQA by head grouping, bottom-right
-aligned causal masking, per-sequence cache lengths, the LSE, and rows with no
-visible key (zeros out, LSE = -inf).
+aligned causal masking, per-sequence cache lengths, the LSE, rows with no
+visible key (zeros out, LSE = -inf), and paged caches (a gather through the
+block table, its ids clamped into the pool as the kernels clamp them).
 """
 from __future__ import annotations
 
@@ -26,11 +27,24 @@ def visible_mask(seqlens: torch.Tensor, T: int, S: int, causal: bool) -> torch.T
     return mask.expand(-1, T, S)
 
 
+def gather_pages(pool, block_table, b: int):
+    """Sequence b's logical cache [capacity, Hkv, D] from a page pool [num_blocks, page_size, Hkv, D]:
+    token j at page block_table[b, j // page_size] (clamped into [0, num_blocks)), row j % page_size."""
+    num_blocks, page_size = pool.shape[0], pool.shape[1]
+    j = torch.arange(block_table.shape[1] * page_size, device=pool.device)
+    ids = block_table[b].to(device=pool.device, dtype=torch.int64).clamp(0, num_blocks - 1)
+    return pool[ids[j // page_size], j % page_size]
+
+
 def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float, causal: bool,
-                        compute_dtype=torch.float32):
-    """Return (out [B, T, Hq, D] in compute_dtype, lse [B, Hq, T] float32)."""
+                        compute_dtype=torch.float32, block_table=None):
+    """Return (out [B, T, Hq, D] in compute_dtype, lse [B, Hq, T] float32).
+
+    With `block_table`, k_cache and v_cache are page pools (see gather_pages) and S is the table's
+    capacity, max_blocks_per_seq * page_size."""
     B, T, Hq, D = q.shape
-    S, Hkv = k_cache.shape[1], k_cache.shape[2]
+    Hkv = k_cache.shape[2]
+    S = k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
     G = Hq // Hkv
     if cache_seqlens is None:
         cache_seqlens = torch.full((B,), S, dtype=torch.int32, device=q.device)
@@ -39,10 +53,14 @@ def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float
     lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
     for b in range(B):  # one sequence at a time keeps the fp32 copies of the cache small
         qb = q[b].to(compute_dtype).view(T, Hkv, G, D)
-        kb = k_cache[b].to(compute_dtype)  # [S, Hkv, D]
+        if block_table is None:
+            kb, vb = k_cache[b], v_cache[b]  # [S, Hkv, D]
+        else:
+            kb, vb = gather_pages(k_cache, block_table, b), gather_pages(v_cache, block_table, b)
+        kb = kb.to(compute_dtype)
         # Keys past the sequence's length are ignored, whatever they hold (NaN included):
         # their scores are masked below, and their values are zeroed so 0 * NaN never happens.
-        vb = v_cache[b].to(compute_dtype).masked_fill(~mask[b].any(0).view(S, 1, 1), 0.0)
+        vb = vb.to(compute_dtype).masked_fill(~mask[b].any(0).view(S, 1, 1), 0.0)
         scores = torch.einsum("thgd,shd->hgts", qb, kb) * softmax_scale  # [Hkv, G, T, S]
         scores = scores.masked_fill(~mask[b].view(1, 1, T, S), float("-inf"))
         row_max = scores.amax(dim=-1, keepdim=True)

@@ -1,5 +1,5 @@
 """The package's structure, without a GPU: no import cycles, the C API's struct and enum as fmha_capi.h
-declares them, and the Problem fields reserved for paged caches and a V head dim of its own."""
+declares them, and the Problem fields of paged caches and the one reserved for a V head dim of its own."""
 from __future__ import annotations
 
 import ast
@@ -133,7 +133,7 @@ def test_configurations_match_the_header():
     assert {c.name: c.value for c in Config} == {k: int(v) for k, v in enum.items()}
 
 
-def test_problem_reserves_paged_and_head_dim_v_fields():
+def test_problem_paged_and_head_dim_v_fields():
     from fmha.problem import validate
 
     p = make_problem(2, 1, 8, 2, 64, 128)
@@ -151,4 +151,11 @@ def test_problem_reserves_paged_and_head_dim_v_fields():
 
     import fmha
 
-    assert "block_table" not in inspect.signature(fmha.attention).parameters  # reserved: nothing accepts it yet
+    assert inspect.signature(fmha.attention).parameters["block_table"].kind == inspect.Parameter.KEYWORD_ONLY
+    # a paged call: seqlen_k is the table's capacity, the pool's shape is in the Problem
+    pool = torch.randn(2, 7, 5, 2, 64, dtype=torch.bfloat16)  # (2, num_blocks, page_size, Hkv, D)
+    table = torch.zeros(2, 3, dtype=torch.int32)
+    paged = validate(q, pool[0], pool[1], torch.zeros(2, dtype=torch.int32), block_table=table)
+    assert (paged.page_size, paged.num_blocks, paged.max_blocks_per_seq, paged.seqlen_k) == (5, 7, 3, 15)
+    assert paged.has_block_table and paged.block_table_rows_disjoint
+    assert "S=15" in paged.describe() and "paged(5 tokens a page, 7 pages)" in paged.describe()

@@ -1,7 +1,9 @@
 """The "cuda" backend: the hand-written CUDA decode kernels (Hopper: TMA + WGMMA, sm_90a).
 
 The library is built for one architecture (`fmha_arch()` says which) and exposes the same C API
-(fmha_capi.h) on every one; this module chooses a configuration and a split count per problem.
+(fmha_capi.h) on every one; this module chooses a configuration and a split count per problem. A paged
+problem (a block table over page pools) is planned as the contiguous one of S = its capacity
+(max_blocks_per_seq * page_size), never as KV-head pairs (the C API serves those contiguous only).
 """
 from __future__ import annotations
 
@@ -173,8 +175,15 @@ class CudaBackend(Backend):
                     "of 16 bytes (TMA and 16-byte loads)")
         if p.batch > 65535 or p.heads_kv > 65535:
             return f"batch {p.batch} or heads_kv {p.heads_kv} above the grid limit 65535"
-        if p.seqlen_k >= 2 ** 31 - 256:
-            return f"seqlen_k {p.seqlen_k} too large for 32-bit TMA coordinates"
+        if p.seqlen_k > 2 ** 31 - 1 - 1024:
+            what = "max_blocks_per_seq x page_size" if p.has_block_table else "seqlen_k"
+            return f"{what} {p.seqlen_k} too large: the kernel's token indices must stay below 2^31 - 1024"
+        if p.has_block_table:
+            if p.num_blocks > 2 ** 31 - 1:
+                return f"num_blocks {p.num_blocks} above 2^31 - 1 (32-bit page ids)"
+            if not p.block_table_rows_disjoint:
+                return ("block_table rows overlap (stride(0) < max_blocks_per_seq, e.g. an expanded row): the CUDA "
+                        "kernel takes one row per sequence; pass block_table.contiguous()")
         return None
 
     # -- execution --------------------------------------------------------
@@ -228,7 +237,7 @@ class CudaBackend(Backend):
         """Whether p runs as KV-head pairs (KV_HEAD_PAIRS, see HEAD_PAIRS_MIN_FILL): D = 64 with its KV heads side
         by side, an even number of them, at most the narrow loop's rows a pair, and at least HEAD_PAIRS_MIN_FILL x
         SMs pairs (unsplit)."""
-        if p.head_dim != 64 or p.heads_kv % 2 or not p.kv_heads_adjacent:
+        if p.head_dim != 64 or p.heads_kv % 2 or not p.kv_heads_adjacent or p.has_block_table:
             return False
         if 2 * p.seqlen_q * p.group_size > self._narrow_rows[(64, Config.KV_HEAD_PAIRS)]:
             return False
@@ -294,10 +303,15 @@ class CudaBackend(Backend):
                     and clustered_splits(p, _grid_ctas(p), occupancy, merge_mode) == num_splits):
                 merge += (f", fewer splits than the {occupancy} that fill the SMs but need the combine kernel "
                           f"(a short problem: CLUSTER_PLAN_CTAS in fmha/cuda/backend.py)")
+        paged = ""
+        if p.has_block_table:
+            paged = (f"; paged ({p.page_size}-token pages): "
+                     + ("TMA boxes inside each page" if p.page_size % 8 == 0
+                        else "the producer warp gathers each tile (pages not a multiple of 8 tokens)"))
         return (f"config {kind}, {self._tile_n[(p.head_dim, config)]}-token tiles, {loop}; {ctas} CTAs x "
-                f"{num_splits} KV split(s){merge}")
+                f"{num_splits} KV split(s){merge}{paged}")
 
-    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse) -> None:
+    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None) -> None:
         fn = self._fn or self._bind()
         # Keyed on the Problem's identity: fmha.attention passes one memoised object per call
         # shape, and an identity lookup skips hashing and comparing a Problem's fields.
@@ -317,6 +331,11 @@ class CudaBackend(Backend):
             cache_seqlens.data_ptr() if cache_seqlens is not None else 0, shape_bytes,
             qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
             scalar_bytes, ws_ptr, ws_bytes, _current_stream(index), tail_bytes)
+        if p.has_block_table or block_table is not None:  # the table's pointer and row stride, per call
+            if block_table is None or not p.has_block_table:
+                raise ValueError("block_table: given for a contiguous problem, or missing for a paged one")
+            stride = block_table.stride(0) if p.batch > 1 else p.max_blocks_per_seq  # one row: any stride
+            _BLOCK_TABLE.pack_into(args.raw, _TAIL_FIELDS.start, block_table.data_ptr(), stride)
         if self._multi_gpu and index != _current_device():
             with torch.cuda.device(index):
                 status = fn(args.address)
@@ -337,8 +356,12 @@ class CudaBackend(Backend):
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits)
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
         scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, int(config))
-        # Contiguous caches: no block table, no pages; V's head dim is K's.
-        tail_args = (0, 0, 0, p.head_dim_v, 0, 0)
+        # V's head dim is K's. Contiguous caches: no block table, no pages; paged ones: the pool's shape here,
+        # the table's pointer and row stride per call (run).
+        if p.has_block_table:
+            tail_args = (0, 0, p.page_size, p.head_dim_v, p.num_blocks, p.max_blocks_per_seq)
+        else:
+            tail_args = (0, 0, 0, p.head_dim_v, 0, 0)
         packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0, *tail_args)
         launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
                   packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], packed[_TAIL_FIELDS])
@@ -358,6 +381,8 @@ _PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q48s")
 _SHAPE_FIELDS = slice(6 * 8, 13 * 8)
 _SCALAR_FIELDS = slice(25 * 8, 29 * 8)
 _TAIL_FIELDS = slice(32 * 8, 38 * 8)
+# block_table and block_table_stride, the tail's first two fields, packed per call of a paged problem.
+_BLOCK_TABLE = struct.Struct("<Qq")
 
 
 def _check_per_call_layout():

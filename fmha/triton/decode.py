@@ -10,6 +10,13 @@ sequence's length; with one split it writes `out` and `lse` directly, with
 several it writes a normalised fp32 partial (o, lse) that `_combine_splits`
 merges.
 
+Paged caches (PAGED > 0): K and V are pools [num_blocks, page_size, Hkv, D] and
+key j of sequence b is row j % page_size of page BlockTable[b, j // page_size],
+the id clamped into [0, num_blocks) so that no id reads outside the pool. Where
+the page size is a multiple of BLOCK_N a tile lies inside one page (tiles start
+at multiples of BLOCK_N) and one id serves it (PAGED = 2); otherwise each key
+looks up its own (PAGED = 1).
+
 Numerics: scores are scaled by qk_scale = softmax_scale * log2(e) so the
 softmax uses exp2; m_i (running max, log2 domain), l_i (running sum) and acc
 (unnormalised output) are fp32; P is rounded to the input dtype for the PV
@@ -32,15 +39,17 @@ LOG2E = 1.0 / LN2
 
 @triton.jit
 def _decode_kernel(
-    Q, K, V, Out, Lse, OPart, LsePart, Seqlens,
+    Q, K, V, Out, Lse, OPart, LsePart, Seqlens, BlockTable,
     stride_qb, stride_qt, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_ot, stride_oh,
+    stride_bt, num_blocks,
     T, S, tokens_per_split, qk_scale,
     HEADS_KV: tl.constexpr, GROUP: tl.constexpr, NUM_SPLITS: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr, OFFS_64: tl.constexpr,
+    PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -77,14 +86,36 @@ def _decode_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
 
-    k_base = K + b * stride_kb + kvh * stride_kh
-    v_base = V + b * stride_vb + kvh * stride_vh
+    if PAGED:  # pools: the page offset is added per tile or per key below
+        k_base = K + kvh * stride_kh
+        v_base = V + kvh * stride_vh
+    else:
+        k_base = K + b * stride_kb + kvh * stride_kh
+        v_base = V + b * stride_vb + kvh * stride_vh
+    table = BlockTable + b * stride_bt
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
         if OFFS_64:  # token offsets * token stride past 2^31 elements (rare: huge strided views)
             offs_n = offs_n.to(tl.int64)
         in_range = offs_n < end
-        k = tl.load(k_base + offs_n[None, :] * stride_ks + offs_d[:, None], mask=in_range[None, :], other=0.0)
+        if PAGED == 2:  # the tile lies inside one page
+            page = tl.load(table + n0 // PAGE_SIZE)
+            page = tl.minimum(tl.maximum(page, 0), num_blocks - 1).to(tl.int64)
+            rows_n = (n0 % PAGE_SIZE) + tl.arange(0, BLOCK_N)
+            if OFFS_64:
+                rows_n = rows_n.to(tl.int64)
+            k_keys = k_base + page * stride_kb + rows_n * stride_ks
+            v_keys = v_base + page * stride_vb + rows_n * stride_vs
+        elif PAGED == 1:  # one id per key; keys past `end` read no table entry
+            pages = tl.load(table + offs_n // PAGE_SIZE, mask=in_range, other=0)
+            pages = tl.minimum(tl.maximum(pages, 0), num_blocks - 1).to(tl.int64)
+            rows_n = offs_n % PAGE_SIZE
+            k_keys = k_base + pages * stride_kb + rows_n * stride_ks
+            v_keys = v_base + pages * stride_vb + rows_n * stride_vs
+        else:
+            k_keys = k_base + offs_n * stride_ks
+            v_keys = v_base + offs_n * stride_vs
+        k = tl.load(k_keys[None, :] + offs_d[:, None], mask=in_range[None, :], other=0.0)
         if UPCAST_DOT:
             k = k.to(tl.float32)
         qk = tl.dot(q, k) * qk_scale
@@ -99,7 +130,7 @@ def _decode_kernel(
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        v = tl.load(v_base + offs_n[:, None] * stride_vs + offs_d[None, :], mask=in_range[:, None], other=0.0)
+        v = tl.load(v_keys[:, None] + offs_d[None, :], mask=in_range[:, None], other=0.0)
         if UPCAST_DOT:
             acc += tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32))
         else:
@@ -177,11 +208,22 @@ def plan(p, device_sms: int):
     return (block_m, block_n, num_warps, num_stages), m_blocks, splits
 
 
-def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits=None):
+def paged_mode(p, block_n: int) -> int:
+    """The kernel's PAGED: 0 contiguous caches, 2 one page id per tile (pages a multiple of the tile), 1 one
+    per key."""
+    if not p.has_block_table:
+        return 0
+    return 2 if p.page_size % block_n == 0 else 1
+
+
+def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits=None, block_table=None):
     """Run the decode kernel for Problem `p`, writing `out` [B, T, Hq, D] and `lse` [B, Hq, T] (contiguous fp32).
 
-    `num_splits` overrides the heuristic (tests use it to force the split path).
+    `num_splits` overrides the heuristic (tests use it to force the split path). For a paged `p`,
+    `block_table` [B, max_blocks_per_seq] addresses the page pools k_cache / v_cache.
     """
+    if p.has_block_table != (block_table is not None):
+        raise ValueError("block_table: given for a contiguous problem, or missing for a paged one")
     on_gpu = q.device.type == "cuda"
     sms = num_sms(q.device.index if q.device.index is not None else torch.cuda.current_device()) if on_gpu else 8
     (block_m, block_n, num_warps, num_stages), m_blocks, splits = plan(p, sms)
@@ -195,19 +237,28 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
     else:
         o_part = lse_part = out  # unused placeholders
     seqlens = cache_seqlens if cache_seqlens is not None else lse  # unused placeholder
+    paged = paged_mode(p, block_n)
+    if paged:
+        table, stride_bt, num_blocks = block_table, block_table.stride(0), p.num_blocks
+        rows_in_span = p.page_size  # token offsets within a page
+    else:
+        table, stride_bt, num_blocks = seqlens, 0, 1  # unused placeholder
+        rows_in_span = p.seqlen_k
     grid = (m_blocks, B * p.heads_kv, splits)
     _decode_kernel[grid](
-        q, k_cache, v_cache, out, lse, o_part, lse_part, seqlens,
+        q, k_cache, v_cache, out, lse, o_part, lse_part, seqlens, table,
         q.stride(0), q.stride(1), q.stride(2),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
+        stride_bt, num_blocks,
         T, p.seqlen_k, tokens_per_split, p.softmax_scale * LOG2E,
         HEADS_KV=p.heads_kv, GROUP=p.group_size, NUM_SPLITS=splits,
         HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
         CAUSAL=p.causal and T > 1, HAS_SEQLENS=cache_seqlens is not None,
         UPCAST_DOT=interpreter_enabled(),
-        OFFS_64=max(k_cache.stride(1), v_cache.stride(1)) * p.seqlen_k >= 2 ** 31,
+        OFFS_64=max(k_cache.stride(1), v_cache.stride(1)) * rows_in_span >= 2 ** 31,
+        PAGED=paged, PAGE_SIZE=p.page_size if paged else 1,
         num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:
