@@ -1,6 +1,6 @@
 """The decode benchmark: every fmha backend against PyTorch SDPA and FlexAttention.
 
-    python -m perf [--preset full|quick] [--shapes SUBSTR,...] [--out DIR] [--write-tuning]
+    python -m perf [--preset full|quick|paged] [--shapes SUBSTR,...] [--out DIR] [--write-tuning]
     python -m perf --dry-run          # CPU smoke run of the whole pipeline, tiny shapes
 
 For each shape the sweep builds N rotating input sets (together > 3x L2), checks
@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as `python perf/bench.py`
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIN_COSINE = 0.9999
-DEFAULT_BUDGET_S = {"full": 500, "quick": 300}
+DEFAULT_BUDGET_S = {"full": 500, "quick": 300, "paged": 360}
 
 
 # --dtype choices -> torch dtype names
@@ -35,7 +35,9 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m perf", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--preset", default="full", help="shape preset: full (default) or quick")
+    ap.add_argument("--preset", default="full",
+                    help="shape preset: full (default), quick, or paged (paged KV caches against contiguous ones, "
+                         "perf/paged.py)")
     ap.add_argument("--shapes", default=None,
                     help="keep shapes whose name contains any of these comma-separated substrings")
     ap.add_argument("--contenders", default=None,
@@ -73,9 +75,17 @@ def parse_args(argv=None):
     ap.add_argument("--dtype", choices=sorted(DTYPES), default="bf16",
                     help="element type of q, k_cache, v_cache and out (default bf16)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--page-sizes", default=None,
+                    help="--preset paged: comma-separated page sizes for every shape (default 256,64,16 and 1 on "
+                         "two shapes)")
+    ap.add_argument("--no-flashinfer", action="store_true", help="--preset paged: leave FlashInfer out")
     args = ap.parse_args(argv)
     if args.write_tuning and args.dtype != "bf16":
         ap.error(f"--write-tuning: the dispatcher's table is measured in bf16; got --dtype {args.dtype}")
+    if args.preset == "paged" and args.write_tuning:
+        ap.error("--write-tuning: the dispatcher's table comes from the full suite, not --preset paged")
+    if args.preset != "paged" and (args.page_sizes or args.no_flashinfer):
+        ap.error("--page-sizes and --no-flashinfer belong to --preset paged")
     args.replays = max(20, args.replays)
     if args.budget_s is None:
         args.budget_s = DEFAULT_BUDGET_S.get(args.preset, 500)
@@ -470,6 +480,9 @@ def main(argv=None):
     args = parse_args(argv)
     if args.dry_run and not os.environ.get("TRITON_INTERPRET"):
         os.environ["TRITON_INTERPRET"] = "1"  # before any Triton kernel is defined: triton runs on the CPU
+    if args.preset == "paged":  # its own sweep, tables and files (perf/paged.py)
+        from perf import paged
+        return paged.main(args, argv)
     t_start = time.monotonic()
     import torch
     from perf import report

@@ -70,11 +70,29 @@ HEAD_DIMS = [Shape("d64", B=32, S=8192, D=64), Shape("d256", B=32, S=8192, Hq=16
 # a GPU; grids of one CTA per sequence before the split.
 TENSOR_PARALLEL = [Shape("tp", B=1, S=8192, Hq=8, Hkv=1), Shape("tp", B=1, S=32768, Hq=8, Hkv=1)]
 
+# Paged KV caches against contiguous ones (`--preset paged`, perf/paged.py; issue 26): the suite's own
+# shapes, D = 128 (B128 S8K, B1 S64K, the T=4 spec shape), 64, 256 and 512 (MQA Hq16/Hkv1).
+PAGED = [_serving(128, 8192), _serving(1, 65536), SPECULATIVE[0], HEAD_DIMS[0], HEAD_DIMS[1], MQA[0]]
+PAGE_SIZES = (256, 64, 16, 1)
+# Page size 1 (the gather path, token-level tables) only on these two by default: it is the slowest case.
+PAGE1_SHAPES = (_serving(128, 8192).name, _serving(1, 65536).name)
+
 PRESETS = {
     "full": SMALL + SERVING + SPECULATIVE + MQA + HEAD_DIMS + TENSOR_PARALLEL,
     "quick": [SMALL[1], _serving(8, 8192), _serving(32, 4096), _serving(128, 8192),
               SPECULATIVE[0], MQA[0], HEAD_DIMS[1]],
+    "paged": PAGED,
 }
+
+
+def paged_cases(filters: str | None = None, page_sizes=None) -> list:
+    """[(shape, page sizes)] of the paged preset: PAGE_SIZES, page size 1 only on PAGE1_SHAPES, unless
+    `page_sizes` (--page-sizes) gives the list for every shape."""
+    out = []
+    for s in select("paged", filters):
+        ps = list(page_sizes) if page_sizes else [p for p in PAGE_SIZES if p != 1 or s.name in PAGE1_SHAPES]
+        out.append((s, ps))
+    return out
 
 
 def select(preset: str, filters: str | None = None) -> list:

@@ -62,3 +62,290 @@ def test_dry_run_fp16(tmp_path):
     assert res["meta"]["dtype"] == "float16" and res["shapes"][0]["dtype"] == "float16"
     assert res["shapes"][0]["results"]["triton"]["status"] == "ok"
     assert "float16 throughout" in (out / "results.md").read_text()
+
+
+# ---- --preset paged (perf/paged.py): shapes, inputs, the FlashInfer adapter -------------------------------
+
+def test_paged_preset_cases():
+    """Issue 26's shapes, taken from the suite's own definitions; page size 1 on two shapes only."""
+    from perf.shapes import MQA, PAGE_SIZES, PRESETS, paged_cases
+    cases = paged_cases()
+    names = [s.name for s, _ in cases]
+    assert names == ["serve/B128-T1-Hq32-Hkv8-S8192-D128", "serve/B1-T1-Hq32-Hkv8-S65536-D128",
+                     "spec/B32-T4-Hq32-Hkv8-S4096-D128-causal", "d64/B32-T1-Hq32-Hkv8-S8192-D64",
+                     "d256/B32-T1-Hq16-Hkv8-S8192-D256", "mqa/B128-T1-Hq16-Hkv1-S4096-D512"]
+    assert {s.D for s, _ in cases} == {64, 128, 256, 512}
+    assert all(s in PRESETS["full"] for s, _ in cases)  # the suite's shapes, not look-alikes
+    (d512,) = [s for s, _ in cases if s.D == 512]
+    assert d512 == MQA[0] and (d512.Hq, d512.Hkv) == (16, 1)
+    assert PAGE_SIZES == (256, 64, 16, 1)
+    for s, ps in cases:
+        assert ps[:3] == [256, 64, 16] and all(s.S % p == 0 for p in ps)
+    assert [s.name for s, ps in cases if 1 in ps] == names[:2]
+    assert paged_cases("D512", [16, 64]) == [(d512, [16, 64])]
+
+
+def test_paged_preset_arguments():
+    from perf.bench import parse_args
+    from perf.paged import cases, make_contenders
+    args = parse_args(["--preset", "paged", "--page-sizes", "64,16", "--shapes", "spec"])
+    assert args.budget_s == 360
+    ((shape, ps),) = cases(args)
+    assert shape.T == 4 and ps == [64, 16]
+    cont, paged = make_contenders(args)
+    assert [c.name for c in cont] == ["cuda", "triton", "sdpa-cudnn"]
+    assert [c.name for c in paged] == ["cuda", "triton", "flashinfer"]
+    cont, paged = make_contenders(parse_args(["--preset", "paged", "--no-flashinfer",
+                                              "--contenders", "triton,flashinfer"]))
+    assert [c.name for c in cont] == ["triton"] and [c.name for c in paged] == ["triton"]
+    dry = cases(parse_args(["--preset", "paged", "--dry-run"]))
+    assert len(dry) == 6 and all(s.B <= 2 and s.S <= 256 for s, _ in dry)
+    for bad in (["--preset", "paged", "--page-sizes", "0"], ["--preset", "paged", "--page-sizes", "x"]):
+        with pytest.raises(SystemExit):
+            cases(parse_args(bad))
+    for bad in (["--page-sizes", "16"], ["--no-flashinfer"], ["--preset", "paged", "--write-tuning"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+    with pytest.raises(SystemExit):
+        make_contenders(parse_args(["--preset", "paged", "--contenders", "flex"]))
+
+
+@pytest.mark.parametrize("page_size", [1, 4, 7, 16, 64])
+def test_build_paged_holds_the_contiguous_cache(page_size):
+    from perf.paged import build_paged
+    B, S, H, D = 3, 40, 2, 8
+    k = torch.randn(B, S, H, D, dtype=torch.bfloat16)
+    v = torch.randn(B, S, H, D, dtype=torch.bfloat16)
+    kp, vp, bt = build_paged(k, v, page_size, torch.Generator().manual_seed(0))
+    nbps = -(-S // page_size)
+    assert bt.dtype == torch.int32 and tuple(bt.shape) == (B, nbps) and bt.is_contiguous()
+    assert tuple(kp.shape) == tuple(vp.shape) == (B * nbps, page_size, H, D)
+    assert torch.equal(bt.flatten().sort().values, torch.arange(B * nbps, dtype=torch.int32))  # a permutation
+    if B * nbps > 8:  # shuffled: pages that follow each other in a sequence mostly do not in memory
+        assert (bt[:, 1:] - bt[:, :-1] != 1).float().mean() > 0.5
+    j = torch.arange(S)
+    rows = bt.long()[:, j // page_size]  # [B, S]
+    assert torch.equal(kp[rows, j % page_size], k) and torch.equal(vp[rows, j % page_size], v)
+    if S % page_size:
+        assert not kp[bt[:, -1].long(), S % page_size:].any()
+
+
+def test_paged_inputs_on_cpu():
+    from perf.paged import PagedInputs
+    from perf.shapes import Shape
+    s = Shape("t", B=2, S=48, T=2, Hq=4, Hkv=2, D=64)
+    inp = PagedInputs(s, 2, torch.device("cpu"), 0, torch.bfloat16)
+    assert inp.cache_seqlens.tolist() == [48, 48] and inp.cache_seqlens.dtype == torch.int32
+    for P in (16, 1, 32):
+        inp.page(P)
+        assert inp.page_size == P and len(inp.paged_sets) == 2 and inp.num_blocks == 2 * -(-48 // P)
+        for (q, k, v), (qp, kp, vp, bt) in zip(inp.sets, inp.paged_sets):
+            assert qp is q
+            j = torch.arange(48)
+            assert torch.equal(kp[bt.long()[:, j // P], j % P], k) and torch.equal(vp[bt.long()[:, j // P], j % P], v)
+    first, second = inp.paged_sets[0][3], inp.paged_sets[1][3]
+    assert not torch.equal(first, second)  # each input set has a table of its own
+    inp.release_pages()
+    assert inp.paged_sets is None and inp.sets is not None
+    inp.release()
+    assert inp.sets is None
+
+
+def test_flashinfer_plan_args_from_a_block_table():
+    from perf.paged import flashinfer_plan_args
+    bt = torch.tensor([[5, 2, 9, 0], [1, 7, 3, 4], [8, 6, 10, 11], [12, 13, 14, 15], [16, 17, 18, 19]],
+                      dtype=torch.int32)
+    seqlens = torch.tensor([40, 64, 0, 1, 100], dtype=torch.int32)  # 100 > capacity 64: clamped
+    indptr, indices, last = flashinfer_plan_args(bt, seqlens, 16)
+    assert indptr.dtype == indices.dtype == last.dtype == torch.int32
+    assert indptr.tolist() == [0, 3, 7, 7, 8, 12]
+    assert indices.tolist() == [5, 2, 9, 1, 7, 3, 4, 12, 16, 17, 18, 19]
+    assert last.tolist() == [8, 16, 0, 1, 16]
+    # page size 1 and one page per sequence
+    indptr, indices, last = flashinfer_plan_args(bt, torch.tensor([4, 2, 1, 3, 4], dtype=torch.int32), 1)
+    assert indptr.tolist() == [0, 4, 6, 7, 10, 14] and last.tolist() == [1] * 5
+    assert indices.tolist() == [5, 2, 9, 0, 1, 7, 8, 12, 13, 14, 16, 17, 18, 19]
+    indptr, indices, last = flashinfer_plan_args(bt[:, :1], torch.tensor([3, 256, 255, 1, 0], dtype=torch.int32), 256)
+    assert indptr.tolist() == [0, 1, 2, 3, 4, 4] and indices.tolist() == [5, 1, 8, 12]
+    assert last.tolist() == [3, 256, 255, 1, 0]
+
+
+class _FakeFlashInfer:
+    """Stands in for `flashinfer`: wrappers that record their arguments and compute attention from what plan()
+    was given (indptr / indices / last_page_len), so that a wrong plan fails the suite's correctness gate."""
+
+    def __init__(self, fail_plan=None):
+        self.calls = []
+        self.fail_plan = fail_plan
+        fake = self
+
+        class _Wrapper:
+            kind = None
+
+            def __init__(self, workspace, kv_layout="NHD", **kw):
+                self.workspace, self.kv_layout, self.kw = workspace, kv_layout, kw
+                fake.calls.append(("init", self.kind, kv_layout, kw))
+
+            def _plan(self, qo_indptr, indptr, indices, last, Hq, Hkv, D, page_size, **kw):
+                if fake.fail_plan:
+                    raise RuntimeError(fake.fail_plan)
+                fake.calls.append(("plan", self.kind, qo_indptr, indptr, indices, last, Hq, Hkv, D, page_size, kw))
+                self.plan_args = (qo_indptr, indptr, indices, last, page_size, kw)
+
+            def run(self, q, paged_kv_cache, **kw):
+                from fmha.reference import attention_reference
+                import math
+                fake.calls.append(("run", self.kind, q, paged_kv_cache))
+                kp, vp = paged_kv_cache
+                qo_indptr, indptr, indices, last, P, kw = self.plan_args
+                B = len(last)
+                T = q.shape[0] // B
+                out = torch.empty_like(q)
+                for b in range(B):
+                    pages = indices[indptr[b]:indptr[b + 1]].long()
+                    n = (len(pages) - 1) * P + int(last[b])
+                    k = kp[pages].reshape(-1, *kp.shape[2:])[:n]
+                    v = vp[pages].reshape(-1, *vp.shape[2:])[:n]
+                    o, _ = attention_reference(q[b * T:(b + 1) * T][None], k[None], v[None], None,
+                                               1.0 / math.sqrt(q.shape[-1]), bool(kw.get("causal", False)))
+                    out[b * T:(b + 1) * T] = o[0].to(q.dtype)
+                return out
+
+        class BatchDecodeWithPagedKVCacheWrapper(_Wrapper):
+            kind = "decode"
+
+            def plan(self, indptr, indices, last, Hq, Hkv, D, page_size, **kw):
+                self._plan(None, indptr, indices, last, Hq, Hkv, D, page_size, **kw)
+
+        class BatchPrefillWithPagedKVCacheWrapper(_Wrapper):
+            kind = "prefill"
+
+            def plan(self, qo_indptr, indptr, indices, last, Hq, Hkv, D, page_size, **kw):
+                self._plan(qo_indptr, indptr, indices, last, Hq, Hkv, D, page_size, **kw)
+
+        self.BatchDecodeWithPagedKVCacheWrapper = BatchDecodeWithPagedKVCacheWrapper
+        self.BatchPrefillWithPagedKVCacheWrapper = BatchPrefillWithPagedKVCacheWrapper
+
+
+def _paged_run(contender, shape, page_size):
+    import time as _time
+    from perf.bench import parse_args, reference_rows
+    from perf.paged import PagedInputs, _run
+    args = parse_args(["--preset", "paged", "--dry-run"])
+    inp = PagedInputs(shape, 2, torch.device("cpu"), 0, torch.bfloat16)
+    inp.page(page_size)
+    rows, ref = reference_rows(inp)
+    return _run(contender, inp, rows, ref, args, torch.device("cpu"), _time.monotonic() + 600), inp
+
+
+@pytest.mark.parametrize("T,page_size", [(1, 16), (1, 1), (1, 64), (3, 16)])
+def test_flashinfer_adapter_with_a_fake_module(T, page_size):
+    from perf.paged import FlashInferPaged
+    from perf.shapes import Shape
+    fake = _FakeFlashInfer()
+    c = FlashInferPaged(loader=lambda: fake, require_cuda=False)
+    s = Shape("t", B=3, S=40, T=T, Hq=4, Hkv=2, D=64)
+    r, inp = _paged_run(c, s, page_size)
+    assert r["status"] == "ok" and r["cosine"] >= 0.9999, r  # the attention of what plan() described
+    kind = "decode" if T == 1 else "prefill"
+    inits = [x for x in fake.calls if x[0] == "init"]
+    plans = [x for x in fake.calls if x[0] == "plan"]
+    assert len(inits) == len(plans) == 2  # one wrapper per input set, planned once, outside timing
+    for _, k, layout, kw in inits:
+        assert k == kind and layout == "NHD"
+        assert kw == ({"use_tensor_cores": True} if T == 1 else {"backend": "fa2"})
+    nbps = -(-40 // page_size)
+    for (_, k, qo_indptr, indptr, indices, last, Hq, Hkv, D, P, kw), (q, kp, vp, bt) in zip(plans, inp.paged_sets):
+        assert (Hq, Hkv, D, P) == (4, 2, 64, page_size)
+        assert kw["q_data_type"] == kw["kv_data_type"] == torch.bfloat16
+        assert indptr.tolist() == [0, nbps, 2 * nbps, 3 * nbps]
+        assert torch.equal(indices, bt.flatten()) and last.tolist() == [40 - (nbps - 1) * page_size] * 3
+        if T == 1:
+            assert qo_indptr is None and "causal" not in kw
+        else:
+            assert qo_indptr.tolist() == [0, T, 2 * T, 3 * T] and kw["causal"] is True
+    runs = [x for x in fake.calls if x[0] == "run"]
+    assert runs and all(tuple(x[2].shape) == (3 * T, 4, 64) for x in runs)
+    assert any(x[3][0] is inp.paged_sets[0][1] and x[3][1] is inp.paged_sets[0][2] for x in runs)  # the pools, no copy
+
+
+def test_flashinfer_failures_never_break_the_run(monkeypatch):
+    from perf import paged
+    from perf.peers import Unsupported
+    from perf.shapes import Shape
+    s = Shape("t", B=2, S=32, Hq=4, Hkv=2, D=64)
+    # no flashinfer to import: a reason, said once
+    monkeypatch.setattr(paged, "_FLASHINFER", {})
+    monkeypatch.setitem(sys.modules, "flashinfer", None)
+    with pytest.raises(Unsupported, match="import flashinfer failed"):
+        paged.import_flashinfer()
+    r, _ = _paged_run(paged.FlashInferPaged(), s, 16)
+    assert r["status"] == "unsupported" and "import flashinfer failed" in r["reason"]
+    # a module build failure: reported, and not compiled again for the next page size
+    fake = _FakeFlashInfer(fail_plan="ninja: build stopped: subcommand failed.")
+    c = paged.FlashInferPaged(loader=lambda: fake, require_cuda=False)
+    r, _ = _paged_run(c, s, 16)
+    assert r["status"] == "unsupported" and "ninja" in r["reason"]
+    fake.fail_plan = None
+    r, _ = _paged_run(c, s, 64)
+    assert r["status"] == "unsupported" and "not retried" in r["reason"]
+    assert not [x for x in fake.calls if x[0] == "plan"]
+    # a refusal of one shape (no build failure) is per page size
+    fake2 = _FakeFlashInfer(fail_plan="page_size 1 not supported")
+    c2 = paged.FlashInferPaged(loader=lambda: fake2, require_cuda=False)
+    assert _paged_run(c2, s, 1)[0]["status"] == "unsupported"
+    fake2.fail_plan = None
+    assert _paged_run(c2, s, 16)[0]["status"] == "ok"
+    # the real module on a CPU-only run
+    c3 = paged.FlashInferPaged(loader=lambda: fake, require_cuda=True)
+    r, _ = _paged_run(c3, Shape("u", B=2, S=32, Hq=4, Hkv=2, D=128), 16)
+    assert r["status"] == "unsupported" and "CUDA" in r["reason"]
+
+
+def test_paged_summary_and_targets():
+    from perf.paged import markdown, summary_rows, target_for
+    assert target_for(256)[0] == target_for(64)[0] == 1.03
+    assert abs(target_for(16)[0] - 1 / 0.9) < 1e-12 and target_for(1)[0] is None
+    ok = lambda us: {"status": "ok", "us": us, "gbps": 1000.0, "pct_read_ceiling": 20.0, "is_fmha": True}
+    rec = {"name": "serve/B1-T1-Hq32-Hkv8-S8192-D128", "family": "serve", "B": 1, "T": 1, "Hq": 32, "Hkv": 8,
+           "S": 8192, "D": 128, "causal": True,
+           "contiguous": {"cuda": ok(100.0), "triton": ok(200.0), "sdpa-cudnn": ok(110.0)},
+           "paged": {"64": {"page_size": 64, "results": {"cuda": ok(102.0), "triton": ok(210.0),
+                                                          "flashinfer": ok(120.0)}},
+                     "16": {"page_size": 16, "results": {"cuda": ok(115.0), "triton": ok(230.0),
+                                                          "flashinfer": {"status": "unsupported", "reason": "no"}}},
+                     "1": {"page_size": 1, "results": {"cuda": ok(300.0), "triton": {"status": "error",
+                                                                                      "reason": "boom"}}}}}
+    rows = summary_rows([rec])
+    r64, r16, r1 = rows
+    assert abs(r64["cuda_ratio"] - 1.02) < 1e-9 and r64["target_met"] is True
+    assert abs(r64["cuda_speedup_vs_flashinfer"] - 120 / 102) < 1e-9 and r64["cudnn_contiguous_us"] == 110.0
+    assert r16["target_met"] is False and r16["flashinfer_paged_us"] is None
+    assert r1["target_met"] is None and r1["triton_paged_us"] is None
+    meta = {"gpu": "X", "date": "d", "command": "c", "torch": "t", "triton": "t", "fmha": "f", "elapsed_s": 1,
+            "replays": 30, "settle_ms": 200, "min_cosine": 0.9999}
+    md = markdown({"meta": meta, "ceilings": {"read_gbps": 4000.0, "read_source": "read_triton"},
+                   "shapes": [rec], "rows": rows})
+    assert "| 64 | 102.0 | 100.0 | 1.020 | met" in md and "**MISSED**" in md and "error: boom" in md
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU dry run (see test_dry_run_writes_both_regimes)")
+def test_dry_run_paged(tmp_path):
+    out = tmp_path / "perf"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": REPO}
+    cmd = [sys.executable, "-m", "perf", "--preset", "paged", "--dry-run", "--shapes", "serve/B1-", "--page-sizes",
+           "64,1", "--contenders", "triton,sdpa-cudnn,flashinfer", "--out", str(out)]
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    log = r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, log
+    md = (out / "paged.md").read_text()
+    assert "| serve B1 T1 8/2h S256 D128 | 64 |" in md and "| serve B1 T1 8/2h S256 D128 | 1 |" in md, md
+    res = json.loads((out / "paged.json").read_text())
+    (shape,) = res["shapes"]
+    assert shape["contiguous"]["triton"]["status"] == "ok", log
+    assert shape["contiguous"]["sdpa-cudnn"]["status"] == "unsupported"
+    assert set(shape["paged"]) == {"64", "1"} and [r["page_size"] for r in res["rows"]] == [64, 1]
+    for entry in shape["paged"].values():
+        assert entry["results"]["triton"]["status"] != "WRONG"
+        assert entry["results"]["flashinfer"]["status"] == "unsupported"
+    assert (out / "raw" / "paged-samples.json").exists()
