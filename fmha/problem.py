@@ -135,7 +135,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                                  "same pages: [num_blocks, page_size, Hkv, D] both")
     if k_cache.shape != v_cache.shape:
         raise ValueError(f"v_cache: shape {_shape(v_cache)} differs from k_cache's {_shape(k_cache)}; "
-                         f"both must be {layout.split(' ')[0]}")
+                         f"both must be {layout.split(' (')[0]}")
     Bk, S, Hkv, Dk = k_cache.shape
     if not paged and Bk != B:
         raise ValueError(f"k_cache: batch {Bk} differs from q's batch {B}")

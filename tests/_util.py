@@ -54,6 +54,60 @@ def make_inputs(B, T, Hq, Hkv, S, D, dtype=torch.bfloat16, device="cpu", seqlens
     return q, k, v, cache_seqlens
 
 
+PAGED_LAYOUTS = ("separate", "stacked", "interleaved", "head_major")
+
+
+def make_paged(k, v, page_size, cache_seqlens=None, *, layout="separate", extra_blocks=3, shared_pages=0,
+               table_pad=0, nan_fill=True, seed=0):
+    """Page pools holding the contiguous caches k, v [B, S, Hkv, D]: (k_pool, v_pool, block_table).
+
+    Each sequence gets cdiv(S, page_size) pages, shuffled over a pool of that many for every sequence plus
+    `extra_blocks` never referenced. With nan_fill every slot that holds no token of a sequence is NaN: the
+    unreferenced pages, the tail of the last page past S and, with cache_seqlens, every token at or past
+    the sequence's length. shared_pages: sequences 1.. point their first pages at sequence 0's (prefix
+    sharing; their rows of k and v are overwritten with sequence 0's, in place, so the contiguous caches
+    still describe the same attention). table_pad: spare columns in each table row (row stride
+    max_blocks_per_seq + table_pad). layout: "separate" pools, vLLM's "stacked" (2, num_blocks, page, Hkv, D)
+    and "interleaved" (num_blocks, 2, page, Hkv, D) tensors, or "head_major" [num_blocks, Hkv, page, D] storage
+    passed as a permuted view."""
+    B, S, Hkv, D = k.shape
+    P = page_size
+    max_blocks = -(-S // P)
+    num_blocks = B * max_blocks + extra_blocks
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    ids = torch.randperm(num_blocks, generator=g)[:B * max_blocks].view(B, max_blocks)
+    if shared_pages:
+        assert shared_pages * P <= S and B > 1
+        ids[1:, :shared_pages] = ids[0, :shared_pages]
+        k[1:, :shared_pages * P] = k[0, :shared_pages * P]
+        v[1:, :shared_pages * P] = v[0, :shared_pages * P]
+    fill = float("nan") if nan_fill else 0.0
+    dev, dt = k.device, k.dtype
+    if layout == "separate":
+        k_pool = torch.full((num_blocks, P, Hkv, D), fill, dtype=dt, device=dev)
+        v_pool = torch.full((num_blocks, P, Hkv, D), fill, dtype=dt, device=dev)
+    elif layout == "stacked":
+        kv = torch.full((2, num_blocks, P, Hkv, D), fill, dtype=dt, device=dev)
+        k_pool, v_pool = kv[0], kv[1]
+    elif layout == "interleaved":
+        kv = torch.full((num_blocks, 2, P, Hkv, D), fill, dtype=dt, device=dev)
+        k_pool, v_pool = kv[:, 0], kv[:, 1]
+    elif layout == "head_major":
+        k_pool = torch.full((num_blocks, Hkv, P, D), fill, dtype=dt, device=dev).permute(0, 2, 1, 3)
+        v_pool = torch.full((num_blocks, Hkv, P, D), fill, dtype=dt, device=dev).permute(0, 2, 1, 3)
+    else:
+        raise ValueError(f"layout {layout!r}: expected one of {PAGED_LAYOUTS}")
+    lengths = [S] * B if cache_seqlens is None else [min(max(int(n), 0), S) for n in cache_seqlens.tolist()]
+    for b in range(B):
+        j = torch.arange(lengths[b] if nan_fill else S)
+        page, row = ids[b][j // P].to(dev), (j % P).to(dev)
+        k_pool[page, row] = k[b, j.to(dev)]
+        v_pool[page, row] = v[b, j.to(dev)]
+    table = torch.zeros(B, max_blocks + table_pad, dtype=torch.int32, device=dev)[:, :max_blocks]
+    table.copy_(ids.to(torch.int32))
+    return k_pool, v_pool, table
+
+
 def poisoned_out(q):
     return torch.full(q.shape, POISON, dtype=q.dtype, device=q.device)
 
@@ -68,14 +122,15 @@ def cosine(a, b) -> float:
 
 
 def check_backend(backend, q, k, v, cache_seqlens=None, causal=True, softmax_scale=None,
-                  what=""):
-    """Run `backend` into a NaN-poisoned out buffer and compare out and LSE with the reference."""
+                  what="", block_table=None):
+    """Run `backend` into a NaN-poisoned out buffer and compare out and LSE with the reference (with
+    block_table, k and v are page pools)."""
     out = poisoned_out(q)
-    res, lse = fmha.attention(q, k, v, cache_seqlens, causal=causal, softmax_scale=softmax_scale,
-                              return_lse=True, backend=backend, out=out)
+    res, lse = fmha.attention(q, k, v, cache_seqlens, block_table=block_table, causal=causal,
+                              softmax_scale=softmax_scale, return_lse=True, backend=backend, out=out)
     assert res.data_ptr() == out.data_ptr()
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    ref, ref_lse = attention_reference(q, k, v, cache_seqlens, scale, causal)
+    ref, ref_lse = attention_reference(q, k, v, cache_seqlens, scale, causal, block_table=block_table)
     vmax = torch.nan_to_num(v.float(), nan=0.0, posinf=0.0, neginf=0.0).abs().max().item()  # over real values
     compare(out, lse, ref, ref_lse, q.dtype, vmax=vmax, what=f"{backend} {what}")
     return out, lse
