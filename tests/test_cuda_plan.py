@@ -263,3 +263,94 @@ def test_head_pairs_plan(monkeypatch, B, T, Hq, Hkv, adjacent, expected):
     if expected == "KV_HEAD_PAIRS":
         assert "KV-head pairs" in b.launch_details(p) and f"{B * Hkv // 2} CTAs" in b.launch_details(p)
     assert b.launch_plan(dataclasses.replace(p, head_dim=128, head_dim_v=128), 0)[0] != Config.KV_HEAD_PAIRS  # D = 64 only
+
+
+def _paged_problem(B, T, Hq, Hkv, page_size, max_blocks, D, num_blocks=1000, adjacent=True):
+    import dataclasses
+
+    return dataclasses.replace(problem(B, T, Hq, Hkv, page_size * max_blocks, D, device="cuda:0"),
+                               kv_heads_adjacent=adjacent, page_size=page_size, num_blocks=num_blocks,
+                               max_blocks_per_seq=max_blocks)
+
+
+@pytest.mark.parametrize("B,T,Hq,Hkv,D,page_size,max_blocks", (
+    (1, 1, 32, 8, 128, 16, 512),    # split, merged in clusters
+    (1, 1, 32, 8, 128, 13, 2521),   # capacity 32773: not a multiple of the tile
+    (16, 1, 32, 8, 128, 64, 512),   # the shallow ring
+    (32, 1, 32, 8, 128, 1, 8192),   # more CTAs than SMs: wide
+    (2, 1, 128, 1, 512, 256, 16),   # D = 512
+))
+def test_paged_plan_is_the_contiguous_plan_of_the_capacity(monkeypatch, B, T, Hq, Hkv, D, page_size, max_blocks):
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered={8})
+    p = _paged_problem(B, T, Hq, Hkv, page_size, max_blocks, D)
+    flat = dataclasses.replace(p, page_size=None, num_blocks=None, max_blocks_per_seq=None)
+    assert p.seqlen_k == page_size * max_blocks and p.has_block_table and not flat.has_block_table
+    assert b.launch_plan(p, 0) == b.launch_plan(flat, 0)
+    text = b.launch_details(p)
+    assert text.startswith(b.launch_details(flat)) and f"; paged ({page_size}-token pages): " in text, text
+    assert ("TMA boxes inside each page" if page_size % 8 == 0 else "the producer warp gathers") in text, text
+
+
+@pytest.mark.parametrize("B,Hq,Hkv", ((32, 32, 8), (128, 32, 8), (43, 18, 6)))
+def test_paged_problems_never_run_as_head_pairs(monkeypatch, B, Hq, Hkv):
+    """The C API serves KV_HEAD_PAIRS on contiguous caches only: a paged D = 64 grid the pairs rule would take
+    runs as single heads."""
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered=())
+    p = _paged_problem(B, 1, Hq, Hkv, 64, 128, 64)
+    flat = dataclasses.replace(p, page_size=None, num_blocks=None, max_blocks_per_seq=None)
+    assert b.launch_plan(flat, 0) == (Config.KV_HEAD_PAIRS, 1)
+    assert b.launch_plan(p, 0)[0] != Config.KV_HEAD_PAIRS and "KV-head pairs" not in b.launch_details(p)
+
+
+def test_packed_tail_describes_a_paged_cache(monkeypatch):
+    """page_size, head_dim_v, num_blocks, max_blocks_per_seq precomputed; the table's pointer and row stride
+    (0 until a call packs them) per call."""
+    import struct
+
+    b = stub_backend(monkeypatch, clustered=())
+    p = _paged_problem(2, 1, 16, 8, 16, 300, 128, num_blocks=777)
+    assert struct.unpack("<Q5q", b._launch_constants(p)[7]) == (0, 0, 16, 128, 777, 300)
+
+
+@pytest.mark.parametrize("layout", ("separate", "stacked", "interleaved", "head_major"))
+@pytest.mark.parametrize("B", (1, 33))
+def test_run_packs_the_paged_call(monkeypatch, layout, B):
+    """What run hands the C API for a paged call: the pools' own pointers and (page, token, head) strides, the
+    table's pointer and row stride (max_blocks_per_seq for one sequence, whatever its stride), S = the capacity;
+    a later contiguous call sends no table."""
+    import ctypes
+    import dataclasses
+
+    from _util import make_inputs, make_paged
+    from fmha.problem import validate
+
+    b = stub_backend(monkeypatch, clustered=())
+    b._multi_gpu = False
+    monkeypatch.setattr(cb, "_current_stream", lambda index: 0)
+    sent = []
+
+    def fn(address):
+        sent.append(cb._PACKED.unpack(ctypes.string_at(address, cb._PACKED.size)))
+        return 0
+
+    b._fn = fn
+    q, k, v, sl = make_inputs(B, 1, 32, 8, 40, 64, seqlens=[40] * B)
+    kp, vp, bt = make_paged(k, v, 16, sl, layout=layout, table_pad=3)
+    out, lse = torch.empty_like(q), torch.empty(B, 32, 1)
+    p = dataclasses.replace(validate(q, kp, vp, sl, block_table=bt), device=torch.device("cuda:0"))
+    b.run(p, q, kp, vp, sl, out, lse, block_table=bt)
+    a = sent[-1]
+    assert a[1:3] == (kp.data_ptr(), vp.data_ptr()) and a[5] == sl.data_ptr()
+    assert a[6:13] == (B, 1, 32, 8, 48, 64, 1)  # S = 3 pages of 16
+    assert a[16:19] == kp.stride()[:3] and a[19:22] == vp.stride()[:3]
+    assert a[32:] == (bt.data_ptr(), 6 if B > 1 else 3, 16, 64, kp.shape[0], 3)
+    assert int(b.launch_plan(p, 0)[0]) == a[28] != int(Config.KV_HEAD_PAIRS)
+    with pytest.raises(ValueError, match="block_table"):
+        b.run(p, q, kp, vp, sl, out, lse)  # a paged problem without its table
+    flat = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda:0"))
+    b.run(flat, q, k, v, sl, out, lse)
+    assert sent[-1][32:] == (0, 0, 0, 64, 0, 0)
