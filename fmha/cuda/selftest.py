@@ -3,7 +3,10 @@
 Builds the library, runs a handful of small cases through the backend directly
 (no dispatcher), compares with fmha.reference and prints, per case, the max
 output / LSE errors and hints that localise a bug (NaNs, which rows/columns
-are wrong, the ratio to the reference). Exit status 0 when every case passes.
+are wrong, the ratio to the reference). The paged cases ("paged" in the name)
+scatter the cache into shuffled pages of a NaN-filled pool (TMA boxes for pages
+of a multiple of 8 tokens, the gather otherwise) and compare with the reference
+on the contiguous cache. Exit status 0 when every case passes.
 """
 from __future__ import annotations
 
@@ -36,6 +39,23 @@ def _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed):
     return q, k, v, sl
 
 
+def _page(k, v, seqlens, page_size, seed):
+    """(k_pool, v_pool, block_table): each sequence's tokens below its length scattered into shuffled pages of
+    NaN-filled pools [num_blocks, page_size, Hkv, D], two pages no sequence references."""
+    B, S, Hkv, D = k.shape
+    max_blocks = -(-S // page_size)
+    num_blocks = B * max_blocks + 2
+    ids = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(seed))[:B * max_blocks]
+    ids = ids.view(B, max_blocks).cuda()
+    k_pool = torch.full((num_blocks, page_size, Hkv, D), float("nan"), dtype=k.dtype, device="cuda")
+    v_pool = torch.full_like(k_pool, float("nan"))
+    for b in range(B):
+        j = torch.arange(S if seqlens is None else min(seqlens[b], S), device="cuda")
+        k_pool[ids[b][j // page_size], j % page_size] = k[b, j]
+        v_pool[ids[b][j // page_size], j % page_size] = v[b, j]
+    return k_pool, v_pool, ids.to(torch.int32)
+
+
 CASES = [
     # name, B, T, Hq, Hkv, S, D, dtype, seqlens, causal, fused
     ("mha-d64-t1-s128", 1, 1, 8, 8, 128, 64, torch.bfloat16, None, True, False),
@@ -61,15 +81,32 @@ CASES = [
     ("split-d128-s65536", 1, 1, 8, 8, 65536, 128, torch.bfloat16, None, True, False),
     ("split-d256-s16384-varlen", 2, 2, 8, 8, 16384, 256, torch.bfloat16, [16384, 3], True, False),
     ("split-d512-s65536", 1, 1, 16, 1, 65536, 512, torch.bfloat16, None, True, False),
+    # paged caches (a twelfth field: tokens a page): TMA boxes for multiples of 8, the gather for 1 and 13
+    ("paged-d128-p16-varlen", 3, 1, 32, 8, 1000, 128, torch.bfloat16, [1000, 0, 333], True, False, 16),
+    ("paged-d64-p13-gather-t3", 2, 3, 28, 4, 300, 64, torch.bfloat16, [300, 129], True, False, 13),
+    ("paged-d128-p24-t4", 2, 4, 8, 8, 300, 128, torch.bfloat16, None, True, False, 24),
+    ("paged-d256-p64-t3", 2, 3, 16, 8, 500, 256, torch.bfloat16, [500, 77], True, False, 64),
+    ("paged-d512-p1-gather", 2, 1, 16, 1, 200, 512, torch.bfloat16, [200, 33], True, False, 1),
+    ("paged-d512-128heads-p256", 2, 1, 128, 1, 1000, 512, torch.bfloat16, [1000, 1], True, False, 256),
+    ("paged-fp16-d128-p64", 2, 2, 8, 2, 384, 128, torch.float16, [384, 100], True, False, 64),
+    ("paged-split-d128-p64-s65536", 1, 1, 8, 8, 65536, 128, torch.bfloat16, [65536], True, False, 64),
+    ("paged-split-d64-p13-s16384", 2, 1, 8, 8, 16384, 64, torch.bfloat16, [16384, 5000], True, False, 13),
 ]
 
 
 def run_case(backend, case) -> bool:
-    name, B, T, Hq, Hkv, S, D, dtype, seqlens, causal, fused = case
-    q, k, v, sl = _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed=zlib.crc32(name.encode()) % 1000)
+    name, B, T, Hq, Hkv, S, D, dtype, seqlens, causal, fused = case[:11]
+    page_size = case[11] if len(case) > 11 else None
+    seed = zlib.crc32(name.encode()) % 1000
+    q, k, v, sl = _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed=seed)
+    k_in, v_in, block_table = k, v, None
+    if page_size is not None:  # the reference below reads the contiguous cache
+        if sl is None:
+            sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
+        k_in, v_in, block_table = _page(k, v, seqlens, page_size, seed)
     out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
     lse = torch.full((B, Hq, T), float("nan"), dtype=torch.float32, device="cuda")
-    p = validate(q, k, v, sl, None, causal, out)
+    p = validate(q, k_in, v_in, sl, None, causal, out, block_table)
     config, splits = backend.launch_plan(p, torch.cuda.current_device()) if backend._tile_n else ("?", "?")
     why = backend.unsupported_reason(p)
     if why:
@@ -77,7 +114,7 @@ def run_case(backend, case) -> bool:
         return False
     t0 = time.perf_counter()
     try:
-        backend.run(p, q, k, v, sl, out, lse)
+        backend.run(p, q, k_in, v_in, sl, out, lse, block_table=block_table)
         torch.cuda.synchronize()
     except Exception as e:  # report and go on with the next case
         print(f"  {name:36s} ERROR: {type(e).__name__}: {e}")
