@@ -10,12 +10,13 @@ configuration; a combine grid of many CTAs; two splits merged as cluster pairs (
 shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit and split (the split one
 launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-row block) and the seesaw
 (two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles); KV-head pairs at D = 64
-(the plan's and a forced causal grid)."""
+(the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
+gather (13), unsplit and split, and page ids out of the pool's range (clamped: no access outside it)."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fmha
-from _util import make_inputs
+from _util import make_inputs, make_paged
 cases = []
 for D in (64, 128, 256, 512):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
@@ -37,6 +38,32 @@ for (B, T, Hq, Hkv, S, D, sl) in cases:
     out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
     torch.cuda.synchronize()
     print("ran", B, T, Hq, Hkv, S, D, sl, "nan" if torch.isnan(out).any() else "ok", flush=True)
+
+# Paged caches: shuffled pages of NaN-filled pools (NaN past each sequence's length: "nan" below is a failure
+# except where ids are out of range), TMA boxes (64) and the gather (13), causal T=3 with an empty sequence,
+# split-KV; then ids below 0 and past num_blocks in one sequence.
+for D in (64, 128, 256, 512):
+    Hq, Hkv = (16, 1) if D == 512 else (28, 4)
+    for page_size in (64, 13):
+        for (B, T, S, sl) in ((3, 3, 300, [300, 0, 129]), (1, 1, 8192, [8000])):
+            q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
+            kp, vp, bt = make_paged(k, v, page_size, cs)
+            launch = fmha.explain(q, kp, vp, cs, block_table=bt, backend="cuda").launch
+            out, lse = fmha.attention(q, kp, vp, cs, block_table=bt, backend="cuda", return_lse=True)
+            torch.cuda.synchronize()
+            print("ran paged", B, T, Hq, Hkv, S, D, page_size, launch.split("; ")[-1],
+                  "nan" if torch.isnan(out).any() else "ok", flush=True)
+for page_size in (64, 13):
+    q, k, v, cs = make_inputs(3, 2, 32, 8, 700, 128, device="cuda", seqlens=[700, 700, 129])
+    kp, vp, bt = make_paged(k, v, page_size, cs)
+    nb = kp.shape[0]
+    bad = torch.tensor([-1, nb, nb + 7, 2 ** 31 - 1, -2 ** 31], dtype=torch.int32, device="cuda")
+    bt[1] = bad.repeat(bt.shape[1] // 5 + 1)[:bt.shape[1]]
+    out, lse = fmha.attention(q, kp, vp, cs, block_table=bt, backend="cuda", return_lse=True)
+    torch.cuda.synchronize()
+    valid = out[[0, 2]]
+    print("ran paged out-of-range ids", page_size, "nan in valid sequences" if torch.isnan(valid).any() else "ok",
+          flush=True)
 
 # The in-cluster merge of split partials, forced (as tests/test_cuda.py::test_cluster_merge does):
 # 8 packed rows, two merge chunks (5 splits) and the 16-CTA cluster limit, empty splits in the short row.
