@@ -1,6 +1,7 @@
 """fmha: fused multi-head attention kernels for LLM decode.
 
     out = fmha.attention(q, k_cache, v_cache, cache_seqlens)   # q [B,T,Hq,D], cache [B,S,Hkv,D]
+    out = fmha.attention(q, k_pool, v_pool, cache_seqlens, block_table=bt)  # paged (docs/paged.md)
 
 Backends: "reference" (fp32 PyTorch, ground truth), "triton" (portable FA2
 split-KV kernel), "cuda" (hand-written sm_90a TMA + WGMMA kernel).
