@@ -260,9 +260,12 @@ class CudaBackend(Backend):
         device's cluster occupancy)."""
         ctas, rows, dtype = _grid_ctas(p), p.seqlen_q * p.group_size, _DTYPE_CODE[p.dtype]
 
+        gather = p.page_size is not None and p.page_size % 8 != 0
+
         def merge_mode(splits: int) -> int:
             with torch.cuda.device(index):
-                return self._cluster_merge(p.head_dim, dtype, config, splits, ctas, rows)
+                mode = self._cluster_merge(p.head_dim, dtype, config, splits, ctas, rows)
+            return 0 if gather and mode == 1 else mode  # the gather path merges by kernel (fmha_capi.h)
 
         return merge_mode
 

@@ -53,7 +53,8 @@ int fmha_config_narrow_rows(int D, int config);
 // on the current device: 0 through the workspace and the combine kernel; inside thread-block clusters
 // (no combine kernel, no workspace) 1 with every split pushing each row to the rank that merges it
 // once all have finished (at most 16 rows), 2 as pairs of CTAs that push as soon as each has finished
-// (two splits). -1: D, dtype or configuration invalid.
+// (two splits). -1: D, dtype or configuration invalid. A paged launch whose pages are no multiple of 8
+// tokens (the gather path) takes 0 where this answers 1.
 int fmha_cluster_merge(int D, int dtype, int config, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once (asked of the
 // bf16 kernel; the fp16 one has the same shared memory and threads), launched with the kernel's own

@@ -167,6 +167,9 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   // Decided once: the shared memory the launch asks for and the cluster occupancy the merge mode reads.
   const bool exclusive = exclusive_sms(clusters * p.num_splits, p.num_splits);
   lp.cluster_merge = merge_mode(p.num_splits, clusters, p.rows, exclusive);
+  // The gather path's cp.async writes into the ring, which the dealt-rows merge then receives into:
+  // racecheck reports them as racing with the pushes, so gathered launches merge by kernel.
+  if (paged && lp.page_box_rows == 0 && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
   if (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel) {  // partials go through the workspace
     const size_t need = workspace_bytes(p.B, p.T, p.Hq, D, p.num_splits);
     if (p.o_partial == nullptr || workspace_size < need)
