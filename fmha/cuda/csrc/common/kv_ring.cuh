@@ -76,17 +76,32 @@ __device__ __forceinline__ bool kv_gather(const DecodeParams& p) {
   return p.block_table != nullptr && p.page_box_rows == 0;
 }
 
+// The pages of one tile's TMA boxes (paged caches), looked up a tile ahead so that the latency of the
+// table loads overlaps the ring wait instead of delaying the refill: box i covers tokens token0 + i
+// p.page_box_rows onwards (page_box_rows >= 8, so a tile has at most kBlockN / 8 boxes).
+template <class Tr>
+struct PagedTile {
+  static constexpr int kMaxBoxes = Tr::kBlockN / 8;
+  PagedRow box[kMaxBoxes];
+  __device__ __forceinline__ void lookup(const DecodeParams& p, int b, int token0) {
+#pragma unroll
+    for (int i = 0; i < kMaxBoxes; ++i)
+      if (i * p.page_box_rows < Tr::kBlockN) box[i] = paged_row(p, b, token0 + i * p.page_box_rows);
+  }
+};
+
 // load_kv_tile through the block table: boxes of p.page_box_rows tokens, each inside one page (the tensor
-// map's dims 1-3 are then (page row, head) or (head, page row), and the page). `first`: the page of token0,
-// looked up a tile ahead (the table load's latency then overlaps the ring wait); later boxes' ids share its
-// table line.
+// map's dims 1-3 are then (page row, head) or (head, page row), and the page).
 template <class Tr>
 __device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
                                                    const CUtensorMap* tmap, uint64_t* full, const DecodeParams& p,
-                                                   PagedRow first, int token0, int kvh, int b, int head_major,
+                                                   const PagedTile<Tr>& pages, int kvh, int head_major,
                                                    uint64_t policy) {
-  for (int r = 0; r < Tr::kBlockN; r += p.page_box_rows) {
-    const PagedRow pr = r == 0 ? first : paged_row(p, b, token0 + r);
+#pragma unroll
+  for (int i = 0; i < PagedTile<Tr>::kMaxBoxes; ++i) {
+    const int r = i * p.page_box_rows;
+    if (r >= Tr::kBlockN) break;
+    const PagedRow pr = pages.box[i];
     const int c1 = head_major ? kvh : pr.row, c2 = head_major ? pr.row : kvh;
 #pragma unroll
     for (int bx = 0; bx < Tr::kBoxes; ++bx)
@@ -144,8 +159,8 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
   ptx::prefetch_tensormap(tmap_k);
   ptx::prefetch_tensormap(tmap_v);
   const uint64_t policy = ptx::create_policy_evict_first();
-  PagedRow first{0, 0};  // paged: the page of the tile's first token, looked up a tile ahead
-  if (paged && tr.begin < tr.end) first = paged_row(p, b, tr.begin * Tr::kBlockN);
+  PagedTile<Tr> pages;  // paged: the next tile's pages
+  if (paged && tr.begin < tr.end) pages.lookup(p, b, tr.begin * Tr::kBlockN);
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
@@ -153,8 +168,7 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
     if (paged)
-      load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, first, tile * Tr::kBlockN, kvh, b,
-                             k_head_major, policy);
+      load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, kvh, k_head_major, policy);
     else
       load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
     probe_stamp(it, kProbeKIssued);
@@ -164,13 +178,12 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
     if (paged)
-      load_kv_tile_paged<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], p, first, tile * Tr::kBlockN, kvh, b,
-                             v_head_major, policy);
+      load_kv_tile_paged<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], p, pages, kvh, v_head_major, policy);
     else
       load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major,
                        policy);
     probe_stamp(it, kProbeVIssued);
-    if (paged && tile + 1 < tr.end) first = paged_row(p, b, (tile + 1) * Tr::kBlockN);
+    if (paged && tile + 1 < tr.end) pages.lookup(p, b, (tile + 1) * Tr::kBlockN);
   }
 }
 
