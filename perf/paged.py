@@ -194,10 +194,6 @@ class FmhaCall(Contender):
             return fn(i)
         except NotImplementedError as e:
             raise Unsupported(str(e)) from e
-        except TypeError as e:
-            if "block_table" in str(e):
-                raise Unsupported(f"fmha.attention takes no block_table here: {e}") from e
-            raise
 
 
 _FLASHINFER = {}  # "module" or "reason", once the import was tried

@@ -354,3 +354,13 @@ def test_run_packs_the_paged_call(monkeypatch, layout, B):
     flat = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda:0"))
     b.run(flat, q, k, v, sl, out, lse)
     assert sent[-1][32:] == (0, 0, 0, 64, 0, 0)
+
+
+@pytest.mark.parametrize("page_size, clustered", ((13, 0), (1, 0), (16, 1), (64, 1)))
+def test_gathered_pages_merge_by_kernel(monkeypatch, page_size, clustered):
+    """Pages that are no multiple of 8 tokens take the gather path, whose launches merge split partials by
+    kernel (the C API never merges them in the ring-backed cluster buffer), so the plan sees merge mode 0
+    and run allocates the combine kernel's workspace."""
+    b = stub_backend(monkeypatch, clustered={8})
+    p = _paged_problem(1, 1, 32, 8, page_size, 8192 // page_size + 1, 128)
+    assert b._merge_modes(p, 0, Config.DEEP)(8) == clustered
