@@ -55,8 +55,8 @@
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
 // c ^ (r % 8)), 1024 B aligned. A box is filled by TMA boxes of 64 head-dim columns x kTmaRows
-// tokens of one (KV head, sequence) (kTmaRows = kBlockN except on the deep variant), each starting
-// on a 1024 B boundary; both tensor-map dimension orders give the same shared-memory image.
+// tokens of one (KV head, sequence) (Config::tma_rows; fewer inside a page of a paged cache), each
+// starting on a 1024 B boundary; both tensor-map dimension orders give the same shared-memory image.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (types only; no driver calls from device code)

@@ -323,7 +323,7 @@ __device__ __forceinline__ void wgmma_ss_m64n256k16_mn_b(float (&d)[128], uint64
 }
 
 // m64n32k16, A from registers (a Q fragment held across tiles), B from a K-major descriptor (imm-trans-b = 0):
-// part of S = Q K^T at D = 512 (decode_kernel.cuh, FMHA_SM90_D512_Q_REGS).
+// part of S = Q K^T at D = 512 (mma.cuh qk_gemm, Config::q_reg_cols).
 template <bool kBf16>
 __device__ __forceinline__ void wgmma_rs_m64n32k16_kmajor(float (&d)[16], const uint32_t (&a)[4], uint64_t desc_b,
                                                           int scale_d) {
