@@ -168,7 +168,9 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "invalid shape B=0" in msg
     # Paged caches: the pool and table arguments are checked before any CUDA call.
     status, msg = call(page_size=16)
-    assert status != 0 and "page_size=16 without a block_table" in msg, msg
+    assert status != 0 and "page_size=16" in msg and "without a block_table" in msg, msg
+    status, msg = call(num_blocks=8)  # pool fields of a contiguous call are refused, not ignored
+    assert status != 0 and "num_blocks=8" in msg and "without a block_table" in msg, msg
     status, msg = call(block_table=ptr, page_size=16, num_blocks=0, max_blocks=4)
     assert status != 0 and "num_blocks=0" in msg and "must be in [1" in msg, msg
     status, msg = call(block_table=ptr + 2, page_size=16, num_blocks=8, max_blocks=4)

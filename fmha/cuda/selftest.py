@@ -91,6 +91,8 @@ CASES = [
     ("paged-fp16-d128-p64", 2, 2, 8, 2, 384, 128, torch.float16, [384, 100], True, False, 64),
     ("paged-split-d128-p64-s65536", 1, 1, 8, 8, 65536, 128, torch.bfloat16, [65536], True, False, 64),
     ("paged-split-d64-p13-s16384", 2, 1, 8, 8, 16384, 64, torch.bfloat16, [16384, 5000], True, False, 13),
+    # the gather on D = 128 WIDE (more CTAs than SMs): the overlapped loop waits for K two tiles ahead
+    ("paged-d128-p13-gather-wide", 160, 1, 32, 8, 1000, 128, torch.bfloat16, None, True, False, 13),
 ]
 
 

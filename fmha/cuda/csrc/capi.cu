@@ -133,8 +133,13 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     if (a->block_table_stride < a->max_blocks_per_seq)
       return fail("block_table_stride=%lld is below max_blocks_per_seq=%lld", (long long)a->block_table_stride,
                   (long long)a->max_blocks_per_seq);
-  } else if (a->page_size != 0) {
-    return fail("page_size=%lld without a block_table", (long long)a->page_size);
+    if (a->B > 0 && a->block_table_stride > INT64_MAX / a->B)
+      return fail("block_table_stride=%lld too large for B=%lld rows", (long long)a->block_table_stride,
+                  (long long)a->B);
+  } else if (a->page_size != 0 || a->num_blocks != 0 || a->max_blocks_per_seq != 0 || a->block_table_stride != 0) {
+    return fail("page_size=%lld num_blocks=%lld max_blocks_per_seq=%lld block_table_stride=%lld without a "
+                "block_table (all must be 0 for contiguous caches)", (long long)a->page_size,
+                (long long)a->num_blocks, (long long)a->max_blocks_per_seq, (long long)a->block_table_stride);
   }
   if (out_of_int(a->B) || out_of_int(a->T) || out_of_int(a->Hq) || out_of_int(a->Hkv) || (!paged && out_of_int(a->S)))
     return fail("invalid shape B=%lld T=%lld Hq=%lld Hkv=%lld S=%lld (all must be in [1, 2^31 - 1])",

@@ -84,7 +84,7 @@ void sanitize_kv_strides(int S, int Hkv, int D, int B, int64_t& s_b, int64_t& s_
 }
 
 int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, int Hkv, int D, int64_t s_b,
-                  int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name) {
+                  int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name, bool paged) {
   auto encode = get_encode_fn();
   if (encode == nullptr) return fail("cuTensorMapEncodeTiled is not available from the CUDA driver");
   const int64_t eb = 2;  // bytes per element (fp16 / bf16)
@@ -93,7 +93,9 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
   cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), d1, d2, static_cast<cuuint64_t>(B)};
   cuuint64_t strides[3] = {static_cast<cuuint64_t>(st1 * eb), static_cast<cuuint64_t>(st2 * eb),
                            static_cast<cuuint64_t>(s_b * eb)};
-  const char* stride_names[3] = {"S", "Hkv", "B"};
+  const char* s_name = paged ? "page_size" : "S";  // (token within a page, page)
+  const char* b_name = paged ? "num_blocks" : "B";
+  const char* stride_names[3] = {paged ? "token-in-page" : "S", "Hkv", paged ? "page" : "B"};
   const int64_t elem_strides_in[3] = {s_s, s_h, s_b};
   for (int i = 0; i < 3; ++i) {
     const int64_t st = elem_strides_in[i] * eb;
@@ -109,9 +111,9 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    return fail("%s: cuTensorMapEncodeTiled failed with CUresult %d (dims D=%d S=%d Hkv=%d B=%d, byte strides "
+    return fail("%s: cuTensorMapEncodeTiled failed with CUresult %d (dims D=%d %s=%d Hkv=%d %s=%d, byte strides "
                 "%llu %llu %llu)",
-                name, static_cast<int>(r), D, S, Hkv, B, (unsigned long long)strides[0],
+                name, static_cast<int>(r), D, s_name, S, Hkv, b_name, B, (unsigned long long)strides[0],
                 (unsigned long long)strides[1], (unsigned long long)strides[2]);
   return 0;
 }

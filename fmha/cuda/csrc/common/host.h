@@ -45,9 +45,10 @@ void sanitize_kv_strides(int S, int Hkv, int D, int B, int64_t& s_b, int64_t& s_
 // 128B swizzle, OOB -> zeros, 128 B L2 promotion (one box row; 256 B cost bandwidth). The order is
 // chosen so that byte strides increase with the dimension (the usual [B, S, Hkv, D] cache is
 // head_major = 1, a [B, Hkv, S, D] cache viewed as [B, S, Hkv, D] is head_major = 0). dtype: 0 fp16,
-// 1 bf16. `name` names the tensor in errors.
+// 1 bf16. `name` names the tensor in errors; `paged`: B and S are a page pool's num_blocks and
+// page_size (errors name them so).
 int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, int Hkv, int D, int64_t s_b,
-                  int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name);
+                  int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name, bool paged = false);
 
 // Bytes of split-KV workspace (params.h) for num_splits > 1 merged by the combine kernel; 0 unsplit.
 size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits);

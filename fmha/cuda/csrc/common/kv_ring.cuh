@@ -130,9 +130,10 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
   }
 }
 
-// The gather path's producer: every lane of the producer warp copies its rows of the K and V tiles, waits
-// for its copies, makes them visible to the MMA's async proxy and arrives on both full barriers (which
-// then expect 32 arrivals, no transaction bytes).
+// The gather path's producer: every lane of the producer warp copies its rows of a tile, waits for its
+// copies, makes them visible to the MMA's async proxy and arrives on the stage's full barrier (which then
+// expects 32 arrivals, no transaction bytes). K is completed before V's stage is waited for, as the TMA
+// path's K completes on its own: the overlapped loop waits for K(it + 2) before it releases V(it).
 template <class Tr, class Ss>
 __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams& p, const TileRange& tr, int kvh,
                                                      int b, int lane) {
@@ -140,11 +141,13 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
     const int stage = it % Tr::kStages, stage_v = it % Tr::kStagesV;
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
     gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, p, tile * Tr::kBlockN, kvh, b, lane);
-    ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
-    gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, p, tile * Tr::kBlockN, kvh, b, lane);
     ptx::cp_async_wait_all();
     ptx::fence_proxy_async_shared();  // generic-proxy writes -> the MMA's async-proxy reads
     ptx::mbarrier_arrive(&ss.full_k[stage]);
+    ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
+    gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, p, tile * Tr::kBlockN, kvh, b, lane);
+    ptx::cp_async_wait_all();
+    ptx::fence_proxy_async_shared();
     ptx::mbarrier_arrive(&ss.full_v[stage_v]);
   }
 }

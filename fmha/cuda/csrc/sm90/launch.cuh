@@ -144,10 +144,10 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   CUtensorMap tmap_k, tmap_v;
   const int dtype = kBf16 ? 1 : 0;
   if (encode_kv_map(&tmap_k, kv.k, dtype, map_b, map_s, p.Hkv, D, kv.k_b, kv.k_s, kv.k_h, box_rows, p.k_head_major,
-                    "k_cache"))
+                    "k_cache", paged))
     return 1;
   if (encode_kv_map(&tmap_v, kv.v, dtype, map_b, map_s, p.Hkv, D, kv.v_b, kv.v_s, kv.v_h, box_rows, p.v_head_major,
-                    "v_cache"))
+                    "v_cache", paged))
     return 1;
 
   auto kernel = decode_kernel<D, kBf16, kConfig>;
