@@ -98,3 +98,55 @@ extern "C" __global__ void __launch_bounds__(128, 1)
     ptx::tcgen05_dealloc<kTmemCols>(tmem_d);
   }
 }
+
+// Every instantiated .num of the ld / st wrappers (a typo in a branch that no kernel instantiates would
+// otherwise go unseen): each warp copies its lane quarter of 128 allocated columns through registers
+// (32x32b.x8 .. x64, 16x256b.x1 .. x16) and writes a checksum.
+template <int N>
+__device__ __forceinline__ uint32_t roundtrip_32x32b(uint32_t taddr) {
+  uint32_t r[N];
+  fmha::ptx::tcgen05_ld_32x32b<N>(taddr, r);
+  fmha::ptx::tcgen05_wait_ld(r);
+  fmha::ptx::tcgen05_st_32x32b<N>(taddr, r);
+  uint32_t s = 0;
+#pragma unroll
+  for (int j = 0; j < N; ++j) s ^= r[j];
+  return s;
+}
+template <int N>
+__device__ __forceinline__ uint32_t roundtrip_16x256b(uint32_t taddr) {
+  uint32_t r[4 * N];
+  fmha::ptx::tcgen05_ld_16x256b<N>(taddr, r);
+  fmha::ptx::tcgen05_wait_ld(r);
+  fmha::ptx::tcgen05_st_16x256b<N>(taddr, r);
+  uint32_t s = 0;
+#pragma unroll
+  for (int j = 0; j < 4 * N; ++j) s ^= r[j];
+  return s;
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) sm100_probe_shapes_kernel(uint32_t* __restrict__ out) {
+  namespace ptx = fmha::ptx;
+  __shared__ uint32_t tmem_base_slot;
+  const int warp = threadIdx.x / 32;
+  if (warp == 0) {
+    ptx::tcgen05_alloc<kTmemCols>(&tmem_base_slot);
+    ptx::tcgen05_relinquish_alloc_permit();
+  }
+  ptx::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  ptx::tcgen05_fence_after_thread_sync();
+  const uint32_t base = ptx::tmem_addr(tmem_base_slot, 32 * warp, 0);
+  uint32_t s = roundtrip_32x32b<8>(base) ^ roundtrip_32x32b<16>(base) ^ roundtrip_32x32b<32>(base) ^
+               roundtrip_32x32b<64>(base);
+  s ^= roundtrip_16x256b<1>(base) ^ roundtrip_16x256b<2>(base) ^ roundtrip_16x256b<4>(base) ^
+       roundtrip_16x256b<8>(base) ^ roundtrip_16x256b<16>(base);
+  ptx::tcgen05_wait_st();
+  out[threadIdx.x] = s;
+  ptx::tcgen05_fence_before_thread_sync();
+  __syncthreads();
+  if (warp == 0) {
+    ptx::tcgen05_fence_after_thread_sync();
+    ptx::tcgen05_dealloc<kTmemCols>(tmem_base_slot);
+  }
+}
