@@ -304,6 +304,30 @@ def test_paged_validation_errors(change, exc, match, monkeypatch):
         fmha.explain(q, args["kp"], args["vp"], args["sl"], block_table=args["bt"])
 
 
+@pytest.mark.parametrize("which", ("bt", "sl"))
+def test_sparse_table_or_lengths_are_refused(which, monkeypatch):
+    """A sparse block_table or cache_seqlens (one column, or B = 1, so that no stride check catches it) is refused
+    by name before anything runs, also after a dense tensor of the same shape and strides was memoised."""
+    from fmha.backends import registry
+
+    q, kp, vp, sl, bt = _paged_args()
+    bt, sl = bt[:, :1], sl.clone()
+    if which == "sl":
+        q, bt, sl = q[:1], bt[:1], sl[:1]
+    bad = dict(bt=bt, sl=sl)
+    bad[which] = bad[which].to_sparse()
+    dense = dict(bt=bt, sl=sl)  # the same shape and strides as the sparse tensor, dense
+    dense[which] = torch.zeros(1, dtype=torch.int32).as_strided(bad[which].shape, bad[which].stride())
+    fmha.attention(q, kp, vp, dense["sl"], block_table=dense["bt"], backend="reference")  # memoised
+    for name in ("reference", "triton"):  # nothing may run
+        monkeypatch.setattr(registry()[name], "run", lambda *a, **k: pytest.fail("a backend ran"))
+    arg = "block_table" if which == "bt" else "cache_seqlens"
+    with pytest.raises(TypeError, match=rf"{arg}: layout torch.sparse_coo is not allowed"):
+        fmha.attention(q, kp, vp, bad["sl"], block_table=bad["bt"], backend="reference")
+    with pytest.raises(TypeError, match=rf"{arg}: layout torch.sparse_coo is not allowed"):
+        validate(q, kp, vp, bad["sl"], block_table=bad["bt"])
+
+
 def test_paged_pools_need_not_match_the_batch():
     """A pool's first dimension is its page count, not B: no batch check applies."""
     q, kp, vp, sl, bt = _paged_args()
