@@ -26,10 +26,13 @@ constexpr uint32_t kBarVTail = 2;
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
 
-// A consumer's wait for a full stage (ring position `it`), stamped by thread 0 under the probe.
+// A consumer's wait for a full stage (ring position `it`), stamped by thread 0 under the probe. The
+// proxy fence serves the gather path, whose cp.async writes are generic-proxy writes that this thread's
+// wgmmas (async proxy) then read; TMA-filled stages do not need it.
 __device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, int it, int wait_event, int ctid) {
   if (ctid == 0) probe_stamp(it, wait_event);
   ptx::mbarrier_wait_parity(full, phase);
+  ptx::fence_proxy_async_shared();
   if (ctid == 0) {
     probe_stamp(it, wait_event + 1);
     if (it == 0 && wait_event == kProbeKFullWait) probe_timeline(kTimelineFirstK);
@@ -109,46 +112,71 @@ __device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][T
   }
 }
 
-// One tile into one ring stage by the 32 lanes of the producer warp (the gather path): 16-byte cp.async
-// chunks written where TMA's 128B swizzle would put them (chunk c of row r at c ^ (r % 8)); rows at or
-// past the sequence capacity S are zero-filled.
+// The gather path's rows of one tile, looked up by the producer warp's lanes in turn (lane l: rows l,
+// l + 32, ...; consecutive lanes read consecutive table entries): each row's page and its row in the page,
+// -1 for rows at or past the sequence capacity S. Looked up a tile ahead, like PagedTile, so that the table
+// loads overlap the ring waits; K and V share the lookup.
+template <class Tr>
+struct GatherRows {
+  static constexpr int kPerLane = (Tr::kBlockN + 31) / 32;
+  int block[kPerLane], row[kPerLane];
+  __device__ __forceinline__ void lookup(const DecodeParams& p, int b, int token0, int lane) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int token = token0 + lane + 32 * i;
+      const bool valid = lane + 32 * i < Tr::kBlockN && token < p.S;
+      const PagedRow pr = paged_row(p, b, valid ? token : 0);
+      block[i] = pr.block;
+      row[i] = valid ? pr.row : -1;
+    }
+  }
+};
+
+// One tile into one ring stage by the 32 lanes of the producer warp (the gather path), four rows per
+// cp.async instruction: lane l copies 16-byte chunk l % 8 of row 4 g + l / 8, so that each instruction
+// reads four whole 128-byte lines. Chunks go where TMA's 128B swizzle would put them (chunk c of row r
+// at c ^ (r % 8)); rows at or past the sequence capacity S are zero-filled. A row's page comes from the
+// lane that looked it up (GatherRows), by shuffle.
 template <class Tr>
 __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
                                                const void* pool, int64_t s_blk, int64_t s_tok, int64_t s_h,
-                                               const DecodeParams& p, int token0, int kvh, int b, int lane) {
+                                               const GatherRows<Tr>& rows, int kvh, int lane) {
+  static_assert(Tr::kRowBytes == 128 && Tr::kBlockN % 4 == 0, "gather: 128-byte box rows, 4-row groups");
   const uint32_t base = ptx::smem_addr(&dst[0][0]);
-  const uint32_t swizzle = static_cast<uint32_t>(lane % 8) * 16;  // row r = lane + 32 i: r % 8 = lane % 8
-  for (int r = lane; r < Tr::kBlockN; r += 32) {
-    const bool valid = token0 + r < p.S;
-    const PagedRow pr = paged_row(p, b, valid ? token0 + r : 0);
-    const uint16_t* src = static_cast<const uint16_t*>(pool) + pr.block * s_blk + pr.row * s_tok + kvh * s_h;
-    const uint32_t dst_row = base + r * Tr::kRowBytes, bytes = valid ? 16u : 0u;
-    // 16-byte chunk k of the row's D columns: box k / 8, swizzled chunk (k % 8) ^ (r % 8).
-#pragma unroll 1
-    for (int k = 0; k < Tr::kBoxes * 8; ++k)
-      ptx::cp_async_16(dst_row + (k / 8) * Tr::kKvBoxBytes + ((k % 8) * 16 ^ swizzle), src + k * 8, bytes);
+  const int sub = lane / 8, chunk = lane % 8;
+  const uint16_t* head = static_cast<const uint16_t*>(pool) + kvh * s_h + chunk * 8;
+#pragma unroll
+  for (int g = 0; g < Tr::kBlockN / 4; ++g) {
+    const int r = 4 * g + sub;  // lane r % 32 looked this row up, as entry r / 32 = (4 g) / 32
+    const int block = __shfl_sync(0xffffffffu, rows.block[(4 * g) / 32], (4 * g) % 32 + sub);
+    const int row = __shfl_sync(0xffffffffu, rows.row[(4 * g) / 32], (4 * g) % 32 + sub);
+    const uint16_t* src = head + block * s_blk + max(row, 0) * s_tok;
+    const uint32_t to = base + r * Tr::kRowBytes + ((chunk ^ (r % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
+#pragma unroll
+    for (int bx = 0; bx < Tr::kBoxes; ++bx)
+      ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
   }
 }
 
-// The gather path's producer: every lane of the producer warp copies its rows of a tile, waits for its
-// copies, makes them visible to the MMA's async proxy and arrives on the stage's full barrier (which then
-// expects 32 arrivals, no transaction bytes). K is completed before V's stage is waited for, as the TMA
-// path's K completes on its own: the overlapped loop waits for K(it + 2) before it releases V(it).
+// The gather path's producer: every lane of the producer warp issues its copies of a tile and arrives
+// on the stage's full barrier when they land (cp.async.mbarrier.arrive; the barrier expects 32 arrivals
+// and no transaction bytes), so the whole ring is in flight as on the TMA path. The consumers' proxy
+// fence after their wait (wait_full_stage) makes the copies visible to the wgmmas. K is issued before
+// V's stage is waited for: the overlapped loop waits for K(it + 2) before it releases V(it).
 template <class Tr, class Ss>
 __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams& p, const TileRange& tr, int kvh,
                                                      int b, int lane) {
+  GatherRows<Tr> rows;  // the next tile's rows
+  if (tr.begin < tr.end) rows.lookup(p, b, tr.begin * Tr::kBlockN, lane);
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages, stage_v = it % Tr::kStagesV;
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
-    gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, p, tile * Tr::kBlockN, kvh, b, lane);
-    ptx::cp_async_wait_all();
-    ptx::fence_proxy_async_shared();  // generic-proxy writes -> the MMA's async-proxy reads
-    ptx::mbarrier_arrive(&ss.full_k[stage]);
+    gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, kvh, lane);
+    ptx::cp_async_mbarrier_arrive_noinc(&ss.full_k[stage]);
     ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
-    gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, p, tile * Tr::kBlockN, kvh, b, lane);
-    ptx::cp_async_wait_all();
-    ptx::fence_proxy_async_shared();
-    ptx::mbarrier_arrive(&ss.full_v[stage_v]);
+    gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, rows, kvh, lane);
+    ptx::cp_async_mbarrier_arrive_noinc(&ss.full_v[stage_v]);
+    if (tile + 1 < tr.end) rows.lookup(p, b, (tile + 1) * Tr::kBlockN, lane);
   }
 }
 

@@ -358,12 +358,14 @@ __device__ __forceinline__ void cp_async_16(uint32_t smem_dst, const void* src, 
 #endif
 }
 
-// cp.async.wait_all (9.7.9.25.3.4): this thread's cp.async copies have completed (their shared-memory
-// writes are visible to it).
-__device__ __forceinline__ void cp_async_wait_all() {
+// cp.async.mbarrier.arrive.noinc (9.7.9.25.3.5): one arrival on *bar once every cp.async this thread
+// issued before it has completed; .noinc: the arrival counts against the barrier's expected count
+// (initialise it with one per arriving thread). The thread does not wait.
+__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(uint64_t* bar) {
 #if FMHA_SM90_BASE
-  asm volatile("cp.async.wait_all;\n" ::: "memory");
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
 #else
+  (void)bar;
   FMHA_TRAP_UNSUPPORTED();
 #endif
 }
