@@ -26,13 +26,14 @@ constexpr uint32_t kBarVTail = 2;
 // mbarrier arrival counts.
 constexpr uint32_t kFullArrivals = 1;  // the producer's arrive.expect_tx
 
-// A consumer's wait for a full stage (ring position `it`), stamped by thread 0 under the probe. The
-// proxy fence serves the gather path, whose cp.async writes are generic-proxy writes that this thread's
-// wgmmas (async proxy) then read; TMA-filled stages do not need it.
-__device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, int it, int wait_event, int ctid) {
+// A consumer's wait for a full stage (ring position `it`), stamped by thread 0 under the probe. gathered
+// (kv_gather): the stage was written by cp.async, generic-proxy writes that this thread's wgmmas (async
+// proxy) then read, so a proxy fence follows the wait; TMA-filled stages need none.
+__device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, int it, int wait_event, int ctid,
+                                                bool gathered) {
   if (ctid == 0) probe_stamp(it, wait_event);
   ptx::mbarrier_wait_parity(full, phase);
-  ptx::fence_proxy_async_shared();
+  if (gathered) ptx::fence_proxy_async_shared();
   if (ctid == 0) {
     probe_stamp(it, wait_event + 1);
     if (it == 0 && wait_event == kProbeKFullWait) probe_timeline(kTimelineFirstK);
@@ -161,7 +162,7 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
 // The gather path's producer: every lane of the producer warp issues its copies of a tile and arrives
 // on the stage's full barrier when they land (cp.async.mbarrier.arrive; the barrier expects 32 arrivals
 // and no transaction bytes), so the whole ring is in flight as on the TMA path. The consumers' proxy
-// fence after their wait (wait_full_stage) makes the copies visible to the wgmmas. K is issued before
+// fence after their wait (wait_full_stage, gathered) makes the copies visible to the wgmmas. K is issued before
 // V's stage is waited for: the overlapped loop waits for K(it + 2) before it releases V(it).
 template <class Tr, class Ss>
 __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams& p, const TileRange& tr, int kvh,
@@ -181,24 +182,23 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
 }
 
 // The TMA producer (one thread): K and V tiles of every tile of the range, through the block table for
-// paged caches.
-template <class Tr, class Ss>
+// paged caches (kPaged: a separate instance, so that the contiguous producer carries no paging code).
+template <class Tr, bool kPaged, class Ss>
 __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k, const CUtensorMap* tmap_v,
                                               const DecodeParams& p, const TileRange& tr, int kvh, int b) {
   const int k_head_major = p.k_head_major, v_head_major = p.v_head_major;
-  const bool paged = p.block_table != nullptr;
   ptx::prefetch_tensormap(tmap_k);
   ptx::prefetch_tensormap(tmap_v);
   const uint64_t policy = ptx::create_policy_evict_first();
   PagedTile<Tr> pages;  // paged: the next tile's pages
-  if (paged && tr.begin < tr.end) pages.lookup(p, b, tr.begin * Tr::kBlockN);
+  if (kPaged && tr.begin < tr.end) pages.lookup(p, b, tr.begin * Tr::kBlockN);
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
     probe_stamp(it, kProbeKEmptyWait);
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
-    if (paged)
+    if constexpr (kPaged)
       load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, kvh, k_head_major, policy);
     else
       load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
@@ -208,13 +208,13 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     probe_stamp(it, kProbeVEmptyWait);
     ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
-    if (paged)
+    if constexpr (kPaged)
       load_kv_tile_paged<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], p, pages, kvh, v_head_major, policy);
     else
       load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major,
                        policy);
     probe_stamp(it, kProbeVIssued);
-    if (paged && tile + 1 < tr.end) pages.lookup(p, b, (tile + 1) * Tr::kBlockN);
+    if (kPaged && tile + 1 < tr.end) pages.lookup(p, b, (tile + 1) * Tr::kBlockN);
   }
 }
 
@@ -250,9 +250,9 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
 // clearing threads are kThreads (all consumers by default) of index clear_tid (-1: ctid), which sync on
 // kBarVTail; clear = false: this thread only waits (the seesaw's other warpgroup, see consumer_loop_seesaw).
 template <class Tr, int kThreads = Tr::kConsumerThreads, class Ss>
-__device__ __forceinline__ void wait_v_stage(Ss& ss, const TileRange& tr, int it, int stage,
-                                             uint32_t phase, int ctid, int clear_tid = -1, bool clear = true) {
-  wait_full_stage(&ss.full_v[stage], phase, it, kProbeVFullWait, ctid);
+__device__ __forceinline__ void wait_v_stage(Ss& ss, const TileRange& tr, int it, int stage, uint32_t phase, int ctid,
+                                             bool gathered, int clear_tid = -1, bool clear = true) {
+  wait_full_stage(&ss.full_v[stage], phase, it, kProbeVFullWait, ctid, gathered);
   const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
   if (clear && valid < Tr::kBlockN) {
     zero_v_tail<Tr, kThreads>(ss, stage, valid, clear_tid < 0 ? ctid : clear_tid);
@@ -261,16 +261,16 @@ __device__ __forceinline__ void wait_v_stage(Ss& ss, const TileRange& tr, int it
   }
 }
 template <class Tr, int kThreads = Tr::kConsumerThreads, class Ss>
-__device__ __forceinline__ void wait_v_tile(Ss& ss, const TileRange& tr, int it, int ctid,
+__device__ __forceinline__ void wait_v_tile(Ss& ss, const TileRange& tr, int it, int ctid, bool gathered,
                                             int clear_tid = -1, bool clear = true) {
   wait_v_stage<Tr, kThreads>(ss, tr, it, it % Tr::kStagesV, static_cast<uint32_t>(it / Tr::kStagesV) & 1u, ctid,
-                             clear_tid, clear);
+                             gathered, clear_tid, clear);
 }
 // Wait for the K tile of ring position `it` (stamped by thread 0 under the probe).
 template <class Tr, class Ss>
-__device__ __forceinline__ void wait_k_tile(Ss& ss, int it, int ctid) {
+__device__ __forceinline__ void wait_k_tile(Ss& ss, int it, int ctid, bool gathered) {
   wait_full_stage(&ss.full_k[it % Tr::kStages], static_cast<uint32_t>(it / Tr::kStages) & 1u, it, kProbeKFullWait,
-                  ctid);
+                  ctid, gathered);
 }
 
 }  // namespace fmha

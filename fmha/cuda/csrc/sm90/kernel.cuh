@@ -145,7 +145,10 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
     if (warp == Tr::kProducerWarp) {
       if (kv_gather(p)) producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32);
-      else if (threadIdx.x % 32 == 0) producer_loop<Tr>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
+      else if (threadIdx.x % 32 == 0 && p.block_table != nullptr)
+        producer_loop<Tr, true>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
+      else if (threadIdx.x % 32 == 0)
+        producer_loop<Tr, false>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
     }
     if (cluster_merge) {  // every thread of the cluster takes part in both cluster barriers (see ClusterMerge)
       ptx::cluster_sync();

@@ -135,7 +135,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     // S^T = K Q^T
     float s[kMB][8];
-    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid);
+    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid, kv_gather(p));
     ptx::wgmma_fence();
     const ptx::SmemDescSw128 dk(ptx::smem_addr(&ss.k[stage][0][0]), 16, kSbo);
 #pragma unroll
@@ -214,7 +214,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
 
     // O^T += V^T P^T
-    wait_v_stage<Tr>(ss, tr, it, stage, phase, ctid);
+    wait_v_stage<Tr>(ss, tr, it, stage, phase, ctid, kv_gather(p));
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
     ptx::wgmma_fence();

@@ -40,7 +40,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
   // Every wgmma issue below is unconditional between its fence and its wait (the last tile is
   // peeled off the loop), so ptxas can follow the two groups without serialising them.
-  auto wait_k = [&](int it) { wait_k_tile<Tr>(ss, it, ctid); };
+  auto wait_k = [&](int it) { wait_k_tile<Tr>(ss, it, ctid, kv_gather(p)); };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
     const int stage = it % Tr::kStages;
     if constexpr (Tr::kSplitQk)
@@ -75,7 +75,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   constexpr bool kPvAfterQk = Tr::kConsumerWGs == 2;
   // Before P V(it) and Q K^T(it + 1) are issued: V(it) and, unless it is the last, K(it + 1) landed.
   auto wait_operands = [&](int it) {
-    wait_v_tile<Tr>(ss, tr, it, ctid);
+    wait_v_tile<Tr>(ss, tr, it, ctid, kv_gather(p));
     if (it + 1 < n) wait_k(it + 1);
   };
   auto release_after_pv = [&](int it) {

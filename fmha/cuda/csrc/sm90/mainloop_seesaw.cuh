@@ -67,7 +67,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
   const int n = tr.end - tr.begin;
   const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;  // keys below are visible to every row
 
-  auto wait_k = [&](int it) { wait_k_tile<Tr>(ss, it, ctid); };
+  auto wait_k = [&](int it) { wait_k_tile<Tr>(ss, it, ctid, kv_gather(p)); };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position it (K landed), one group
     qk_gemm<Tr, kBf16>(s, ss, it % Tr::kStages, 0, &qr);
     ptx::wgmma_commit_group();
@@ -85,7 +85,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
   // V(it) landed. The owner of tile it also clears V's rows past the sequence (see zero_v_tail) for both
   // warpgroups, before it publishes P(it): the other one's P V(it) follows its p_full wait. (A barrier of
   // both warpgroups there would be reached from two different instructions, which bar.sync forbids.)
-  auto wait_v = [&](int it, bool owner) { wait_v_tile<Tr, 128>(ss, tr, it, ctid, tid_wg, owner); };
+  auto wait_v = [&](int it, bool owner) { wait_v_tile<Tr, 128>(ss, tr, it, ctid, kv_gather(p), tid_wg, owner); };
   // Own tile it, S landed: free its K stage, masked online softmax (s becomes P), publish P and the state.
   auto softmax_publish = [&](int it, float (&alpha)[2]) {
     fence_regs(s);

@@ -33,7 +33,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
 
     // S = Q K^T
     float s[Tr::kBlockN / 2];
-    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid);
+    wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid, kv_gather(p));
     ptx::wgmma_fence();
     if constexpr (Tr::kSplitQk)
       qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
@@ -62,7 +62,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     // O += P V
     fence_regs(acc);
     fence_regs(pa);
-    wait_v_tile<Tr>(ss, tr, it, ctid);
+    wait_v_tile<Tr>(ss, tr, it, ctid, kv_gather(p));
     ptx::wgmma_fence();
     pv_gemm<Tr, kBf16>(acc, pa, ss, it % Tr::kStagesV, wg);
     ptx::wgmma_commit_group();
