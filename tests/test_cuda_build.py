@@ -109,7 +109,8 @@ def test_build_cli(tmp_path):
 
 
 @pytest.mark.parametrize("arch, says", [
-    ("sm_100a", "no CUDA kernel for sm_100a"),
+    ("sm_100", "no CUDA kernel for sm_100 "),
+    ("sm_120a", "no CUDA kernel for sm_120a"),
     ("sm_90", "no CUDA kernel for sm_90 "),
     ("foo", "expected something like 'sm_90a', got 'foo'"),
 ])

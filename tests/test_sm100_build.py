@@ -8,7 +8,8 @@
   and no local memory; its SASS holds UTCHMMA, UTCBAR, LDTM, STTM, the TMEM allocator (UTCATOMSWS) and the
   idesc / descriptor immediates the encoders produce; its ELF carries EIATTR_TCGEN05_1CTA_USED; built for
   plain sm_100 the wrappers compile to traps.
-Nothing here runs a kernel: no sm_100a kernel exists yet and nothing has run on Blackwell hardware.
+Nothing here runs a kernel, and nothing has run on Blackwell hardware (the kernel's own gates:
+tests/test_sm100_kernel.py).
 """
 from __future__ import annotations
 
@@ -124,12 +125,14 @@ def test_sm100_descriptors_h_asserts_every_worked_value():
     assert not missing, f"descriptors.h does not static_assert: {missing}"
 
 
-def test_sm100_files_stay_out_of_the_product_build():
-    """No sm_100a kernel exists yet: nothing the product library compiles includes the sm100 headers."""
-    units = loader.units()
-    assert not any("sm100" in str(u) for u in units)
+def test_sm100_units_only_in_the_sm100a_build():
+    """The sm_90a library compiles no sm100 unit, and the sm_100a library no sm90 one: each arch's build
+    holds its own instantiations (capi.cu picks its kernels by FMHA_TARGET_SM)."""
+    sm90, sm100 = loader.units(arch="sm_90a"), loader.units(arch="sm_100a")
+    assert not any("sm100" in u.name for u in sm90) and any(u.name.startswith("sm90_") for u in sm90)
+    assert not any("sm90" in u.name for u in sm100) and any(u.name.startswith("sm100_") for u in sm100)
     for f in loader.source_files():
-        if f.parent.name != "sm100":
+        if f.parent.name not in ("sm100", "instantiations") and f.name != "capi.cu":
             assert "sm100/" not in f.read_text(), f"{f} includes an sm100 header"
 
 

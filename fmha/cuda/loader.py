@@ -26,8 +26,11 @@ from typing import Optional, Sequence
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 DEFAULT_ARCH = "sm_90a"
-# Architectures with a decode kernel, and the flags their units share.
-KERNEL_ARCHS = ("sm_90a",)
+# Architectures with a decode kernel, and the flags their units share. sm_100a's kernel is compiled and
+# disassembled only: it has never run on a Blackwell GPU (docs/design-sm100.md).
+KERNEL_ARCHS = ("sm_90a", "sm_100a")
+# Compute capability -> the architecture the loader builds for a device of it.
+CAPABILITY_ARCH = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
 BASE_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-lineinfo")
 # Probe builds (csrc/common/probe.cuh): one translation unit with the timing probe compiled in, and a mode.
 PROBE_MODES = {
@@ -48,12 +51,21 @@ def source_files() -> list:
     return sorted(files)
 
 
-def units(probe: Optional[str] = None) -> list:
-    """The translation units of a library: the C API, the host helpers and one unit per kernel
-    instantiation (csrc/instantiations/, generated); a probe build is the one unit csrc/probe/unity.cu."""
+def units(probe: Optional[str] = None, arch: str = DEFAULT_ARCH) -> list:
+    """The translation units of a library for `arch`: the C API, the host helpers, the combine kernels and
+    one unit per kernel instantiation of that arch (csrc/instantiations/, generated: sm90_* or sm100_*);
+    a probe build (sm_90a only) is the one unit csrc/probe/unity.cu."""
     if probe is not None:
         return [CSRC / "probe" / "unity.cu"]
-    return [CSRC / "capi.cu", CSRC / "common" / "host.cu", *sorted((CSRC / "instantiations").glob("*.cu"))]
+    _, sm = _arch_parts(arch)
+    prefix = "sm100_" if sm == "sm_100a" else "sm90_"
+    inst = CSRC / "instantiations"
+    return [CSRC / "capi.cu", CSRC / "common" / "host.cu", inst / "combine.cu", *sorted(inst.glob(prefix + "*.cu"))]
+
+
+def arch_for_capability(cap) -> Optional[str]:
+    """The architecture built for a device of compute capability `cap` ((major, minor)), or None."""
+    return CAPABILITY_ARCH.get(tuple(cap))
 
 
 def cache_dir() -> Path:
@@ -124,8 +136,9 @@ def user_flags() -> list:
 
 def compile_command(nvcc: str, arch: str, unit: Path, output: str, extra_flags: Sequence[str] = ()) -> list:
     compute, sm = _arch_parts(arch)
-    return [nvcc, *BASE_FLAGS, f"-gencode=arch={compute},code={sm}", *extra_flags, *user_flags(), "-c", "-o",
-            output, str(unit)]
+    target = "100" if sm == "sm_100a" else "90"  # capi.cu's choice of kernels (FMHA_TARGET_SM)
+    return [nvcc, *BASE_FLAGS, f"-gencode=arch={compute},code={sm}", f"-DFMHA_TARGET_SM={target}", *extra_flags,
+            *user_flags(), "-c", "-o", output, str(unit)]
 
 
 def link_command(nvcc: str, objects: Sequence[str], output: str) -> list:
@@ -170,7 +183,7 @@ def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str
     if probe is not None and probe not in PROBE_MODES:
         raise CudaBuildError(f"fmha: probe mode {probe!r} unknown (one of {', '.join(PROBE_MODES)})")
     flags = (*PROBE_MODES[probe], *extra_flags) if probe is not None else tuple(extra_flags)
-    srcs = units(probe)
+    srcs = units(probe, arch)
     with tempfile.TemporaryDirectory(prefix="fmha_build_") as tmp:
         objects = [os.path.join(tmp, f"{i:02d}_{u.stem}.o") for i, u in enumerate(srcs)]
         cmds = [compile_command(nvcc, arch, u, o, flags) for u, o in zip(srcs, objects)]
@@ -207,6 +220,8 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
                              "it is needed once to build the CUDA kernels")
     if probe is not None and probe not in PROBE_MODES:
         raise CudaBuildError(f"fmha: probe mode {probe!r} unknown (one of {', '.join(PROBE_MODES)})")
+    if probe is not None and sm != "sm_90a":
+        raise CudaBuildError(f"fmha: probe builds exist for sm_90a only, not {sm}")
     lib = library_path(arch, out_dir, nvcc, extra_flags, probe)
     if lib.exists() and not force:
         return lib

@@ -15,15 +15,31 @@
 #include "common/host.h"
 #include "common/params.h"
 #include "fmha_capi.h"
+
+// The architecture a library is built for (the loader defines FMHA_TARGET_SM for every unit): 90 is
+// sm_90a's kernels (sm90/), 100 sm_100a's (sm100/, compiled and disassembled, never run on hardware).
+#ifndef FMHA_TARGET_SM
+#define FMHA_TARGET_SM 90
+#endif
+#if FMHA_TARGET_SM == 100
+#include "sm100/config.h"
+#include "sm100/launch.h"
+#include "sm100/traits.h"
+namespace arch = fmha::sm100;
+#elif FMHA_TARGET_SM == 90
 #include "sm90/config.h"
 #include "sm90/launch.h"
 #include "sm90/traits.h"
+namespace arch = fmha::sm90;
+#else
+#error "FMHA_TARGET_SM: 90 or 100"
+#endif
 
 namespace {
 
 using fmha::fail;
-using fmha::sm90::DecodeTraits;
-using fmha::sm90::Instance;
+using arch::DecodeTraits;
+using arch::Instance;
 
 constexpr float kLog2e = 1.44269504088896341f;
 
@@ -36,6 +52,31 @@ using Dim = std::integral_constant<int, D>;
 // of its own: the D = 128 STREAM kernel serves it); `fallback` for any other pair.
 template <class F>
 int with_instance(int D, int config, int fallback, F&& f) {
+#if FMHA_TARGET_SM == 100
+  // One kernel per head dim and ring (sm100/config.h): STREAM runs WIDE's, SEESAW SPLIT_QK's.
+  switch (D) {
+    case 64:
+    case 128:
+    case 256:
+      if (config == FMHA_CONFIG_WIDE || (D == 128 && config == FMHA_CONFIG_STREAM)) {
+        if (D == 64) return f(Dim<64>{}, Cfg<FMHA_CONFIG_WIDE>{});
+        if (D == 128) return f(Dim<128>{}, Cfg<FMHA_CONFIG_WIDE>{});
+        return f(Dim<256>{}, Cfg<FMHA_CONFIG_WIDE>{});
+      }
+      if (config == FMHA_CONFIG_DEEP) {
+        if (D == 64) return f(Dim<64>{}, Cfg<FMHA_CONFIG_DEEP>{});
+        if (D == 128) return f(Dim<128>{}, Cfg<FMHA_CONFIG_DEEP>{});
+        return f(Dim<256>{}, Cfg<FMHA_CONFIG_DEEP>{});
+      }
+      return fallback;
+    case 512:
+      if (config == FMHA_CONFIG_SEESAW || config == FMHA_CONFIG_SPLIT_QK)
+        return f(Dim<512>{}, Cfg<FMHA_CONFIG_SPLIT_QK>{});
+      return fallback;
+    default:
+      return fallback;
+  }
+#else
   switch (D) {
     case 64:
       if (config == FMHA_CONFIG_WIDE) return f(Dim<64>{}, Cfg<FMHA_CONFIG_WIDE>{});
@@ -57,6 +98,7 @@ int with_instance(int D, int config, int fallback, F&& f) {
     default:
       return fallback;
   }
+#endif
 }
 
 // KV tokens per tile, resident CTAs per SM and narrow-loop rows of a configuration; {0, 0, 0}: none.
@@ -65,7 +107,8 @@ struct ConfigShape {
 };
 
 ConfigShape config_shape(int D, int config) {
-  if (config == FMHA_CONFIG_KV_HEAD_PAIRS) return D == 64 ? config_shape(128, FMHA_CONFIG_STREAM) : ConfigShape{0, 0, 0};
+  if (config == FMHA_CONFIG_KV_HEAD_PAIRS)  // sm_90a's D = 128 STREAM kernel; no sm_100a kernel serves pairs
+    return D == 64 && FMHA_TARGET_SM == 90 ? config_shape(128, FMHA_CONFIG_STREAM) : ConfigShape{0, 0, 0};
   ConfigShape none{0, 0, 0};
   with_instance(D, config, 0, [&](auto d, auto c) {
     using Tr = DecodeTraits<decltype(d)::value, decltype(c)::value>;
@@ -89,7 +132,7 @@ extern "C" {
 
 const char* fmha_last_error(void) { return fmha::last_error(); }
 
-int fmha_arch(void) { return 90; }
+int fmha_arch(void) { return FMHA_TARGET_SM; }
 
 int fmha_config_tile_n(int D, int config) { return config_shape(D, config).tile_n; }
 
@@ -200,7 +243,7 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   p.qk_scale = softmax_scale * kLog2e;
   p.causal = a->causal != 0 && T > 1;
   p.head_dim_v = D;
-  fmha::sm90::KvCaches kv{reinterpret_cast<const void*>(a->k), reinterpret_cast<const void*>(a->v),
+  arch::KvCaches kv{reinterpret_cast<const void*>(a->k), reinterpret_cast<const void*>(a->v),
                           a->k_b, a->k_s, a->k_h, a->v_b, a->v_s, a->v_h};
   // The tensor maps run over the cache, or over the page pools: (S, B) or (page_size, num_blocks).
   const int map_s = paged ? static_cast<int>(a->page_size) : S, map_b = paged ? static_cast<int>(a->num_blocks) : B;
@@ -236,9 +279,11 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   const size_t workspace_size = static_cast<size_t>(a->workspace_bytes);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(a->stream);
   const bool bf16 = a->dtype == 1;
+#if FMHA_TARGET_SM == 90
   if (pairs)
     return bf16 ? Instance<128, true, FMHA_CONFIG_STREAM>::launch(p, kv, workspace_size, st)
                 : Instance<128, false, FMHA_CONFIG_STREAM>::launch(p, kv, workspace_size, st);
+#endif
   // (D, config) were validated above, so with_instance finds the instantiation (-1 is unreachable).
   const int status = with_instance(D, config, -1, [&](auto d, auto c) {
     constexpr int kD = decltype(d)::value, kC = decltype(c)::value;

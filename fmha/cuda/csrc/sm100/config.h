@@ -1,0 +1,77 @@
+// fmha sm_100a: the configuration table of the Blackwell decode kernel. One entry per (head dim,
+// configuration): the K/V tile, the ring depths and the resident CTAs per SM. Every configuration runs
+// the rows-on-M loop (mainloop_rows.cuh); docs/design-sm100.md derives each value on paper.
+//
+// NOTHING HERE HAS RUN ON BLACKWELL HARDWARE: the values are the design's arithmetic (bytes in flight per
+// SM for ~8 TB/s, shared memory and Tensor Memory per CTA), to be tuned on a B200.
+#pragma once
+
+#include <cstddef>
+
+#include "../fmha_capi.h"
+
+namespace fmha {
+namespace sm100 {
+
+// Shared memory of one SM, as on sm_90 (227 KB per CTA; each resident CTA also takes 1 KB reserved,
+// where the tcgen05 allocator keeps its bookkeeping).
+constexpr size_t kSmemPerSm = 228 * 1024;
+constexpr size_t kSmemReservedPerCta = 1024;
+// Tensor Memory: 512 columns of 128 lanes x 32 bits per SM, shared by its resident CTAs.
+constexpr int kTmemColsPerSm = 512;
+
+struct Config {
+  int tile_n;       // KV tokens per tile
+  int stages_k;     // K ring depth
+  int stages_v;     // V ring depth
+  int ctas_per_sm;  // resident CTAs per SM the launch bounds ask for
+  int tma_rows;     // tokens per TMA box (tile_n: whole tiles)
+};
+
+constexpr Config kNoConfig{0, 0, 0, 0, 0};
+
+// The table. The configuration names are the sm_90 ones, so that the host's plan (fmha/cuda/backend.py)
+// reads both libraries alike: WIDE is the two-CTA shallow ring where Tensor Memory allows it, DEEP one
+// CTA with the deepest ring that fits, and the D = 128 STREAM and D = 512 SEESAW / SPLIT_QK names map to
+// the one kernel each head dim has for them. KV_HEAD_PAIRS has no sm_100a kernel.
+//   tile  K  V  CTAs  TMA rows
+constexpr Config config_table(int D, int config) {
+  switch (D) {
+    case 64:
+      // 128-key tiles: a 16 KB K/V tile, and S (M = 64, N = 128) fits two buffers in 128 columns.
+      if (config == FMHA_CONFIG_WIDE) return {128, 2, 2, 2, 128};
+      // 5 + 5 stages of 16 KB: 144 KB in flight per SM (the design's 2 us latency needs 106 KB).
+      if (config == FMHA_CONFIG_DEEP) return {128, 5, 5, 1, 128};
+      return kNoConfig;
+    case 128:
+      if (config == FMHA_CONFIG_WIDE || config == FMHA_CONFIG_STREAM) return {64, 2, 2, 2, 64};
+      if (config == FMHA_CONFIG_DEEP) return {64, 5, 5, 1, 64};
+      return kNoConfig;
+    case 256:
+      // O takes 256 columns: one CTA per SM by Tensor Memory (512-column allocation).
+      if (config == FMHA_CONFIG_WIDE) return {64, 2, 2, 1, 64};
+      if (config == FMHA_CONFIG_DEEP) return {64, 3, 2, 1, 64};
+      return kNoConfig;
+    case 512:
+      // 32-key tiles (a 32 KB tile), Q alone is 64 KB: two stages of each.
+      if (config == FMHA_CONFIG_SEESAW || config == FMHA_CONFIG_SPLIT_QK) return {32, 2, 2, 1, 32};
+      return kNoConfig;
+    default:
+      return kNoConfig;
+  }
+}
+
+constexpr bool has_config(int D, int config) { return config_table(D, config).tile_n > 0; }
+
+// K/V TMA loads carry an L2 evict-first policy: the cache is streamed once.
+constexpr bool kKvEvictFirst = true;
+// L2 promotion of the K/V tensor maps, bytes (the sm_90 value).
+constexpr int kKvL2PromotionBytes = 128;
+
+#ifndef FMHA_DISABLE_PDL  // 1: no programmatic dependent launch (no griddepcontrol, plain launches)
+#define FMHA_DISABLE_PDL 0
+#endif
+constexpr bool kPdl = !FMHA_DISABLE_PDL;
+
+}  // namespace sm100
+}  // namespace fmha
