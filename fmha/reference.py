@@ -3,8 +3,10 @@
 Plain PyTorch in float32 on whatever device the inputs live on. It implements
 the full contract of `fmha.attention`: GQA/MQA by head grouping, bottom-right
 aligned causal masking, per-sequence cache lengths, the LSE, rows with no
-visible key (zeros out, LSE = -inf), and paged caches (a gather through the
-block table, its ids clamped into the pool as the kernels clamp them).
+visible key (zeros out, LSE = -inf; with sinks, LSE = the sink), paged caches
+(a gather through the block table, its ids clamped into the pool as the kernels
+clamp them), a V head dim of its own (V may be K's memory: it is read as given)
+and attention sinks.
 """
 from __future__ import annotations
 
@@ -37,24 +39,28 @@ def gather_pages(pool, block_table, b: int):
 
 
 def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float, causal: bool,
-                        compute_dtype=torch.float32, block_table=None):
-    """Return (out [B, T, Hq, D] in compute_dtype, lse [B, Hq, T] float32).
+                        compute_dtype=torch.float32, block_table=None, sinks=None):
+    """Return (out [B, T, Hq, D_v] in compute_dtype, lse [B, Hq, T] float32).
 
     With `block_table`, k_cache and v_cache are page pools (see gather_pages) and S is the table's
-    capacity, max_blocks_per_seq * page_size."""
+    capacity, max_blocks_per_seq * page_size. `sinks` (float32 [Hq], or None): query head h's logit
+    sinks[h], unscaled, joins the denominator of each of its rows, p_j = exp(s_j) / (exp(sinks[h]) +
+    sum_k exp(s_k)) with s = softmax_scale * q.k, and lse = log(exp(sinks[h]) + sum_k exp(s_k)): the log of
+    the whole denominator, so that out = sum_j exp(s_j - lse) v_j still holds."""
     B, T, Hq, D = q.shape
-    Hkv = k_cache.shape[2]
+    Hkv, Dv = k_cache.shape[2], v_cache.shape[3]
     S = k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
     G = Hq // Hkv
     if cache_seqlens is None:
         cache_seqlens = torch.full((B,), S, dtype=torch.int32, device=q.device)
     mask = visible_mask(cache_seqlens, T, S, causal)  # [B, T, S]
-    out = torch.empty(B, T, Hq, D, dtype=compute_dtype, device=q.device)
+    out = torch.empty(B, T, Hq, Dv, dtype=compute_dtype, device=q.device)
     lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
+    sink = None if sinks is None else sinks.to(device=q.device, dtype=compute_dtype).view(Hkv, G, 1, 1)
     for b in range(B):  # one sequence at a time keeps the fp32 copies of the cache small
         qb = q[b].to(compute_dtype).view(T, Hkv, G, D)
         if block_table is None:
-            kb, vb = k_cache[b], v_cache[b]  # [S, Hkv, D]
+            kb, vb = k_cache[b], v_cache[b]  # [S, Hkv, D], [S, Hkv, Dv]
         else:
             kb, vb = gather_pages(k_cache, block_table, b), gather_pages(v_cache, block_table, b)
         kb = kb.to(compute_dtype)
@@ -64,12 +70,16 @@ def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float
         scores = torch.einsum("thgd,shd->hgts", qb, kb) * softmax_scale  # [Hkv, G, T, S]
         scores = scores.masked_fill(~mask[b].view(1, 1, T, S), float("-inf"))
         row_max = scores.amax(dim=-1, keepdim=True)
-        empty = torch.isinf(row_max)  # no visible key: all -inf
+        if sink is not None:  # the sink takes part in the max, so exp never overflows
+            row_max = torch.maximum(row_max, sink.expand_as(row_max))
+        empty = torch.isinf(row_max)  # no visible key (and no sink): all -inf
         row_max = torch.where(empty, torch.zeros_like(row_max), row_max)
         p = torch.exp(scores - row_max)
         row_sum = p.sum(dim=-1, keepdim=True)
-        o = torch.einsum("hgts,shd->thgd", p / torch.where(empty, torch.ones_like(row_sum), row_sum), vb)
-        out[b] = o.reshape(T, Hq, D)
+        if sink is not None:
+            row_sum = row_sum + torch.exp(sink - row_max)
+        o = torch.einsum("hgts,shd->thgd", p / torch.where(row_sum == 0, torch.ones_like(row_sum), row_sum), vb)
+        out[b] = o.reshape(T, Hq, Dv)
         lse_b = (row_max + torch.log(row_sum)).squeeze(-1)  # [Hkv, G, T]; log(0) = -inf on empty rows
         lse[b] = lse_b.reshape(Hq, T).to(torch.float32)
     return out, lse
