@@ -7,9 +7,8 @@
 // ptxas accepts ANY descriptor constant without a warning, so these static_asserts, and the Python
 // mirror in tests/test_sm100_build.py, are the only checks a bit-layout slip meets before hardware.
 //
-// STATUS: groundwork only. No sm_100a kernel exists yet and nothing in the product build includes this
-// header; nothing here has run on Blackwell hardware (the values are checked against the ISA tables,
-// CUTLASS's encoders and SASS immediates, never against an MMA's result).
+// STATUS: used by the sm_100a decode kernel; nothing here has run on Blackwell hardware (the values are
+// checked against the ISA tables, CUTLASS's encoders and SASS immediates, never against an MMA's result).
 #pragma once
 
 #include <cstdint>
