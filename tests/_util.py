@@ -28,9 +28,14 @@ MIN_COSINE = 0.99999
 POISON = float("nan")
 
 
-def is_hopper() -> bool:
-    """A CUDA GPU of compute capability 9.0 (what the cuda backend's sm_90a kernels run on)."""
-    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+def has_cuda_kernel() -> bool:
+    """A CUDA GPU the cuda backend has a kernel for: compute capability 9.0 (sm_90a) or 10.0 (sm_100a,
+    compiled but never run on hardware: on a Blackwell GPU the suite is its first test)."""
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() in ((9, 0), (10, 0))
+
+
+CUDA_KERNEL_SKIP = ("needs a CUDA GPU of compute capability 9.0 (Hopper, sm_90a) or 10.0 (Blackwell, sm_100a; "
+                    "compiled for it, never run on hardware)")
 
 
 def make_inputs(B, T, Hq, Hkv, S, D, dtype=torch.bfloat16, device="cpu", seqlens=None,

@@ -10,15 +10,20 @@ import os
 import pytest
 import torch
 
-from _util import check_backend, compare, is_hopper, make_inputs, poisoned_out, tolerance
+from _util import CUDA_KERNEL_SKIP, check_backend, compare, has_cuda_kernel, make_inputs, poisoned_out, tolerance
 
 import fmha
 
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(not is_hopper(), reason="needs a CUDA GPU with compute capability 9.0 (Hopper, sm_90a)"),
+    pytest.mark.skipif(not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP),
 ]
+
+# The sm_90a kernel's own configurations (the narrow loop, KV-head pairs, cluster merges): the sm_100a kernel
+# has none of them, and its plan never asks for them.
+sm90_only = pytest.mark.skipif(has_cuda_kernel() and torch.cuda.get_device_capability() != (9, 0),
+                               reason="an sm_90a configuration (narrow loop, KV-head pairs or cluster merge)")
 
 DEV = "cuda"
 
@@ -142,6 +147,7 @@ def test_d512_refuses_the_other_head_dims_configurations(config, monkeypatch):
 
 
 @pytest.mark.parametrize("num_splits", (1, 3, 20))
+@sm90_only
 def test_stream_narrow_loop(num_splits, monkeypatch):
     """The stream instantiation's narrow loop forced on a grid the plan would not give it (3 sequences, 4
     packed rows), unsplit and split (3: merged inside clusters; 20: above the cluster limit, the combine
@@ -154,6 +160,7 @@ def test_stream_narrow_loop(num_splits, monkeypatch):
 
 @pytest.mark.parametrize("Hq,Hkv,T", ((8, 2, 1), (8, 2, 2), (16, 4, 1), (32, 4, 1), (14, 2, 1), (6, 6, 2)))
 @pytest.mark.parametrize("S", (1, 7, 129, 1000))
+@sm90_only
 def test_head_pairs(Hq, Hkv, T, S, monkeypatch):
     """D = 64 KV heads read in pairs as one 128-wide head by the D = 128 stream kernel (KV_HEAD_PAIRS),
     forced on grids the plan would not give it: 1 to 8 query heads per KV head (up to 16 rows a pair), causal
@@ -165,12 +172,14 @@ def test_head_pairs(Hq, Hkv, T, S, monkeypatch):
     assert torch.isneginf(lse[1]).all() and (out[1] == 0).all()
 
 
+@sm90_only
 def test_head_pairs_fp16_noncontiguous_q(monkeypatch):
     force_launch_plan(monkeypatch, "kv_head_pairs", 1)
     q, k, v, sl = make_inputs(2, 2, 8, 4, 300, 64, dtype=torch.float16, device=DEV, fused_qkv=True, seed=2)
     check_backend("cuda", q, k, v, sl, causal=True, what="head pairs fp16 fused qkv")
 
 
+@sm90_only
 def test_head_pairs_refused(monkeypatch):
     """KV_HEAD_PAIRS forced where it cannot serve: the C API says why before any kernel runs."""
     force_launch_plan(monkeypatch, "kv_head_pairs", 1)
@@ -210,6 +219,7 @@ def test_combine_many_rows(D, num_splits, monkeypatch):
 
 @pytest.mark.parametrize("D,config,num_splits", [(D, c, n) for D in (64, 128, 256) for c in ("wide", "deep")
                                                  for n in (2, 5, 16)] + [(128, "stream", n) for n in (2, 5, 16)])
+@sm90_only
 def test_cluster_merge(D, config, num_splits, monkeypatch):
     """Split-KV partials merged inside thread-block clusters (at most 16 packed rows, here 8: T=2
     with 4 query heads per KV head), with 2, 5 (two merge chunks) and 16 splits (the cluster limit),
@@ -227,6 +237,7 @@ def test_cluster_merge(D, config, num_splits, monkeypatch):
 
 @pytest.mark.parametrize("D", (64, 128))
 @pytest.mark.parametrize("T,Hq,Hkv", ((1, 32, 8), (3, 40, 8)))
+@sm90_only
 def test_shallow_ring_plan(D, T, Hq, Hkv):
     """Unsplit narrow grids of one wave (16 sequences x 8 KV heads = 128 CTAs; 4 and 15 packed rows) run the
     shallow ring (fmha/cuda/backend.py SHALLOW_RING_MIN_FILL: stream at D = 128, wide at D = 64) with the
@@ -244,6 +255,7 @@ def test_shallow_ring_plan(D, T, Hq, Hkv):
 
 @pytest.mark.parametrize("D", (64, 128))
 @pytest.mark.parametrize("T,Hq,Hkv", ((1, 32, 8), (3, 40, 8)))
+@sm90_only
 def test_shallow_ring_split_plan(D, T, Hq, Hkv):
     """A split grid of one wave (8 KV heads x 16 splits = 128 CTAs, 4096 keys a split) runs the shallow ring too,
     one CTA per SM (capi.cu exclusive_sms); the sequence ends inside the last split (60000 of 65536 keys)."""
@@ -264,6 +276,7 @@ def test_shallow_ring_split_plan(D, T, Hq, Hkv):
 @pytest.mark.parametrize("B,T,Hq,Hkv,S,D,splits", ((1, 1, 32, 8, 8192, 128, 8), (2, 1, 32, 8, 4096, 128, 4),
                                                     (4, 1, 32, 8, 4096, 128, 2), (1, 4, 32, 8, 8192, 128, 8),
                                                     (1, 1, 16, 8, 8192, 256, 8)))
+@sm90_only
 def test_clustered_plan(B, T, Hq, Hkv, S, D, splits):
     """The default plan of short split-KV problems: 64 CTAs whose splits merge inside clusters where
     the ~128-CTA plan would need the combine kernel (fmha/cuda/backend.py CLUSTER_PLAN_CTAS); the
@@ -277,6 +290,7 @@ def test_clustered_plan(B, T, Hq, Hkv, S, D, splits):
 
 
 @pytest.mark.parametrize("dtype", (torch.bfloat16, torch.float16))
+@sm90_only
 def test_workspace_only_for_the_combine_kernel(dtype, monkeypatch):
     """The clustered plan (fp16 as bf16: the merge-mode query names the dtype) launches with no workspace;
     a split launch merged by the combine kernel without one is refused by the C API, naming what it needs,

@@ -14,12 +14,12 @@ import torch
 
 import fmha
 from conftest import DEVICE, HAS_GPU
-from _util import (PAGED_LAYOUTS, check_backend, compare, is_hopper, make_inputs, make_paged, poisoned_out,
-                   tolerance)
+from _util import (CUDA_KERNEL_SKIP, PAGED_LAYOUTS, check_backend, compare, has_cuda_kernel, make_inputs,
+                   make_paged, poisoned_out, tolerance)
 from fmha.problem import metadata_key, validate, validate_cached
 from fmha.reference import attention_reference
 
-hopper = pytest.mark.skipif(not is_hopper(), reason="needs a CUDA GPU with compute capability 9.0 (Hopper, sm_90a)")
+hopper = pytest.mark.skipif(not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP)
 gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
 
 
