@@ -22,7 +22,7 @@ Nothing here has run on Blackwell hardware: it is the PTX ISA's description, exe
   wrong data here, as it would on hardware.
 * The operands of the rows-on-M loop (docs/design-sm100.md §1): S = Q K^T with Q [64 x D] and the K tile
   [kBlockN x D], both K-major; O = P V with P [64 x kBlockN] K-major and the V tile [kBlockN x D] read
-  MN-major (N = D/2 output columns per MMA, K = keys). Descriptors come from a mirror of
+  MN-major (N = min(D, 256) output columns per MMA, K = keys). Descriptors come from a mirror of
   fmha/cuda/csrc/sm100/descriptors.h, whose worked values are asserted here too.
 
 ISA versus the formulas above: the ISA's canonical layouts give exactly these offsets; its text says
@@ -239,10 +239,10 @@ def _k_steps(cols: int) -> range:
 
 
 def _v_chunks(head_dim: int):
-    """(n0, N) of the two P V MMAs: N = D/2 output columns each (design-sm100.md §1, idesc table). At D = 64
-    the second starts mid-panel (start + 64 B, N = 32): the address swizzle reads it right here, but whether
-    hardware takes an MN-major SW128 operand narrower than its 64-element atom is unverified."""
-    return [(0, head_dim // 2), (head_dim // 2, head_dim // 2)]
+    """(n0, N) of the P V MMAs the kernel issues (sm100/mainloop_rows.cuh): one of N = D up to D = 256, two
+    of N = 256 at D = 512 (O's column halves)."""
+    n = min(head_dim, 256)
+    return [(n0, n) for n0 in range(0, head_dim, n)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ def test_qk_operands_read_back(head_dim):
 
 @pytest.mark.parametrize("head_dim", HEAD_DIMS)
 def test_pv_operands_read_back(head_dim):
-    """O = P V: A = P [64 x kBlockN] K-major (both buffers), B = the V tile read MN-major, N = D/2."""
+    """O = P V: A = P [64 x kBlockN] K-major (both buffers), B = the V tile read MN-major, N = min(D, 256)."""
     s = build_scene(head_dim)
     keys = KEY_TILE[head_dim]
     for p in ("p0", "p1"):
@@ -373,15 +373,17 @@ def test_p_tile_32_as_sw64_alternative():
 
 def test_lbo_is_not_read_when_it_has_no_role():
     """K-major swizzled: LBO unused. MN-major with N <= 64 from one panel: LBO never reached. So a wrong
-    LBO is invisible in these reads (D <= 128 for V); the D >= 256 mutations below do catch it."""
+    LBO is invisible in these reads (V at D = 64); the D >= 128 mutations below do catch it."""
     s = build_scene(128)
     keys = KEY_TILE[128]
     q_desc = k_major_step_desc(s.base["q"], M_ROWS, 1)
     wrong = (q_desc & ~(0x3FFF << 16)) | ((4096 >> 4) << 16)
     np.testing.assert_array_equal(read_k_major(s.smem, wrong, M_ROWS), s.mats["q"][:, 16:32])
-    for n0, n in _v_chunks(128):
-        np.testing.assert_array_equal(read_mn_major(s.smem, v_step_desc(s.base["v"], keys, n0, 0, lbo=1024), n),
-                                      s.mats["v"][:16, n0:n0 + n])
+    s64 = build_scene(64)  # V of one 64-column panel: the MMA never steps by LBO
+    for n0, n in _v_chunks(64):
+        np.testing.assert_array_equal(
+            read_mn_major(s64.smem, v_step_desc(s64.base["v"], KEY_TILE[64], n0, 0, lbo=1024), n),
+            s64.mats["v"][:16, n0:n0 + n])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -493,7 +495,7 @@ def test_non_zero_base_offset_is_refused(head_dim):
 
 
 @pytest.mark.parametrize("lbo_of", ["1024", "half_box", "two_boxes"])
-@pytest.mark.parametrize("head_dim", [256, 512])   # N = D/2 > 64: the MMA spans several V boxes
+@pytest.mark.parametrize("head_dim", [128, 256, 512])   # N > 64: the MMA spans several V boxes
 def test_wrong_lbo_mn_major_misreads(head_dim, lbo_of):
     s = build_scene(head_dim)
     keys = KEY_TILE[head_dim]
