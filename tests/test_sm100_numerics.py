@@ -5,7 +5,7 @@ implements, step by step as sm100/mainloop_rows.cuh orders it:
 * tiles of the configuration's kBlockN keys (sm100/config.h), packed rows on M (64 rows a block);
 * S in fp32 (Tensor Memory), scores in the log2 domain: one FMA of qk_scale = scale x log2(e), then ex2;
 * an exact running max m_i per row; alpha = 2^(m_old - m_new); O *= alpha in fp32 only where some row of
-  a warp's 16 rows changed its max (the vote; alpha is exactly 1 for the others) and never at tile 0,
+  a warp's 16 rows raised a finite max (the vote; the others have alpha = 1, or an O row of zeros) and never at tile 0,
   where the first P V overwrites O;
 * P rounded to the input dtype once, where it is stored (shared memory), l summed from the fp32 P;
 * O / l once, at the end; LSE = (m + log2 l) ln 2.
@@ -54,6 +54,7 @@ def rows_loop(q, k, v, cache_seqlens, scale, causal, dtype):
                 vt = torch.where((cols < L)[:, None], vt, torch.zeros_like(vt))  # the V tail, cleared
                 s = qq @ kt.T  # S in fp32
                 s = torch.where(cols[None, :] < limit[:, None], s, torch.tensor(-math.inf))
+                m_prev = m
                 m_new = torch.maximum(m, s.max(dim=1).values * qk_scale)
                 ref = torch.where(m_new == -math.inf, torch.zeros_like(m_new), m_new)
                 alpha = torch.exp2(m - ref)
@@ -61,10 +62,10 @@ def rows_loop(q, k, v, cache_seqlens, scale, causal, dtype):
                 l_i = l_i * alpha + p.sum(dim=1)
                 m = m_new
                 if it > 0:
-                    # the vote: a warp (16 rows) rescales when any of its rows has alpha != 1
+                    # the vote: a warp (16 rows) rescales when one of its rows raised a finite max
                     for w0 in range(0, rows, 16):
                         a = alpha[w0:w0 + 16]
-                        if bool((a != 1).any()):
+                        if bool(((a != 1) & (m_prev[w0:w0 + 16] != -math.inf)).any()):
                             acc[w0:w0 + 16] *= a[:, None]
                 acc = acc + p.to(dtype).float() @ vt if it > 0 else p.to(dtype).float() @ vt
             empty = ~(l_i > 0)

@@ -87,10 +87,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
     ptx::prefetch_tensormap(&tmap_k);
     ptx::prefetch_tensormap(&tmap_v);
   }
-  if constexpr (kPdl) {
-    ptx::griddep_wait();  // nothing global is read, and no Tensor Memory allocated, before this
-    ptx::griddep_launch_dependents();
-  }
+  if constexpr (kPdl) ptx::griddep_wait();  // nothing global is read, and no Tensor Memory allocated, before this
   if (role == WarpRole::kMma) {
     ptx::tcgen05_alloc<Tm::kCols>(&ss.tmem_base);
     ptx::tcgen05_relinquish_alloc_permit();
@@ -98,6 +95,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   ptx::tcgen05_fence_before_thread_sync();
   __syncthreads();  // barriers initialised, the allocation's address written
   ptx::tcgen05_fence_after_thread_sync();
+  // Dependents only once every CTA holds its columns: a dependent grid that allocates before its own
+  // griddepcontrol.wait could otherwise take them, and this CTA's allocation would spin forever.
+  if constexpr (kPdl) ptx::griddep_launch_dependents();
   const uint32_t tmem = ss.tmem_base;
   const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 

@@ -186,11 +186,14 @@ __device__ __forceinline__ void softmax_loop(Ss& ss, const DecodeParams& p, cons
     const int key0 = (tr.begin + it) * Tr::kBlockN;
     const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
     float alpha[2];
+    const float m_prev[2] = {st.m_i[0], st.m_i[1]};
     online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
 
     // O *= alpha once P V(it - 1), the last MMA that wrote O, has completed; skipped at it = 0 (the
-    // first P V overwrites O) and where no row of the warp changed its max.
-    const bool rescale = it > 0 && __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f);
+    // first P V overwrites O) and where no row of the warp changed a finite max (a row with no visible
+    // key so far has alpha = 0 but an O row of zeros).
+    const bool grew = (alpha[0] != 1.f && m_prev[0] != -INFINITY) || (alpha[1] != 1.f && m_prev[1] != -INFINITY);
+    const bool rescale = it > 0 && __any_sync(0xffffffffu, grew);
     if (rescale) {
       ptx::mbarrier_wait_parity(&ss.p_free[(it - 1) % 2], parity((it - 1) / 2));
       ptx::tcgen05_fence_after_thread_sync();
