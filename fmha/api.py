@@ -13,15 +13,22 @@ from .problem import metadata_key, validate, validate_cached
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-              return_lse=False, backend="auto", out=None):
+              return_lse=False, backend="auto", out=None, sinks=None):
     """Decode attention of a few query tokens against a KV cache.
 
-    q: [B, T, Hq, D]; k_cache, v_cache: [B, S, Hkv, D] (flash_attn_with_kvcache layout),
-    bf16 or fp16, any strides with stride(-1) == 1. cache_seqlens: int32 [B] valid cache
-    tokens per sequence (default S; values are clamped to [0, S]). causal: bottom-right
-    aligned, query t sees keys j <= cache_seqlens[b] - T + t. Returns out [B, T, Hq, D]
-    (into `out` if given) and, with return_lse, lse [B, Hq, T] float32 (natural log;
-    -inf and a zero output for a row with no visible key).
+    q: [B, T, Hq, D]; k_cache: [B, S, Hkv, D], v_cache: [B, S, Hkv, D_v] (flash_attn_with_kvcache
+    layout), bf16 or fp16, any strides with stride(-1) == 1. (D, D_v): (D, D) for D in 64, 128,
+    256, 512, or (576, 512); v_cache may be k_cache itself or its leading columns
+    (k_cache[..., :512]), and a backend may then read the latent once (docs/deepseek.md).
+    cache_seqlens: int32 [B] valid cache tokens per sequence (default S; values are clamped to
+    [0, S]). causal: bottom-right aligned, query t sees keys j <= cache_seqlens[b] - T + t.
+    Returns out [B, T, Hq, D_v] (into `out` if given) and, with return_lse, lse [B, Hq, T]
+    float32 (natural log; -inf and a zero output for a row with no visible key).
+    sinks: float32 [Hq] on q's device, or None: one logit per query head that joins every row's
+    softmax denominator and attends to nothing, p_j = exp(s_j) / (exp(sinks[h]) + sum_k exp(s_k)),
+    s_j = softmax_scale * q.k_j (the sink is not scaled). lse is then the log of the whole
+    denominator, log(exp(sinks[h]) + sum_k exp(s_k)), so out = sum_j exp(s_j - lse) v_j; a row
+    with no visible key gives a zero output and lse = sinks[h].
     block_table: int32 [B, max_blocks_per_seq] for paged caches: k_cache and v_cache are
     then page pools [num_blocks, page_size, Hkv, D] (any strides with stride(-1) == 1),
     token j of sequence b at k_cache[block_table[b, j // page_size], j % page_size];
@@ -34,35 +41,48 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         # on real tensors, still before any kernel is launched.
         B, T, Hq, D = q.shape
         if out is None:
-            out = q.new_empty(q.shape)
+            out = q.new_empty(B, T, Hq, v_cache.shape[-1])
         lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
         torch.ops.fmha.attention_(q, k_cache, v_cache, cache_seqlens, out, lse,
-                                  softmax_scale, bool(causal), backend, block_table)
+                                  softmax_scale, bool(causal), backend, block_table, sinks)
         return (out, lse) if return_lse else out
     # Eager: one memo lookup on cheap metadata stands for validate + decide + the LSE scratch.
     try:
-        meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
+        meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
         key = None if meta is None else (meta, return_lse, backend, backend_env() if backend == "auto" else "")
         call = None if key is None else _CALLS.get(key)
     except Exception:  # not tensors, unhashable arguments, ...: _prepare_call's checks say what is wrong
         key = call = None
     if call is None:
         call = _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
-                             block_table)
-    elif torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad):
-        _check_inference_only(q, k_cache, v_cache)  # requires_grad is not part of the key
+                             block_table, sinks)
+    elif torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad
+                                      or (sinks is not None and sinks.requires_grad)):
+        _check_inference_only(q, k_cache, v_cache, sinks)  # requires_grad is not part of the key
     p, runner, lse_scratch = call
     if out is None:  # unpacked sizes: torch.empty parses them ~0.5 us faster than a tuple
-        out = torch.empty(p.batch, p.seqlen_q, p.heads_q, p.head_dim, dtype=p.dtype, device=p.device)
+        out = torch.empty(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, dtype=p.dtype, device=p.device)
     if return_lse:
         lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
     else:  # the kernels always write an LSE; nobody reads this one
         lse = _lse_scratch(p) if lse_scratch is None else lse_scratch
-    if block_table is None:  # looked up per call: tests patch `run`
+    if sinks is not None:  # looked up per call: tests patch `run`
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks)
+    elif block_table is None:
         runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
     else:
         runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table)
     return (out, lse) if return_lse else out
+
+
+def _run(runner, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks) -> None:
+    """runner.run, looked up per call (tests patch `run`), with block_table and sinks only where given."""
+    if sinks is not None:
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks)
+    elif block_table is None:
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
+    else:
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table)
 
 
 # (metadata_key, return_lse, backend, FMHA_BACKEND) -> (Problem, Backend, LSE scratch or None).
@@ -72,11 +92,11 @@ _CALLS_MAX = 4096
 
 
 def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
-                  block_table=None):
+                  block_table=None, sinks=None):
     """The full checks and the choice of backend, in the order their errors are documented; remembered
     under `key` (None: not remembered)."""
-    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
-    _check_inference_only(q, k_cache, v_cache)
+    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+    _check_inference_only(q, k_cache, v_cache, sinks)
     if return_lse not in (True, False):
         raise TypeError(f"return_lse: expected a bool, got {return_lse!r}")
     decision = decide(p, backend)
@@ -86,9 +106,11 @@ def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal
     return call
 
 
-def _check_inference_only(q, k_cache, v_cache) -> None:
-    if torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad):
-        name = "q" if q.requires_grad else ("k_cache" if k_cache.requires_grad else "v_cache")
+def _check_inference_only(q, k_cache, v_cache, sinks=None) -> None:
+    sinks_grad = sinks is not None and sinks.requires_grad
+    if torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad or sinks_grad):
+        name = next(n for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("sinks", sinks))
+                    if t is not None and t.requires_grad)
         raise ValueError(f"{name}: requires_grad=True, but fmha computes no gradients (an inference library); "
                          "call it under torch.no_grad() / torch.inference_mode(), or pass detached tensors")
 
@@ -114,21 +136,38 @@ def _lse_scratch(p, keep_only: bool = False) -> Optional[torch.Tensor]:
 
 
 def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-            return_lse=False, backend="auto", out=None) -> Decision:
-    """Which backend `attention` would use for these arguments, and why (print it)."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
+            return_lse=False, backend="auto", out=None, sinks=None) -> Decision:
+    """Which backend `attention` would use for these arguments, and why (print it); where V is K's
+    memory, whether that backend reads the latent once or twice."""
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
     d = decide(p, backend)
-    launch = registry()[d.backend].launch_details(p)
-    return dataclasses.replace(d, launch=launch) if launch else d
+    runner = registry()[d.backend]
+    launch = runner.launch_details(p)
+    return dataclasses.replace(d, launch=launch or d.launch, kv_reads=_kv_reads(p, d.backend, runner))
+
+
+def _kv_reads(p, name: str, runner) -> str:
+    """What explain says of how `name` reads K and V: where V is K's memory, once or twice; where the head
+    dims differ and V is a tensor of its own, that both are read; else nothing."""
+    columns = "k_cache itself" if p.head_dim_v == p.head_dim else f"the first {p.head_dim_v} columns of k_cache"
+    if p.kv_shared and runner.reads_shared_kv_once(p):
+        return f"v_cache is {columns}: {name} reads the latent once (one load of each tile serves Q K^T and P V)"
+    if p.kv_shared:
+        return f"v_cache is {columns}, but {name} reads the latent twice (as K and as V)"
+    if p.head_dim_v != p.head_dim:
+        return ("v_cache is a tensor of its own (not k_cache's memory with k_cache's strides): K and V are read "
+                "separately")
+    return ""
 
 
 def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
          enable_gqa=False, *, backend="auto"):
     """`F.scaled_dot_product_attention` for decode-shaped calls, [B, H, L, E] layout.
 
-    Serves query [B, Hq, L, E], key/value [B, Hkv, S, E] without copies. What it cannot
-    honour is an error: attn_mask, dropout, and is_causal with L != S (SDPA's causal mask
-    is top-left aligned; for decode use fmha.attention(causal=True), bottom-right aligned).
+    Serves query [B, Hq, L, E], key [B, Hkv, S, E] and value [B, Hkv, S, Ev] without copies
+    (Ev = E, or (E, Ev) = (576, 512)); returns [B, Hq, L, Ev]. What it cannot honour is an
+    error: attn_mask, dropout, and is_causal with L != S (SDPA's causal mask is top-left
+    aligned; for decode use fmha.attention(causal=True), bottom-right aligned).
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
@@ -137,9 +176,9 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
             raise ValueError(f"{name}: expected a 4-D tensor [B, H, L, E], got {t.dim()}-D")
         if t.dtype != query.dtype:
             raise TypeError(f"{name}: dtype {t.dtype} differs from query's {query.dtype}")
-    if value.shape != key.shape:
+    if value.shape[:3] != key.shape[:3] or value.shape[3] > key.shape[3]:
         raise ValueError(f"value: shape {list(value.shape)} differs from key's {list(key.shape)}; fmha.sdpa "
-                         "needs value and key of one shape [B, Hkv, S, E]")
+                         "needs key [B, Hkv, S, E] and value [B, Hkv, S, Ev] with Ev <= E")
     if key.shape[0] != query.shape[0] or key.shape[3] != query.shape[3]:
         raise ValueError(f"key: shape {list(key.shape)} does not match query's {list(query.shape)} in B or E")
     if attn_mask is not None:
@@ -155,7 +194,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
         raise ValueError(f"key: {key.shape[1]} heads differ from query's {query.shape[1]}; pass enable_gqa=True "
                          "for grouped-query attention, as with F.scaled_dot_product_attention")
     B, Hq, L, E = query.shape
-    result = torch.empty(B, Hq, L, E, dtype=query.dtype, device=query.device)
+    result = torch.empty(B, Hq, L, value.shape[3], dtype=query.dtype, device=query.device)
     try:
         attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
                   softmax_scale=scale, causal=bool(is_causal), backend=backend, out=result.transpose(1, 2))
@@ -179,20 +218,16 @@ _MENTIONS_SHAPES = re.compile(r"shape|stride|\[\d")
 def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   cache_seqlens: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor,
                   softmax_scale: Optional[float], causal: bool, backend: str,
-                  block_table: Optional[torch.Tensor] = None) -> None:
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
+                  block_table: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None) -> None:
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
     if (tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32
             or not lse.is_contiguous() or lse.device != q.device):
         raise ValueError(f"lse: expected a contiguous float32 [{p.batch}, {p.heads_q}, {p.seqlen_q}] tensor on "
                          f"{q.device}, got {lse.dtype} {list(lse.shape)} strides {tuple(lse.stride())} on {lse.device}")
     decision = decide(p, backend)
-    runner = registry()[decision.backend]
-    if block_table is None:
-        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
-    else:
-        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table)
+    _run(registry()[decision.backend], p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks)
 
 
 @_attention_op.register_fake
-def _(q, k_cache, v_cache, cache_seqlens, out, lse, softmax_scale, causal, backend, block_table=None):
+def _(q, k_cache, v_cache, cache_seqlens, out, lse, softmax_scale, causal, backend, block_table=None, sinks=None):
     return None

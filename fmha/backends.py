@@ -17,9 +17,9 @@ class ReferenceBackend(Backend):
     name = "reference"
     summary = "fp32 PyTorch math, any device (ground truth)"
 
-    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None):
+    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None):
         o, l = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
-                                   block_table=block_table)
+                                   block_table=block_table, sinks=sinks)
         out.copy_(o)
         lse.copy_(l)
 
@@ -28,6 +28,9 @@ class TritonBackend(Backend):
     name = "triton"
     summary = "Triton FA2 split-KV decode kernel with GQA packing (any CUDA GPU; CPU via TRITON_INTERPRET=1)"
     eager_call_us = 40.0  # Triton's Python launcher; perf/overhead.py on an H200
+
+    def reads_shared_kv_once(self, p):
+        return p.kv_shared
 
     def unavailable_reason(self):
         try:
@@ -63,9 +66,9 @@ class TritonBackend(Backend):
                 f"{m_blocks * p.batch * p.heads_kv} programs x {splits} KV split(s)"
                 + (" + combine kernel" if splits > 1 else "") + paged)
 
-    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None):
+    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None):
         from .triton.decode import decode_attention
-        decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table)
+        decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks)
 
 
 @functools.lru_cache(maxsize=None)

@@ -16,7 +16,7 @@ class Backend:
     """A backend says whether it can run on this machine at all (`unavailable_reason`) and whether it
     can serve one problem (`unsupported_reason`), both from host information only, and `run`s into
     caller-allocated `out` and `lse`. For a paged problem (`p.has_block_table`) `run` gets the block table
-    and k_cache / v_cache are the page pools."""
+    and k_cache / v_cache are the page pools; for one with sinks (`p.has_sinks`) it gets `sinks`."""
 
     name: str = ""
     summary: str = ""
@@ -36,7 +36,11 @@ class Backend:
         """How this backend would launch `p` (kernel configuration, split count), for explain()."""
         return None
 
-    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None) -> None:
+    def reads_shared_kv_once(self, p: Problem) -> bool:
+        """Whether, where V is K's memory (p.kv_shared), one load of each latent tile serves K and V."""
+        return False
+
+    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None) -> None:
         raise NotImplementedError
 
 

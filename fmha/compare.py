@@ -154,12 +154,13 @@ def time_call(fn, device: torch.device, reps: int = 20) -> tuple:
 
 
 def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-            backends=None, timing=True, reps: int = 20) -> CompareReport:
+            backends=None, timing=True, reps: int = 20, sinks=None) -> CompareReport:
     """Run `backends` (default: all available) on the same inputs and report errors, agreement and time.
 
-    With `block_table`, k_cache and v_cache are page pools, as in `fmha.attention`. An unknown name in
-    `backends` raises ValueError before anything runs, as `fmha.attention` does."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table)
+    With `block_table`, k_cache and v_cache are page pools, and `sinks` are attention sinks, as in
+    `fmha.attention`. An unknown name in `backends` raises ValueError before anything runs, as
+    `fmha.attention` does."""
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table, sinks)
     if backends is None:
         names = available_backends()
     else:
@@ -168,7 +169,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
             if not isinstance(name, str) or name not in registry():
                 raise ValueError(f"backends: unknown backend {name!r}; valid names: {', '.join(registry())}")
     ref, ref_lse = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
-                                       block_table=block_table)
+                                       block_table=block_table, sinks=sinks)
     ref = ref.float()
     # max |v| over real values: unused cache slots may hold NaN/Inf, which no backend may read; a slice at
     # a time (a sequence; a pool's pages in at most 64 slices), so no full-size copy of the cache is made
@@ -188,11 +189,12 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         if why is not None:
             report.results.append(BackendResult(name, f"unsupported: {why}"))
             continue
-        out = torch.full(q.shape, float("nan"), dtype=q.dtype, device=q.device)
+        out = torch.full((p.batch, p.seqlen_q, p.heads_q, p.head_dim_v), float("nan"), dtype=q.dtype,
+                         device=q.device)
         try:
             _, lse = attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
                                softmax_scale=p.softmax_scale, causal=p.causal, return_lse=True, backend=name,
-                               out=out)
+                               out=out, sinks=sinks)
         except Exception as e:  # reported, never hidden
             report.results.append(BackendResult(name, f"failed: {type(e).__name__}: {e}"))
             continue
@@ -201,7 +203,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         if timing:
             def call(name=name, out=out):
                 attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
-                          softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out)
+                          softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out, sinks=sinks)
             try:
                 r.median_us, r.timing = time_call(call, q.device, reps)
                 r.gbps = nbytes / (r.median_us * 1e-6) / 1e9

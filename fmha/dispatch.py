@@ -32,11 +32,14 @@ class Decision:
     considered: tuple = ()  # (name, None if usable else why not)
     launch: str = ""  # how the chosen backend launches the problem (filled in by fmha.explain)
     within_noise: bool = False  # chosen by the table among backends whose times are within its noise margin
+    kv_reads: str = ""  # how the chosen backend reads K and V where they differ from plain separate caches
 
     def __str__(self) -> str:
         lines = [f"backend: {self.backend} (chosen by {self.source}: {self.reason})"]
         if self.launch:
             lines.append(f"  launch: {self.launch}")
+        if self.kv_reads:
+            lines.append(f"  K/V reads: {self.kv_reads}")
         for name, why in self.considered:
             lines.append(f"  {name:10s} {'can serve this problem' if why is None else 'no: ' + why}")
         return "\n".join(lines)

@@ -15,7 +15,11 @@ from typing import Optional
 import torch
 
 SUPPORTED_DTYPES = (torch.bfloat16, torch.float16)
-SUPPORTED_HEAD_DIMS = (64, 128, 256, 512)
+SUPPORTED_HEAD_DIMS = (64, 128, 256, 512)  # K = V head dims (D_qk == D_v)
+# (D_qk, D_v): equal head dims, and DeepSeek's 576-wide keys (512 latent + 64 rope) whose first 512 columns
+# are the values.
+SUPPORTED_HEAD_DIM_PAIRS = tuple((d, d) for d in SUPPORTED_HEAD_DIMS) + ((576, 512),)
+SUPPORTED_QK_DIMS = tuple(sorted({dk for dk, _ in SUPPORTED_HEAD_DIM_PAIRS}))
 
 
 @dataclass(frozen=True)
@@ -45,12 +49,17 @@ class Problem:
     # sequence, max_blocks_per_seq * page_size. block_table_rows_disjoint: the table's rows do not overlap
     # (stride(0) >= max_blocks_per_seq, or one sequence), as the CUDA kernel needs.
     page_size: Optional[int] = None
-    # Reserved for a V head dim of its own (DeepSeek's latent K = V); nothing accepts it yet. V's (and the
-    # output's) head dim; None on construction means head_dim.
+    # V's (and the output's) head dim: head_dim, or 512 with head_dim 576 (SUPPORTED_HEAD_DIM_PAIRS); None on
+    # construction means head_dim.
     head_dim_v: Optional[int] = None
     num_blocks: Optional[int] = None
     max_blocks_per_seq: Optional[int] = None
     block_table_rows_disjoint: bool = True
+    # One float32 logit per query head joins every row's softmax denominator (the `sinks` argument).
+    has_sinks: bool = False
+    # v_cache is k_cache's memory: the same data pointer and strides, so V is K's first head_dim_v columns
+    # (k_cache itself, or k_cache[..., :head_dim_v]); a kernel may load each latent tile once for both.
+    kv_shared: bool = False
 
     def __post_init__(self):
         if self.head_dim_v is None:
@@ -73,7 +82,9 @@ class Problem:
 
     def bytes_moved(self, kv_tokens: Optional[int] = None) -> int:
         """q + k + v + out, the bytes a decode kernel must move at least: the whole cache, or with `kv_tokens`
-        the K and V rows of that many tokens (summed over the sequences: the keys they really have)."""
+        the K and V rows of that many tokens (summed over the sequences: the keys they really have). K and V
+        rows count separately even where V shares K's memory (kv_shared), as a kernel that reads them twice
+        moves them."""
         e = torch.finfo(self.dtype).bits // 8
         tokens = self.batch * self.seqlen_k if kv_tokens is None else kv_tokens
         q = self.batch * self.seqlen_q * self.heads_q * self.head_dim
@@ -92,7 +103,9 @@ class Problem:
                 f"{paged}"
                 f" {str(self.dtype).replace('torch.', '')}"
                 f"{' causal' if self.causal and self.seqlen_q > 1 else ''}"
-                f"{' varlen' if self.has_cache_seqlens else ''}")
+                f"{' varlen' if self.has_cache_seqlens else ''}"
+                f"{' kv-shared' if self.kv_shared else ''}"
+                f"{' sinks' if self.has_sinks else ''}")
 
 
 def _shape(t: torch.Tensor) -> str:
@@ -112,14 +125,20 @@ def _check_tensor(name: str, t, layout: str) -> None:
             f"{tuple(t.stride())}; fmha never copies a tensor behind your back, pass a view with unit last stride")
 
 
+def _pairs() -> str:
+    return ", ".join(f"({dk}, {dv})" for dk, dv in SUPPORTED_HEAD_DIM_PAIRS)
+
+
 def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
-             out=None, block_table=None) -> Problem:
+             out=None, block_table=None, sinks=None) -> Problem:
     """Check the arguments of `fmha.attention` and return the Problem they describe."""
     paged = block_table is not None
     layout = "[num_blocks, page_size, Hkv, D] (a page pool, with block_table)" if paged else "[B, S, Hkv, D]"
+    layout_v = ("[num_blocks, page_size, Hkv, D_v] (a page pool, with block_table)" if paged
+                else "[B, S, Hkv, D_v]")
     _check_tensor("q", q, "[B, T, Hq, D]")
     _check_tensor("k_cache", k_cache, layout)
-    _check_tensor("v_cache", v_cache, layout)
+    _check_tensor("v_cache", v_cache, layout_v)
     for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
         if t.dtype != q.dtype:
             raise TypeError(f"{name}: dtype {t.dtype} differs from q's {q.dtype}; q, k_cache and v_cache "
@@ -133,16 +152,26 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                 raise ValueError(f"v_cache: {what} {v_cache.shape[i]} differs from k_cache's {k_cache.shape[i]} "
                                  f"(shapes {_shape(v_cache)} and {_shape(k_cache)}); the K and V pools must hold the "
                                  "same pages: [num_blocks, page_size, Hkv, D] both")
-    if k_cache.shape != v_cache.shape:
-        raise ValueError(f"v_cache: shape {_shape(v_cache)} differs from k_cache's {_shape(k_cache)}; "
-                         f"both must be {layout.split(' (')[0]}")
+    if k_cache.shape[:3] != v_cache.shape[:3]:
+        dims = ("num_blocks", "page_size", "Hkv") if paged else ("B", "S", "Hkv")
+        differ = " and ".join(n for n, a, b in zip(dims, k_cache.shape, v_cache.shape) if a != b)
+        raise ValueError(f"v_cache: shape {_shape(v_cache)} differs from k_cache's {_shape(k_cache)}; both must be "
+                         f"{layout.split(' (')[0]} with the same {', '.join(dims)} (here {differ} differs; only "
+                         "v_cache's head dim may be its own, D_v)")
     Bk, S, Hkv, Dk = k_cache.shape
+    Dv = v_cache.shape[3]
     if not paged and Bk != B:
         raise ValueError(f"k_cache: batch {Bk} differs from q's batch {B}")
     if Dk != D:
         raise ValueError(f"k_cache: head_dim {Dk} differs from q's head_dim {D}")
-    if D not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"q: head_dim {D} is not supported; allowed: {', '.join(map(str, SUPPORTED_HEAD_DIMS))}")
+    if D not in SUPPORTED_QK_DIMS:
+        raise ValueError(f"q: head_dim {D} is not supported; allowed: {', '.join(map(str, SUPPORTED_QK_DIMS))}")
+    if Dv > D:
+        raise ValueError(f"v_cache: head_dim {Dv} is wider than k_cache's {D}; V's head dim must not exceed K's. "
+                         f"Allowed (D_qk, D_v) pairs: {_pairs()}")
+    if (D, Dv) not in SUPPORTED_HEAD_DIM_PAIRS:
+        raise ValueError(f"v_cache: head_dim {Dv} with k_cache's head_dim {D} is not a supported pair; allowed "
+                         f"(D_qk, D_v): {_pairs()}")
     if B < 1 or T < 1 or Hq < 1:
         raise ValueError(f"q: every dimension of [B, T, Hq, D] must be >= 1, got {_shape(q)}")
     if paged and (Bk < 1 or S < 1 or Hkv < 1):
@@ -191,9 +220,10 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
             raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale}")
     if out is not None:
         if not isinstance(out, torch.Tensor):
-            raise TypeError(f"out: expected a torch.Tensor [B, T, Hq, D] or None, got {type(out).__name__}")
-        if tuple(out.shape) != (B, T, Hq, D):
-            raise ValueError(f"out: expected shape [{B}, {T}, {Hq}, {D}] (q's shape), got {_shape(out)}")
+            raise TypeError(f"out: expected a torch.Tensor [B, T, Hq, D_v] or None, got {type(out).__name__}")
+        if tuple(out.shape) != (B, T, Hq, Dv):
+            what = "q's shape" if Dv == D else f"q's [B, T, Hq] and v_cache's head_dim {Dv}"
+            raise ValueError(f"out: expected shape [{B}, {T}, {Hq}, {Dv}] ({what}), got {_shape(out)}")
         if out.dtype != q.dtype:
             raise TypeError(f"out: dtype {out.dtype} differs from q's {q.dtype}")
         if out.device != q.device:
@@ -201,6 +231,8 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
         if out.stride(-1) != 1:
             raise ValueError(f"out: the last dimension must be contiguous (stride(-1) == 1), got strides "
                              f"{tuple(out.stride())}")
+    if sinks is not None:
+        _check_sinks(sinks, Hq, q.device)
     aligned = all(_aligned_16b(t) for t in (q, k_cache, v_cache) + ((out,) if out is not None else ()))
     paged_fields = {}
     if paged:  # seqlen_k: a sequence's capacity through the table
@@ -210,8 +242,34 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D,
                    dtype=q.dtype, device=q.device, causal=bool(causal),
                    softmax_scale=softmax_scale, has_cache_seqlens=cache_seqlens is not None,
-                   aligned_16b=aligned, head_dim_v=D,
-                   kv_heads_adjacent=all(t.stride(2) == D or Hkv == 1 for t in (k_cache, v_cache)), **paged_fields)
+                   aligned_16b=aligned, head_dim_v=Dv,
+                   kv_heads_adjacent=all(t.stride(2) == t.shape[3] or Hkv == 1 for t in (k_cache, v_cache)),
+                   has_sinks=sinks is not None, kv_shared=shares_memory(k_cache, v_cache), **paged_fields)
+
+
+def shares_memory(k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:
+    """Whether v_cache is K's leading columns: one data pointer and, on every dimension of more than one
+    element, one stride (shapes already checked: the same first three dimensions, V no wider than K). Equal
+    pointers mean one allocation, so element (i, j, h, d < D_v) of both is the same memory."""
+    if k_cache.data_ptr() != v_cache.data_ptr():
+        return False
+    return all(a == b or n == 1 for a, b, n in zip(k_cache.stride()[:3], v_cache.stride()[:3], k_cache.shape[:3]))
+
+
+def _check_sinks(sinks, Hq: int, device) -> None:
+    what = f"a contiguous float32 tensor [Hq={Hq}] (one logit per query head) on {device}"
+    if not isinstance(sinks, torch.Tensor):
+        raise TypeError(f"sinks: expected {what} or None, got {type(sinks).__name__}")
+    if sinks.layout != torch.strided:
+        raise TypeError(f"sinks: layout {sinks.layout} is not allowed; expected {what}")
+    if sinks.dtype != torch.float32:
+        raise TypeError(f"sinks: dtype {sinks.dtype} is not allowed; expected torch.float32 (pass sinks.float())")
+    if sinks.dim() != 1 or sinks.shape[0] != Hq:
+        raise ValueError(f"sinks: expected shape [{Hq}] (one logit per query head, q's Hq), got {_shape(sinks)}")
+    if sinks.device != device:
+        raise ValueError(f"sinks: on device {sinks.device} but q is on {device}; all tensors must share a device")
+    if Hq > 1 and sinks.stride(0) != 1:
+        raise ValueError(f"sinks: must be contiguous, got stride {sinks.stride(0)}; pass sinks.contiguous()")
 
 
 def _check_block_table(block_table, B: int, device) -> int:
@@ -250,12 +308,13 @@ _IMMUTABLE_SCALARS = (float, int)  # a scale of another type might change after 
 
 
 def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True, out=None,
-                 block_table=None):
+                 block_table=None, sinks=None):
     """Everything `validate` decides from, as one hashable tuple, or None where no key is safe.
 
-    Per tensor: its type, shape, strides, dtype, device and data_ptr mod 16 (the 16-byte alignment);
-    then the scalars; cache_seqlens and a block table by their metadata alone, layout included (a sparse
-    tensor has strides too; their values are device data). Equal keys mean
+    Per tensor: its type, shape, strides, dtype, device and data_ptr mod 16 (the 16-byte alignment), and
+    whether k_cache and v_cache start at one address (shares_memory); then the scalars; cache_seqlens, a
+    block table and sinks by their metadata alone, layout included (a sparse tensor has strides too; their
+    values are device data). Equal keys mean
     equal verdicts, so a memo on it may skip `validate`. Built flat from attribute reads (~1.7 us for
     four tensors, against ~11 us for the checks); raises for arguments that are not tensors or not
     hashable, and the caller then runs `validate`, which says what is wrong."""
@@ -264,27 +323,29 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
     return (type(q), q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             type(k_cache), k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device, k_cache.data_ptr() & 15,
             type(v_cache), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() & 15,
-            softmax_scale, causal,
+            k_cache.data_ptr() == v_cache.data_ptr(), softmax_scale, causal,
             # nested, so that a tensor passed as cache_seqlens never reads like the same tensor passed as out
             None if cache_seqlens is None else (type(cache_seqlens), cache_seqlens.shape, cache_seqlens.stride(),
                                                 cache_seqlens.dtype, cache_seqlens.device, cache_seqlens.layout),
             None if out is None else (type(out), out.shape, out.stride(), out.dtype, out.device, out.data_ptr() & 15),
             None if block_table is None else (type(block_table), block_table.shape, block_table.stride(),
-                                              block_table.dtype, block_table.device, block_table.layout))
+                                              block_table.dtype, block_table.device, block_table.layout),
+            None if sinks is None else (type(sinks), sinks.shape, sinks.stride(), sinks.dtype, sinks.device,
+                                        sinks.layout))
 
 
 def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
-                    out=None, block_table=None) -> Problem:
+                    out=None, block_table=None, sinks=None) -> Problem:
     """`validate`, memoised on `metadata_key`: a decode loop calls with the same metadata every
     step. Anything unusual takes the full path, which raises. Equal keys give the same Problem
     object, so later memos may key on its identity."""
     try:
-        key = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
+        key = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
         p = None if key is None else _VALIDATED.get(key)
     except Exception:  # not tensors, unhashable, no storage: the full checks say what is wrong
         key = p = None
     if p is None:
-        p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table)
+        p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
         if key is not None and len(_VALIDATED) < _VALIDATED_MAX:
             p = _VALIDATED.setdefault(key, p)  # a racing thread's entry wins: one object per key
     return p

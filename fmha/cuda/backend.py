@@ -4,6 +4,10 @@ The library is built for one architecture (`fmha_arch()` says which) and exposes
 (fmha_capi.h) on every one; this module chooses a configuration and a split count per problem. A paged
 problem (a block table over page pools) is planned as the contiguous one of S = its capacity
 (max_blocks_per_seq * page_size), never as KV-head pairs (the C API serves those contiguous only).
+
+Not served yet, refused by `unsupported_reason` so that `auto` takes Triton: a V head dim other than K's
+(DeepSeek's (576, 512)) and attention sinks. A v_cache that is k_cache's memory at equal head dims is
+served, read twice (as K and as V).
 """
 from __future__ import annotations
 
@@ -168,6 +172,11 @@ class CudaBackend(Backend):
                     f"sm_{want[0]}{want[1]}a ({want[0]}.{want[1]})")
         if p.dtype not in _DTYPE_CODE:
             return f"dtype {p.dtype} not supported (bfloat16, float16)"
+        if p.head_dim_v != p.head_dim:
+            return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}): the CUDA kernel serves V of K's head "
+                    "dim only (no shared-latent kernel yet)")
+        if p.has_sinks:
+            return "attention sinks (sinks=) are not implemented in the CUDA kernel yet"
         if p.head_dim not in SUPPORTED_HEAD_DIMS:
             return f"head_dim {p.head_dim} not supported (64, 128, 256, 512)"
         if not p.aligned_16b:
@@ -314,7 +323,9 @@ class CudaBackend(Backend):
         return (f"config {kind}, {self._tile_n[(p.head_dim, config)]}-token tiles, {loop}; {ctas} CTAs x "
                 f"{num_splits} KV split(s){merge}{paged}")
 
-    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None) -> None:
+    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None) -> None:
+        if sinks is not None:  # unsupported_reason refuses such problems; a direct call must not drop them
+            raise ValueError("sinks: the CUDA kernel does not implement attention sinks")
         fn = self._fn or self._bind()
         # Keyed on the Problem's identity: fmha.attention passes one memoised object per call
         # shape, and an identity lookup skips hashing and comparing a Problem's fields.

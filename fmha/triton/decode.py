@@ -17,6 +17,18 @@ the page size is a multiple of BLOCK_N a tile lies inside one page (tiles start
 at multiples of BLOCK_N) and one id serves it (PAGED = 2); otherwise each key
 looks up its own (PAGED = 1).
 
+Head dims (D_qk, D_v): HEAD_DIM is D_v, the width of V, of the output and of
+the first part of Q K^T; QK_TAIL = D_qk - D_v more columns of q and k (0, or
+DeepSeek's 64 rope columns at (576, 512)) add a second, narrow product to the
+scores, so no tile is padded to a power of two. With KV_SHARED, V is K's first
+D_v columns (v_cache is k_cache's memory): each tile is loaded once, row-major
+[BLOCK_N, D_v], and serves Q K^T (transposed) and P V.
+
+Attention sinks (HAS_SINKS): sinks[h], one unscaled logit per query head, joins
+the denominator once per row at the end (unsplit) or in the combine kernel
+(split), never the loop: both rescale to max(m, sink) so exp never overflows,
+and lse becomes the log of the whole denominator.
+
 Numerics: scores are scaled by qk_scale = softmax_scale * log2(e) so the
 softmax uses exp2; m_i (running max, log2 domain), l_i (running sum) and acc
 (unnormalised output) are fp32; P is rounded to the input dtype for the PV
@@ -39,7 +51,7 @@ LOG2E = 1.0 / LN2
 
 @triton.jit
 def _decode_kernel(
-    Q, K, V, Out, Lse, OPart, LsePart, Seqlens, BlockTable,
+    Q, K, V, Out, Lse, OPart, LsePart, Seqlens, BlockTable, Sinks,
     stride_qb, stride_qt, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
@@ -50,6 +62,7 @@ def _decode_kernel(
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr, OFFS_64: tl.constexpr,
     PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    QK_TAIL: tl.constexpr, KV_SHARED: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -65,10 +78,15 @@ def _decode_kernel(
     hq = kvh * GROUP + rows % GROUP  # int64 through kvh
     offs_d = tl.arange(0, HEAD_DIM)
 
-    q_ptrs = Q + b * stride_qb + t[:, None] * stride_qt + hq[:, None] * stride_qh + offs_d[None, :]
-    q = tl.load(q_ptrs, mask=row_valid[:, None], other=0.0)
+    q_rows = Q + b * stride_qb + t[:, None] * stride_qt + hq[:, None] * stride_qh
+    q = tl.load(q_rows + offs_d[None, :], mask=row_valid[:, None], other=0.0)
     if UPCAST_DOT:  # the interpreter's bf16 tl.dot is wrong (triton-lang/triton#11584)
         q = q.to(tl.float32)
+    if QK_TAIL > 0:  # q's columns past D_v: a second, narrow Q K^T product
+        offs_r = HEAD_DIM + tl.arange(0, QK_TAIL)
+        q_tail = tl.load(q_rows + offs_r[None, :], mask=row_valid[:, None], other=0.0)
+        if UPCAST_DOT:
+            q_tail = q_tail.to(tl.float32)
 
     if HAS_SEQLENS:
         seqlen = tl.minimum(tl.maximum(tl.load(Seqlens + b), 0), S)
@@ -115,10 +133,22 @@ def _decode_kernel(
         else:
             k_keys = k_base + offs_n * stride_ks
             v_keys = v_base + offs_n * stride_vs
-        k = tl.load(k_keys[None, :] + offs_d[:, None], mask=in_range[None, :], other=0.0)
-        if UPCAST_DOT:
-            k = k.to(tl.float32)
-        qk = tl.dot(q, k) * qk_scale
+        if KV_SHARED:  # one latent tile, row-major: K^T for the scores, itself as V below
+            kv = tl.load(k_keys[:, None] + offs_d[None, :], mask=in_range[:, None], other=0.0)
+            if UPCAST_DOT:
+                kv = kv.to(tl.float32)
+            qk = tl.dot(q, tl.trans(kv))
+        else:
+            k = tl.load(k_keys[None, :] + offs_d[:, None], mask=in_range[None, :], other=0.0)
+            if UPCAST_DOT:
+                k = k.to(tl.float32)
+            qk = tl.dot(q, k)
+        if QK_TAIL > 0:
+            k_tail = tl.load(k_keys[None, :] + offs_r[:, None], mask=in_range[None, :], other=0.0)
+            if UPCAST_DOT:
+                k_tail = k_tail.to(tl.float32)
+            qk = tl.dot(q_tail, k_tail, qk)
+        qk = qk * qk_scale
         visible = in_range[None, :]
         if CAUSAL:
             visible = visible & (offs_n[None, :] <= last_key[:, None])
@@ -130,13 +160,25 @@ def _decode_kernel(
         alpha = tl.math.exp2(m_i - m_safe)
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
-        v = tl.load(v_keys[:, None] + offs_d[None, :], mask=in_range[:, None], other=0.0)
-        if UPCAST_DOT:
-            acc += tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32))
+        if KV_SHARED:
+            v = kv
         else:
-            acc += tl.dot(p.to(v.dtype), v)
+            v = tl.load(v_keys[:, None] + offs_d[None, :], mask=in_range[:, None], other=0.0)
+        p_in = p.to(V.dtype.element_ty)  # rounded as the tensor cores take it
+        if UPCAST_DOT:
+            acc += tl.dot(p_in.to(tl.float32), v.to(tl.float32))
+        else:
+            acc += tl.dot(p_in, v)
         m_i = m_new
 
+    if HAS_SINKS and NUM_SPLITS == 1:  # split partials stay sink-free: the combine kernel adds the sink
+        sink = tl.load(Sinks + hq) * 1.4426950408889634  # log2 domain, as m_i
+        m_fin = tl.maximum(m_i, sink)
+        m_fin = tl.where(m_fin == float("-inf"), 0.0, m_fin)  # no key and a -inf sink: 0 / 0 avoided below
+        alpha = tl.math.exp2(m_i - m_fin)
+        l_i = l_i * alpha + tl.math.exp2(sink - m_fin)
+        acc = acc * alpha[:, None]
+        m_i = m_fin
     empty = l_i == 0.0
     o = acc / tl.where(empty, 1.0, l_i)[:, None]
     lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(tl.where(empty, 1.0, l_i))) * 0.6931471805599453)
@@ -152,12 +194,13 @@ def _decode_kernel(
 
 @triton.jit
 def _combine_splits(
-    Out, Lse, OPart, LsePart,
+    Out, Lse, OPart, LsePart, Sinks,
     stride_ob, stride_ot, stride_oh,
     T, HEADS_Q: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
+    HEAD_DIM: tl.constexpr, HAS_SINKS: tl.constexpr,
 ):
-    """One program per (b, t, hq): out = sum_s w_s o_s / sum_s w_s with w_s = exp(lse_s - max lse)."""
+    """One program per (b, t, hq): out = sum_s w_s o_s / sum_s w_s with w_s = exp(lse_s - max lse); a sink
+    adds exp(sink - max) to the denominator (and takes part in the max) and nothing to the sum."""
     pid = tl.program_id(0).to(tl.int64)  # = (b * T + t) * HEADS_Q + hq
     hq = pid % HEADS_Q
     bt = pid // HEADS_Q
@@ -166,9 +209,14 @@ def _combine_splits(
     offs_s = tl.arange(0, SPLITS_POW2)
     lse_s = tl.load(LsePart + pid * NUM_SPLITS + offs_s, mask=offs_s < NUM_SPLITS, other=float("-inf"))
     lse_max = tl.max(lse_s, 0)
+    if HAS_SINKS:
+        sink = tl.load(Sinks + hq)
+        lse_max = tl.maximum(lse_max, sink)
     lse_safe = tl.where(lse_max == float("-inf"), 0.0, lse_max)
     w = tl.exp(lse_s - lse_safe)  # 0 for empty splits
     w_sum = tl.sum(w, 0)
+    if HAS_SINKS:
+        w_sum += tl.exp(sink - lse_safe)
     offs_d = tl.arange(0, HEAD_DIM)
     acc = tl.zeros([HEAD_DIM], dtype=tl.float32)
     for s in range(NUM_SPLITS):
@@ -182,17 +230,19 @@ def _combine_splits(
 
 
 def launch_config(head_dim: int, rows: int):
-    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for one head dim and packed-row count.
+    """(BLOCK_M, BLOCK_N, num_warps, num_stages) for one head dim (D_qk) and packed-row count.
 
     BLOCK_M covers the packed rows (T x G) up to a register budget: the fp32
     accumulator is BLOCK_M x D. BLOCK_N shrinks as D grows so that a K and a V
     tile per pipeline stage stay within shared memory. The values are the
     fastest of a sweep on an H200 (perf/RESULTS.md), e.g. D=128: BLOCK_N=128,
     4 warps, 3 stages was within 1% of the best config on every shape tried.
+    D_qk = 576 (D_v = 512 plus a 64-column tail) takes D = 512's tiles, never
+    measured: the same accumulator and one more 64-column Q and K tile.
     """
-    max_m = {64: 64, 128: 64, 256: 64, 512: 64}[head_dim]
+    max_m = {64: 64, 128: 64, 256: 64, 512: 64, 576: 64}[head_dim]
     block_m = min(max_m, max(16, triton.next_power_of_2(rows)))
-    block_n = {64: 64, 128: 128, 256: 64, 512: 32}[head_dim]
+    block_n = {64: 64, 128: 128, 256: 64, 512: 32, 576: 32}[head_dim]
     num_warps = 8 if block_m * head_dim >= 64 * 256 else 4
     num_stages = 2 if block_m * head_dim >= 64 * 512 else 3
     return block_m, block_n, num_warps, num_stages
@@ -216,21 +266,28 @@ def paged_mode(p, block_n: int) -> int:
     return 2 if p.page_size % block_n == 0 else 1
 
 
-def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits=None, block_table=None):
-    """Run the decode kernel for Problem `p`, writing `out` [B, T, Hq, D] and `lse` [B, Hq, T] (contiguous fp32).
+def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits=None, block_table=None,
+                     sinks=None):
+    """Run the decode kernel for Problem `p`, writing `out` [B, T, Hq, D_v] and `lse` [B, Hq, T] (contiguous fp32).
 
     `num_splits` overrides the heuristic (tests use it to force the split path). For a paged `p`,
-    `block_table` [B, max_blocks_per_seq] addresses the page pools k_cache / v_cache.
+    `block_table` [B, max_blocks_per_seq] addresses the page pools k_cache / v_cache. `sinks`: float32 [Hq]
+    for a problem with sinks. Where p.kv_shared, v_cache is read through k_cache's pointer and strides.
     """
     if p.has_block_table != (block_table is not None):
         raise ValueError("block_table: given for a contiguous problem, or missing for a paged one")
+    if p.has_sinks != (sinks is not None):
+        raise ValueError("sinks: given for a problem without sinks, or missing for one with them")
+    if p.kv_shared and v_cache.data_ptr() != k_cache.data_ptr():
+        raise ValueError("v_cache: the problem says it shares k_cache's memory, but its data pointer differs")
     on_gpu = q.device.type == "cuda"
     sms = num_sms(q.device.index if q.device.index is not None else torch.cuda.current_device()) if on_gpu else 8
     (block_m, block_n, num_warps, num_stages), m_blocks, splits = plan(p, sms)
     if num_splits is not None:
         splits = max(1, min(int(num_splits), cdiv(p.seqlen_k, block_n)))
     tokens_per_split = cdiv(cdiv(p.seqlen_k, splits), block_n) * block_n
-    B, T, Hq, D = q.shape
+    B, T, Hq, _ = q.shape
+    D = p.head_dim_v
     if splits > 1:
         o_part = torch.empty(B * T * Hq * splits * D, dtype=torch.float32, device=q.device)
         lse_part = torch.empty(B * T * Hq * splits, dtype=torch.float32, device=q.device)
@@ -244,9 +301,10 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
     else:
         table, stride_bt, num_blocks = seqlens, 0, 1  # unused placeholder
         rows_in_span = p.seqlen_k
+    sinks_arg = sinks if sinks is not None else lse  # unused placeholder
     grid = (m_blocks, B * p.heads_kv, splits)
     _decode_kernel[grid](
-        q, k_cache, v_cache, out, lse, o_part, lse_part, seqlens, table,
+        q, k_cache, v_cache, out, lse, o_part, lse_part, seqlens, table, sinks_arg,
         q.stride(0), q.stride(1), q.stride(2),
         k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
@@ -259,13 +317,14 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         UPCAST_DOT=interpreter_enabled(),
         OFFS_64=max(k_cache.stride(1), v_cache.stride(1)) * rows_in_span >= 2 ** 31,
         PAGED=paged, PAGE_SIZE=p.page_size if paged else 1,
+        QK_TAIL=p.head_dim - D, KV_SHARED=p.kv_shared, HAS_SINKS=sinks is not None,
         num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:
         _combine_splits[(B * T * Hq,)](
-            out, lse, o_part, lse_part,
+            out, lse, o_part, lse_part, sinks_arg,
             out.stride(0), out.stride(1), out.stride(2),
             T, HEADS_Q=Hq, NUM_SPLITS=splits, SPLITS_POW2=max(2, triton.next_power_of_2(splits)),
-            HEAD_DIM=D, num_warps=4,
+            HEAD_DIM=D, HAS_SINKS=sinks is not None, num_warps=4,
         )
     return splits

@@ -1,0 +1,404 @@
+"""DeepSeek decode: V of its own head dim ((576, 512) and (512, 512)), V as k_cache's own memory (the
+latent read once), and attention sinks; against the fp32 reference and direct float64 math.
+
+Under the Triton interpreter (a CPU) the shapes are tiny: D = 576 tiles are slow there.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+import fmha
+from conftest import DEVICE
+from _util import compare, make_paged
+from fmha.problem import validate, validate_cached
+from fmha.reference import attention_reference
+
+bf16 = torch.bfloat16
+# Large magnitudes: the sink dominates a row or vanishes from it; exp(100) overflows fp32 unless the sink takes
+# part in the running max.
+SINK_VALUES = (20.0, -20.0, 100.0, 1.5, -3.0, -100.0)
+
+
+def sinks_for(Hq, device=DEVICE):
+    return torch.tensor([SINK_VALUES[h % len(SINK_VALUES)] for h in range(Hq)], dtype=torch.float32, device=device)
+
+
+def latent_inputs(B, T, Hq, Hkv, S, Dqk, Dv, v_mode, seqlens, seed=0):
+    """q, k, v, cache_seqlens; v is k itself ("self"), its first Dv columns ("slice") or its own tensor
+    ("separate")."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rnd(*shape):
+        return torch.randn(*shape, generator=g).to(DEVICE, bf16)
+
+    q, k = rnd(B, T, Hq, Dqk), rnd(B, S, Hkv, Dqk)
+    v = {"self": lambda: k, "slice": lambda: k[..., :Dv], "separate": lambda: rnd(B, S, Hkv, Dv)}[v_mode]()
+    return q, k, v, torch.tensor(seqlens, dtype=torch.int32, device=DEVICE)
+
+
+def with_nan_past_lengths(k, v, sl, v_mode):
+    """Copies of k and v (v still k's memory where it was) with NaN in every slot at or past each length."""
+    k = k.clone()
+    v = v.clone() if v_mode == "separate" else k[..., :v.shape[-1]]
+    for b, n in enumerate(sl.tolist()):
+        k[b, n:] = float("nan")
+        v[b, n:] = float("nan")
+    return k, v
+
+
+def paged_latent(k, v, page_size, sl, v_mode, seed):
+    """Page pools of k and v with one shuffled table (NaN in every slot no sequence owns): (k_pool, v_pool, table);
+    v_pool is k_pool's memory where v was k's."""
+    k_pool, _, table = make_paged(k, k, page_size, sl, seed=seed)
+    if v_mode == "separate":
+        v_pool, _, table_v = make_paged(v, v, page_size, sl, seed=seed)
+        assert torch.equal(table, table_v)
+    else:
+        v_pool = k_pool[..., :v.shape[-1]]
+    return k_pool, v_pool, table
+
+
+def run_poisoned(backend, q, k, v, sl, **kw):
+    out = torch.full((*q.shape[:3], v.shape[-1]), float("nan"), dtype=q.dtype, device=q.device)
+    res, lse = fmha.attention(q, k, v, sl, return_lse=True, backend=backend, out=out, **kw)
+    assert res.data_ptr() == out.data_ptr()
+    return out, lse
+
+
+# (D_qk, D_v, v_mode, T, (Hq, Hkv), S, page_size, sinks): every value of each axis, the latent modes at both
+# head dims, paged at pages of 5 (a page id per key), 16 and 32 (one page id per D = 576 tile).
+CASES = [
+    (576, 512, "slice", 1, (16, 1), 33, None, True),
+    (576, 512, "slice", 3, (4, 1), 7, 5, True),
+    (576, 512, "slice", 3, (16, 1), 33, 16, False),
+    (576, 512, "slice", 1, (4, 1), 1, 16, False),
+    (576, 512, "slice", 3, (4, 1), 40, 32, True),
+    (576, 512, "separate", 1, (4, 1), 33, None, False),
+    (576, 512, "separate", 3, (4, 1), 33, 5, True),
+    (512, 512, "self", 1, (16, 1), 1, None, True),
+    (512, 512, "self", 3, (4, 1), 33, 16, True),
+    (512, 512, "self", 3, (16, 1), 7, None, False),
+    (512, 512, "separate", 3, (4, 1), 33, None, True),
+    (64, 64, "self", 3, (8, 2), 33, None, True),
+    (128, 128, "separate", 1, (8, 2), 33, 5, True),
+]
+
+
+@pytest.mark.parametrize("Dqk,Dv,v_mode,T,heads,S,page_size,use_sinks", CASES)
+def test_triton_against_reference(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks):
+    """Poisoned out, NaN in every cache slot past a sequence's length, a zero-length sequence and (T = 3) one
+    whose first causal rows see no key: output and LSE against the reference on the clean caches; the empty
+    rows give zeros and lse = the sink (-inf without sinks)."""
+    Hq, Hkv = heads
+    sl = [S, 0, min(S, 2)]
+    q, k, v, sl = latent_inputs(3, T, Hq, Hkv, S, Dqk, Dv, v_mode, sl, seed=Dqk + S + T)
+    sinks = sinks_for(Hq) if use_sinks else None
+    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
+    if page_size is None:
+        k_in, v_in = with_nan_past_lengths(k, v, sl, v_mode)
+        table = None
+    else:
+        k_in, v_in, table = paged_latent(k, v, page_size, sl, v_mode, seed=S)
+    p = validate(q, k_in, v_in, sl, block_table=table, sinks=sinks)
+    assert (p.head_dim, p.head_dim_v, p.kv_shared, p.has_sinks) == (Dqk, Dv, v_mode != "separate", use_sinks)
+    out, lse = run_poisoned("triton", q, k_in, v_in, sl, block_table=table, sinks=sinks)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(),
+            what=f"triton {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks}")
+    empty = torch.full((Hq, T), float("-inf"), device=DEVICE) if sinks is None else sinks[:, None].expand(Hq, T)
+    assert (out[1] == 0).all() and torch.allclose(lse[1], empty, rtol=0, atol=1e-5)
+    if T == 3:  # two keys, three queries: the first sees none
+        assert (out[2, 0] == 0).all() and torch.allclose(lse[2, :, 0], empty[:, 0], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("Dqk,Dv,v_mode,num_splits", [(576, 512, "slice", 3), (64, 64, "separate", 2)])
+def test_triton_split_merge_adds_the_sink_once(Dqk, Dv, v_mode, num_splits):
+    """Forced split-KV: the partials stay sink-free and the combine kernel adds each sink once, also to a sequence
+    with empty splits and to an empty one."""
+    from fmha.triton.decode import decode_attention
+
+    Hq, Hkv = (4, 1) if Dqk == 576 else (8, 2)
+    q, k, v, sl = latent_inputs(3, 2, Hq, Hkv, 100, Dqk, Dv, v_mode, [100, 0, 30], seed=7)
+    sinks = sinks_for(Hq)
+    p = validate(q, k, v, sl, sinks=sinks)
+    out = torch.full((3, 2, Hq, Dv), float("nan"), dtype=bf16, device=DEVICE)
+    lse = torch.full((3, Hq, 2), float("nan"), device=DEVICE)
+    assert decode_attention(p, q, k, v, sl, out, lse, num_splits=num_splits, sinks=sinks) == num_splits
+    ref, ref_lse = attention_reference(q, k, v, sl, p.softmax_scale, True, sinks=sinks)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=f"split={num_splits}")
+    assert (out[1] == 0).all() and torch.allclose(lse[1], sinks[:, None].expand(Hq, 2), rtol=0, atol=1e-5)
+
+
+def test_shared_latent_is_read_through_k_cache():
+    """Where the Problem says V is K's memory, the kernel reads V through k_cache's pointer and strides: a v_cache
+    view of the same pointer with broadcast strides (every token reads token 0) does not change the result."""
+    from fmha.triton.decode import decode_attention
+
+    q, k, _, sl = latent_inputs(2, 2, 4, 1, 40, 576, 512, "slice", [40, 17], seed=11)
+    p = validate(q, k, k[..., :512], sl)
+    assert p.kv_shared
+    v_alias = k.as_strided((2, 40, 1, 512), (k.stride(0), 0, k.stride(2), 1))
+    assert v_alias.data_ptr() == k.data_ptr()
+    out = torch.full((2, 2, 4, 512), float("nan"), dtype=bf16, device=DEVICE)
+    lse = torch.empty(2, 4, 2, device=DEVICE)
+    decode_attention(p, q, k, v_alias, sl, out, lse)
+    ref, ref_lse = attention_reference(q, k, k[..., :512], sl, p.softmax_scale, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=k.float().abs().max().item(), what="V through K")
+    with pytest.raises(ValueError, match=r"v_cache: the problem says it shares k_cache's memory"):
+        decode_attention(p, q, k, k[..., :512].clone(), sl, out, lse)
+
+
+def test_non_causal_fp16_and_explicit_scale():
+    q, k, v, sl = latent_inputs(2, 3, 4, 1, 20, 576, 512, "slice", [20, 9], seed=3)
+    q, k = q.half(), k.half()
+    v = k[..., :512]
+    sinks = sinks_for(4)
+    out, lse = run_poisoned("triton", q, k, v, sl, causal=False, softmax_scale=0.05, sinks=sinks)
+    ref, ref_lse = attention_reference(q, k, v, sl, 0.05, False, sinks=sinks)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what="fp16 non-causal")
+
+
+# ---- the reference against direct float64 math ------------------------------------------------------------
+
+def float64_sinks(q, k, v, seqlens, scale, causal, sinks):
+    """out_j = sum_j exp(s_j) v_j / (exp(sink_h) + sum_k exp(s_k)), lse = log of that denominator; loops."""
+    B, T, Hq, _ = q.shape
+    S, Hkv, Dv = k.shape[1], k.shape[2], v.shape[3]
+    out = torch.zeros(B, T, Hq, Dv, dtype=torch.float64)
+    lse = torch.zeros(B, Hq, T, dtype=torch.float64)
+    for b in range(B):
+        L = min(max(int(seqlens[b]), 0), S)
+        for h in range(Hq):
+            for t in range(T):
+                n = max(0, L if not causal else min(L, L - T + t + 1))  # keys this row sees
+                s = (k[b, :n, h * Hkv // Hq].double() @ q[b, t, h].double()) * scale
+                denom = math.exp(float(sinks[h])) + s.exp().sum()
+                out[b, t, h] = (s.exp()[:, None] * v[b, :n, h * Hkv // Hq].double()).sum(0) / denom
+                lse[b, h, t] = torch.log(denom)
+    return out, lse
+
+
+@pytest.mark.parametrize("causal", (True, False))
+def test_reference_sinks_match_the_formula(causal):
+    """Head dims of their own (V = K's first columns), GQA, a zero-length sequence: out zero, lse = the sink."""
+    g = torch.Generator().manual_seed(2)
+    q = torch.randn(3, 2, 4, 12, generator=g).bfloat16()
+    k = torch.randn(3, 6, 2, 12, generator=g).bfloat16()
+    v = k[..., :8]
+    sl = torch.tensor([6, 0, 1], dtype=torch.int32)
+    sinks = torch.tensor([2.0, -20.0, 100.0, 0.0])
+    out, lse = attention_reference(q, k, v, sl, 0.3, causal, sinks=sinks)
+    want, want_lse = float64_sinks(q, k, v, sl, 0.3, causal, sinks)
+    assert out.shape == (3, 2, 4, 8)
+    assert torch.allclose(out.double(), want, atol=1e-6, rtol=1e-5)
+    assert torch.allclose(lse.double(), want_lse, atol=1e-5, rtol=1e-6)
+    assert (out[1] == 0).all() and torch.equal(lse[1], sinks[:, None].expand(4, 2))
+    # out = sum_j exp(s_j - lse) v_j: the lse is the whole denominator's
+    s = torch.einsum("thd,shd->hts", q[0].float(), k[0].float().repeat_interleave(2, dim=1)) * 0.3
+    if causal:
+        s = s.masked_fill(torch.arange(6)[None, None, :] > torch.arange(4, 6)[None, :, None], float("-inf"))
+    recon = torch.einsum("hts,shd->thd", torch.exp(s - lse[0][..., None]), v[0].float().repeat_interleave(2, dim=1))
+    assert torch.allclose(recon, out[0], atol=1e-5)
+
+
+def test_minus_inf_sinks_are_no_sinks():
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 1, 2, 64, generator=g).bfloat16(), *torch.randn(2, 2, 5, 1, 64, generator=g).bfloat16())
+    sl = torch.tensor([5, 0], dtype=torch.int32)
+    with_sinks = attention_reference(q, k, v, sl, 0.25, True, sinks=torch.full((2,), float("-inf")))
+    plain = attention_reference(q, k, v, sl, 0.25, True)
+    assert torch.equal(with_sinks[0], plain[0]) and torch.equal(with_sinks[1], plain[1])
+    q, k, v = q.to(DEVICE), k.to(DEVICE), v.to(DEVICE)
+    got = fmha.attention(q, k, v, sl.to(DEVICE), sinks=torch.full((2,), float("-inf"), device=DEVICE),
+                         softmax_scale=0.25, return_lse=True, backend="triton")
+    assert torch.equal(got[0], fmha.attention(q, k, v, sl.to(DEVICE), softmax_scale=0.25, backend="triton"))
+    assert torch.allclose(got[1].cpu(), plain[1], atol=1e-5) and torch.isneginf(got[1][1]).all()
+
+
+# ---- sharing: what the Problem records, the memo, explain --------------------------------------------------
+
+def test_kv_shared_is_detected_from_pointer_and_strides():
+    q, k, _, sl = latent_inputs(2, 1, 4, 1, 8, 576, 512, "slice", [8, 8])
+    assert validate(q, k, k[..., :512], sl).kv_shared
+    assert not validate(q, k, k[..., :512].clone(), sl).kv_shared  # a copy
+    assert not validate(q, k, k[..., 64:], sl).kv_shared  # columns 64..575: not K's leading columns
+    other = k.as_strided((2, 4, 1, 512), (k.stride(0), 2 * k.stride(1), k.stride(2), 1))  # every other token
+    assert not validate(q, k[:, :4], other, sl).kv_shared
+    q5, k5, _, _ = latent_inputs(2, 1, 4, 1, 8, 512, 512, "self", [8, 8])
+    assert validate(q5, k5, k5).kv_shared and "kv-shared" in validate(q5, k5, k5).describe()
+    p = validate(q5, k5, k5.clone(), sinks=sinks_for(4))
+    assert not p.kv_shared and p.has_sinks and "sinks" in p.describe()
+
+
+def test_memo_tells_shared_from_a_copy_of_the_same_metadata():
+    """k_cache passed as v_cache, then a copy with the same strides and alignment: the memo keys differ, so the
+    Triton kernel never reads a separate V through K's pointer."""
+    q, k, _, sl = latent_inputs(2, 1, 4, 1, 9, 512, 512, "self", [9, 5], seed=5)
+    v = k.clone()
+    v[:, :, :, :] = torch.randn(v.shape).to(bf16)
+    assert validate_cached(q, k, k, sl).kv_shared and not validate_cached(q, k, v, sl).kv_shared
+    for vv in (k, v, k):
+        out, lse = run_poisoned("triton", q, k, vv, sl)
+        ref, ref_lse = attention_reference(q, k, vv, sl, 512 ** -0.5, True)
+        compare(out, lse, ref, ref_lse, q.dtype, vmax=vv.float().abs().max().item(), what="memo")
+
+
+def test_explain_says_whether_the_latent_is_read_once():
+    q, k, v, sl = latent_inputs(1, 1, 4, 1, 8, 576, 512, "slice", [8])
+    text = str(fmha.explain(q, k, v, sl, backend="triton"))
+    assert "K/V reads: v_cache is the first 512 columns of k_cache: triton reads the latent once" in text, text
+    text = str(fmha.explain(q, k, v.clone(), sl, backend="triton"))
+    assert "K and V are read separately" in text, text
+    q5, k5, _, _ = latent_inputs(1, 1, 4, 1, 8, 512, 512, "self", [8])
+    assert "v_cache is k_cache itself: triton reads the latent once" in str(fmha.explain(q5, k5, k5, backend="triton"))
+    ref = str(fmha.explain(q5, k5, k5, backend="reference"))
+    assert "reference reads the latent twice" in ref, ref
+    assert "K/V reads" not in str(fmha.explain(q5, k5, k5.clone(), backend="triton"))
+
+
+# ---- the cuda backend refuses what it cannot serve; auto takes Triton --------------------------------------
+
+@pytest.fixture
+def cuda_as_if_present(monkeypatch):
+    """The cuda backend as on a Hopper machine (no GPU needed): available, the device of its build."""
+    from fmha.backends import registry
+    from fmha.cuda import backend as cb
+    from fmha.dispatch import forget_decisions
+
+    b = registry()["cuda"]
+    monkeypatch.setattr(cb, "_capability", lambda index: b.capability)
+    monkeypatch.setattr(b, "unavailable_reason", lambda: None)
+    forget_decisions()
+    yield b
+    forget_decisions()
+
+
+@pytest.mark.parametrize("what,expect", [
+    ("576/512", r"head dims \(D_qk, D_v\) = \(576, 512\): the CUDA kernel serves V of K's head dim only"),
+    ("sinks", r"attention sinks \(sinks=\) are not implemented in the CUDA kernel yet"),
+])
+def test_cuda_refuses_and_auto_takes_triton(cuda_as_if_present, what, expect):
+    from fmha.dispatch import decide
+
+    if what == "576/512":
+        q, k, v, sl = latent_inputs(1, 1, 4, 1, 8, 576, 512, "slice", [8])
+        p = validate(q, k, v, sl)
+    else:
+        q, k, v, sl = latent_inputs(1, 1, 4, 1, 8, 512, 512, "self", [8])
+        p = validate(q, k, v, sl, sinks=sinks_for(4))
+    p = dataclasses.replace(p, device=torch.device("cuda", 0))
+    import re
+    assert re.search(expect, cuda_as_if_present.unsupported_reason(p))
+    with pytest.raises(NotImplementedError, match=r"backend 'cuda' cannot serve .*: " + expect):
+        decide(p, "cuda")
+    d = decide(p, "auto")
+    assert d.backend == "triton" and dict(d.considered)["cuda"] is not None
+    # the same head dims with V as its own tensor and no sinks: the cuda backend serves it (reads K and V)
+    plain = dataclasses.replace(p, has_sinks=False, head_dim=512, head_dim_v=512, kv_shared=True)
+    assert cuda_as_if_present.unsupported_reason(plain) is None
+
+
+def test_cuda_run_refuses_sinks():
+    from fmha.backends import registry
+
+    with pytest.raises(ValueError, match=r"sinks: the CUDA kernel does not implement attention sinks"):
+        registry()["cuda"].run(None, None, None, None, None, None, None, sinks=torch.zeros(4))
+
+
+# ---- refusals, before anything runs ---------------------------------------------------------------------
+
+def _bad_calls():
+    q, k, v, sl = latent_inputs(2, 1, 4, 1, 8, 576, 512, "slice", [8, 8])
+    q5, k5, _, _ = latent_inputs(2, 1, 4, 1, 8, 512, 512, "self", [8, 8])
+    q2 = torch.randn(2, 1, 4, 128, dtype=bf16)
+    k2 = torch.randn(2, 8, 1, 128, dtype=bf16)
+    s = sinks_for(4, "cpu")
+    return [
+        ((q, k, k), {}, ValueError, r"v_cache: head_dim 576 with k_cache's head_dim 576 is not a supported pair; "
+                                    r"allowed \(D_qk, D_v\): \(64, 64\), .*\(512, 512\), \(576, 512\)"),
+        ((q2, k2, k2[..., :64]), {}, ValueError, r"v_cache: head_dim 64 with k_cache's head_dim 128 is not a "
+                                                 r"supported pair"),
+        ((q5, k5, torch.randn(2, 8, 1, 576, dtype=bf16)), {}, ValueError,
+         r"v_cache: head_dim 576 is wider than k_cache's 512; V's head dim must not exceed K's"),
+        ((q, k5, k5), {}, ValueError, r"k_cache: head_dim 512 differs from q's head_dim 576"),
+        ((q[..., :96], k[..., :96], k[..., :96]), {}, ValueError,
+         r"q: head_dim 96 is not supported; allowed: 64, 128, 256, 512, 576"),
+        ((q, torch.randn(2, 8, 2, 576, dtype=bf16), v), {}, ValueError,
+         r"v_cache: shape \[2, 8, 1, 512\] differs from k_cache's \[2, 8, 2, 576\]; .*\(here Hkv differs"),
+        ((q, k, v[:, :5]), {}, ValueError, r"v_cache: shape \[2, 5, 1, 512\] differs .*\(here S differs"),
+        ((q, k, v), {"out": torch.empty(2, 1, 4, 576, dtype=bf16)}, ValueError,
+         r"out: expected shape \[2, 1, 4, 512\] \(q's \[B, T, Hq\] and v_cache's head_dim 512\), got \[2, 1, 4, 576\]"),
+        ((q, k, v), {"sinks": [0.0] * 4}, TypeError,
+         r"sinks: expected a contiguous float32 tensor \[Hq=4\].* got list"),
+        ((q, k, v), {"sinks": s.bfloat16()}, TypeError,
+         r"sinks: dtype torch.bfloat16 is not allowed; expected torch.float32"),
+        ((q, k, v), {"sinks": s[:3]}, ValueError, r"sinks: expected shape \[4\] \(one logit per query head, q's Hq\), "
+                                                  r"got \[3\]"),
+        ((q, k, v), {"sinks": s[None]}, ValueError, r"sinks: expected shape \[4\] .* got \[1, 4\]"),
+        ((q, k, v), {"sinks": torch.zeros(8)[::2]}, ValueError, r"sinks: must be contiguous, got stride 2"),
+        ((q, k, v), {"sinks": torch.zeros(4, device="meta")}, ValueError, r"sinks: on device meta but q is on cpu"),
+        ((q, k, v), {"sinks": torch.zeros(4).to_sparse()}, TypeError, r"sinks: layout torch.sparse_coo is not allowed"),
+        ((q, k, v), {"sinks": torch.zeros(4, requires_grad=True)}, ValueError,
+         r"sinks: requires_grad=True, but fmha computes no gradients"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bad_calls())))
+def test_refusals_name_the_argument(case, monkeypatch):
+    from fmha.backends import registry
+
+    args, kwargs, exc, match = _bad_calls()[case]
+    for name in ("reference", "triton"):  # nothing may run
+        monkeypatch.setattr(registry()[name], "run", lambda *a, **k: pytest.fail("a backend ran"))
+    with pytest.raises(exc, match=match):
+        fmha.attention(*args, **kwargs)
+    if "sinks" not in kwargs or "requires_grad" not in match:  # explain runs the same checks
+        with pytest.raises(exc, match=match):
+            fmha.explain(*args, **kwargs)
+
+
+def test_paged_pools_must_hold_the_same_pages():
+    q, k, v, sl = latent_inputs(2, 1, 4, 1, 16, 576, 512, "separate", [16, 3])
+    kp, vp, bt = paged_latent(k, v, 8, sl, "separate", seed=1)
+    with pytest.raises(ValueError, match=r"v_cache: num_blocks \(pages in the pool\) 6 differs from k_cache's 7"):
+        fmha.attention(q, kp, vp[:6], sl, block_table=bt)
+
+
+# ---- the other entry points: sdpa, compare, torch.compile -------------------------------------------------
+
+def test_sdpa_with_a_narrower_value():
+    import torch.nn.functional as F
+
+    q, k, v, _ = latent_inputs(2, 1, 4, 1, 9, 576, 512, "slice", [9, 9], seed=6)
+    ours = fmha.sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), enable_gqa=True, backend="reference")
+    theirs = F.scaled_dot_product_attention(q.transpose(1, 2).float(), k.transpose(1, 2).float(),
+                                            v.transpose(1, 2).float(), enable_gqa=True)
+    assert ours.shape == (2, 4, 1, 512)
+    assert (ours.float() - theirs).abs().max().item() < 2 * 2 ** -8 * v.float().abs().max().item() + 1e-3
+    with pytest.raises(ValueError, match=r"value: head_dim 576 with key's head_dim 576 is not a supported pair"):
+        fmha.sdpa(q.transpose(1, 2), k.transpose(1, 2), k.transpose(1, 2), enable_gqa=True)
+
+
+def test_compare_with_sinks_and_a_shared_latent():
+    q, k, v, sl = latent_inputs(2, 2, 4, 1, 12, 576, 512, "slice", [12, 0], seed=8)
+    report = fmha.compare(q, k, v, sl, sinks=sinks_for(4), backends=["triton", "reference"], timing=False)
+    assert report.ok, str(report)
+    assert "Dv=512" in report.problem and "kv-shared" in report.problem and "sinks" in report.problem
+
+
+def test_torch_compile_fullgraph_with_sinks_and_head_dims_of_their_own():
+    q, k, v, sl = latent_inputs(2, 2, 4, 1, 10, 576, 512, "slice", [10, 3], seed=9)
+    sinks = sinks_for(4)
+
+    def step(q, k, sl, sinks):
+        out, lse = fmha.attention(q, k, k[..., :512], sl, return_lse=True, sinks=sinks, backend="reference")
+        return out.float().sum(-1), lse
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, fullgraph=True, backend="eager" if DEVICE == "cpu" else "inductor")
+    got, got_lse = compiled(q, k, sl, sinks)
+    want, want_lse = step(q, k, sl, sinks)
+    assert torch.allclose(got, want, atol=1e-2, rtol=1e-3) and torch.allclose(got_lse, want_lse, atol=1e-5)
