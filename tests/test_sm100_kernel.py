@@ -188,3 +188,17 @@ def test_sm100_c_api_describes_its_kernels(sm100_library):
         assert lib.fmha_cluster_merge(d, 1, cfg, 4, 1, 8) == 0  # splits merge through the combine kernel
     assert lib.fmha_config_tile_n(128, 2) == 64 and lib.fmha_config_tile_n(512, 4) == 32  # STREAM, SEESAW
     assert lib.fmha_config_tile_n(64, 3) == 0  # KV_HEAD_PAIRS
+
+
+def test_the_loader_builds_sm100a_for_compute_capability_10():
+    """The cuda backend builds for the current device: sm_100a on compute capability 10.0, sm_90a on 9.0
+    and without a GPU; no other capability has a kernel."""
+    from fmha.cuda import backend as cb
+
+    assert loader.arch_for_capability((10, 0)) == "sm_100a" and loader.arch_for_capability((9, 0)) == "sm_90a"
+    assert loader.arch_for_capability((12, 0)) is None and loader.arch_for_capability((8, 0)) is None
+    import torch
+
+    if not torch.cuda.is_available():
+        assert cb._target_arch() == "sm_90a"
+    assert "never run on hardware" in cb.CudaBackend.summary

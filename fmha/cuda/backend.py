@@ -1,6 +1,8 @@
-"""The "cuda" backend: the hand-written CUDA decode kernels (Hopper: TMA + WGMMA, sm_90a).
+"""The "cuda" backend: the hand-written CUDA decode kernels (Hopper: TMA + WGMMA, sm_90a; Blackwell: TMA +
+tcgen05 with Tensor Memory accumulators, sm_100a, compiled for it and never run on hardware).
 
-The library is built for one architecture (`fmha_arch()` says which) and exposes the same C API
+The library is built for one architecture (`fmha_arch()` says which: the current device's, sm_100a on compute
+capability 10.0, else sm_90a) and exposes the same C API
 (fmha_capi.h) on every one; this module chooses a configuration and a split count per problem. A paged
 problem (a block table over page pools) is planned as the contiguous one of S = its capacity
 (max_blocks_per_seq * page_size), never as KV-head pairs (the C API serves those contiguous only).
@@ -89,6 +91,16 @@ def _device_index(dev: torch.device) -> int:
     return dev.index if dev.index is not None else torch.cuda.current_device()
 
 
+def _target_arch() -> str:
+    """The architecture the loader builds: the current device's (sm_100a on compute capability 10.0), else
+    sm_90a (also without a GPU)."""
+    if torch.cuda.is_available():
+        arch = loader.arch_for_capability(_capability(torch.cuda.current_device()))
+        if arch is not None:
+            return arch
+    return loader.DEFAULT_ARCH
+
+
 def _arch_capability(arch) -> tuple:
     """(major, minor) of an architecture: fmha_arch()'s 90, or a build name such as "sm_90a"."""
     if isinstance(arch, str):
@@ -130,7 +142,8 @@ def _grid_ctas(p: Problem) -> int:
 
 class CudaBackend(Backend):
     name = "cuda"
-    summary = ("hand-written CUDA decode kernel (Hopper, sm_90a): TMA K/V ring, WGMMA QK^T and PV, GQA rows packed "
+    summary = ("hand-written CUDA decode kernel (Hopper, sm_90a; a Blackwell sm_100a kernel is compiled for compute "
+               "capability 10.0, never run on hardware): TMA K/V ring, WGMMA QK^T and PV, GQA rows packed "
                "into M, split-KV merged inside thread-block clusters or by a combine kernel (built with nvcc on "
                "first use)")
     eager_call_us = 10.0  # perf/overhead.py on an H200
@@ -148,7 +161,7 @@ class CudaBackend(Backend):
     def capability(self) -> tuple:
         """(major, minor) compute capability the library runs on: the loaded one's fmha_arch(), else the
         architecture the loader builds."""
-        return _arch_capability(self._arch if self._arch is not None else loader.DEFAULT_ARCH)
+        return _arch_capability(self._arch if self._arch is not None else _target_arch())
 
     # -- availability -----------------------------------------------------
     def unavailable_reason(self) -> Optional[str]:
@@ -161,7 +174,7 @@ class CudaBackend(Backend):
                     f"found {', '.join(f'{a}.{b}' for a, b in caps)}")
         if self._build_error is not None:
             return f"the CUDA library could not be built or loaded: {self._build_error}"
-        return loader.buildable()
+        return loader.buildable(_target_arch())
 
     def unsupported_reason(self, p: Problem) -> Optional[str]:
         if p.device.type != "cuda":
@@ -198,7 +211,7 @@ class CudaBackend(Backend):
     # -- execution --------------------------------------------------------
     def _bind(self):
         try:
-            lib = loader.load()
+            lib = loader.load(_target_arch())
         except loader.CudaBuildError as e:
             # Remember it: `auto` stops choosing this backend (and stops rebuilding on every call).
             self._build_error = str(e).strip().splitlines()[0]
@@ -320,8 +333,13 @@ class CudaBackend(Backend):
             paged = (f"; paged ({p.page_size}-token pages): "
                      + ("TMA boxes inside each page" if p.page_size % 8 == 0
                         else "the producer warp gathers each tile (pages not a multiple of 8 tokens)"))
+        arch = ""
+        if self._arch == 100:
+            arch = ("; sm_100a kernel (tcgen05, Tensor Memory): compiled for sm_100a, never run on hardware before "
+                    "this GPU")
+            loop = "64-row loop (packed query rows in the MMA's M)"
         return (f"config {kind}, {self._tile_n[(p.head_dim, config)]}-token tiles, {loop}; {ctas} CTAs x "
-                f"{num_splits} KV split(s){merge}{paged}")
+                f"{num_splits} KV split(s){merge}{paged}{arch}")
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None) -> None:
         if sinks is not None:  # unsupported_reason refuses such problems; a direct call must not drop them

@@ -288,7 +288,7 @@ def load(arch: str = DEFAULT_ARCH) -> ctypes.CDLL:
         if path is None:
             raise CudaBuildError("fmha: nvcc not found and no prebuilt CUDA library for these sources in "
                                  f"{cache_dir()} (set CUDA_HOME / FMHA_NVCC, or run "
-                                 "`python -m fmha.cuda.build --arch sm_90a` where nvcc exists)")
+                                 f"`python -m fmha.cuda.build --arch {check_arch(arch)}` where nvcc exists)")
     try:
         return _declare(ctypes.CDLL(str(path)))
     except OSError as e:
@@ -313,4 +313,4 @@ def buildable(arch: str = DEFAULT_ARCH) -> Optional[str]:
     if prebuilt_library(arch) is not None:
         return None
     return ("nvcc not found (set CUDA_HOME or FMHA_NVCC) and no prebuilt library in "
-            f"{cache_dir()}; run `python -m fmha.cuda.build --arch sm_90a` where nvcc exists")
+            f"{cache_dir()}; run `python -m fmha.cuda.build --arch {check_arch(arch)}` where nvcc exists")
