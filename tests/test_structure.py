@@ -1,5 +1,5 @@
 """The package's structure, without a GPU: no import cycles, the C API's struct and enum as fmha_capi.h
-declares them, and the Problem fields of paged caches and the one reserved for a V head dim of its own."""
+declares them, and the Problem fields of paged caches and of a V head dim of its own."""
 from __future__ import annotations
 
 import ast
