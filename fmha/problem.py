@@ -251,6 +251,8 @@ def shares_memory(k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:
     """Whether v_cache is K's leading columns: one data pointer and, on every dimension of more than one
     element, one stride (shapes already checked: the same first three dimensions, V no wider than K). Equal
     pointers mean one allocation, so element (i, j, h, d < D_v) of both is the same memory."""
+    if k_cache.is_meta or v_cache.is_meta:  # no memory: every meta tensor's data pointer is 0
+        return k_cache is v_cache
     if k_cache.data_ptr() != v_cache.data_ptr():
         return False
     return all(a == b or n == 1 for a, b, n in zip(k_cache.stride()[:3], v_cache.stride()[:3], k_cache.shape[:3]))

@@ -180,8 +180,9 @@ def problem_of(shape, device, dtype):
     from fmha.problem import validate
     s = shape
     q = torch.empty(s.B, s.T, s.Hq, s.D, dtype=dtype, device="meta")
-    kv = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dtype, device="meta")
-    p = validate(q, kv, kv, None, None, s.causal)
+    k = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dtype, device="meta")
+    v = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dtype, device="meta")
+    p = validate(q, k, v, None, None, s.causal)  # separate K and V, as the timed calls pass them
     # The problem's device matters to the backends' checks: describe the real one.
     from dataclasses import replace
     return replace(p, device=device)
@@ -329,12 +330,13 @@ def prewarm(contenders, device):
         if not c.is_fmha:
             continue
         q = torch.randn(1, 1, 8, 128, dtype=torch.bfloat16, device=device)
-        kv = torch.randn(1, 256, 8, 128, dtype=torch.bfloat16, device=device)
-        if why_not(c.name, problem_of_tensors(q, kv)) is not None:
+        k = torch.randn(1, 256, 8, 128, dtype=torch.bfloat16, device=device)
+        v = torch.randn_like(k)
+        if why_not(c.name, problem_of_tensors(q, k, v)) is not None:
             continue
         t0 = time.perf_counter()
         try:
-            fmha.attention(q, kv, kv, backend=c.name)
+            fmha.attention(q, k, v, backend=c.name)
             if device.type == "cuda":
                 torch.cuda.synchronize()
             print(f"  fmha backend {c.name!r} ready ({time.perf_counter() - t0:.1f} s)", flush=True)
@@ -342,9 +344,9 @@ def prewarm(contenders, device):
             print(f"  fmha backend {c.name!r} failed its first call: {type(e).__name__}: {str(e)[:300]}", flush=True)
 
 
-def problem_of_tensors(q, kv):
+def problem_of_tensors(q, k, v):
     from fmha.problem import validate
-    return validate(q, kv, kv)
+    return validate(q, k, v)
 
 
 # ---- the sweep -----------------------------------------------------------------------------

@@ -402,3 +402,15 @@ def test_torch_compile_fullgraph_with_sinks_and_head_dims_of_their_own():
     got, got_lse = compiled(q, k, sl, sinks)
     want, want_lse = step(q, k, sl, sinks)
     assert torch.allclose(got, want, atol=1e-2, rtol=1e-3) and torch.allclose(got_lse, want_lse, atol=1e-5)
+
+
+def test_meta_tensors_share_memory_only_when_one_tensor():
+    """Meta tensors have no memory (every data pointer is 0): two of them are separate caches, one passed
+    twice is shared (the perf suite describes its problems with meta tensors)."""
+    import torch
+
+    from fmha.problem import shares_memory
+
+    k = torch.empty(2, 8, 1, 64, device="meta", dtype=torch.bfloat16)
+    v = torch.empty(2, 8, 1, 64, device="meta", dtype=torch.bfloat16)
+    assert not shares_memory(k, v) and shares_memory(k, k)
