@@ -80,9 +80,30 @@ __device__ __forceinline__ bool kv_gather(const DecodeParams& p) {
   return p.block_table != nullptr && p.page_box_rows == 0;
 }
 
+// The ring's barriers, initialised by one thread: a full barrier expects the TMA producer's one
+// arrive.expect_tx, or every lane of the gathering producer warp; an empty barrier the arrivals of
+// whatever releases a stage (consumer warps on sm_90a, one tcgen05.commit on sm_100a).
+template <class Tr, class Ss>
+__device__ __forceinline__ void init_kv_ring(Ss& ss, const DecodeParams& p, uint32_t empty_k_arrivals,
+                                             uint32_t empty_v_arrivals) {
+  const uint32_t full_arrivals = kv_gather(p) ? 32u : kFullArrivals;
+#pragma unroll
+  for (int s = 0; s < Tr::kStages; ++s) {
+    ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
+    ptx::mbarrier_init(&ss.empty_k[s], empty_k_arrivals);
+  }
+#pragma unroll
+  for (int s = 0; s < Tr::kStagesV; ++s) {
+    ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
+    ptx::mbarrier_init(&ss.empty_v[s], empty_v_arrivals);
+  }
+}
+
 // The pages of one tile's TMA boxes (paged caches), looked up a tile ahead so that the latency of the
 // table loads overlaps the ring wait instead of delaying the refill: box i covers tokens token0 + i
-// p.page_box_rows onwards (page_box_rows >= 8, so a tile has at most kBlockN / 8 boxes).
+// p.page_box_rows onwards (page_box_rows >= 8, so a tile has at most kBlockN / 8 boxes). Tr::kLeanProducer
+// (a producer on setmaxnreg's 24 registers): only the page ids are kept, and a box's row in its page is
+// recomputed when it is issued.
 template <class Tr>
 struct PagedTile {
   static constexpr int kMaxBoxes = Tr::kBlockN / 8;
@@ -90,22 +111,29 @@ struct PagedTile {
   __device__ __forceinline__ void lookup(const DecodeParams& p, int b, int token0) {
 #pragma unroll
     for (int i = 0; i < kMaxBoxes; ++i)
-      if (i * p.page_box_rows < Tr::kBlockN) box[i] = paged_row(p, b, token0 + i * p.page_box_rows);
+      if (i * p.page_box_rows < Tr::kBlockN) {
+        if constexpr (Tr::kLeanProducer) box[i] = PagedRow{paged_row(p, b, token0 + i * p.page_box_rows).block, 0};
+        else box[i] = paged_row(p, b, token0 + i * p.page_box_rows);
+      }
   }
 };
 
-// load_kv_tile through the block table: boxes of p.page_box_rows tokens, each inside one page (the tensor
-// map's dims 1-3 are then (page row, head) or (head, page row), and the page).
+// load_kv_tile through the block table: boxes of p.page_box_rows tokens from token0 on, each inside one page
+// (the tensor map's dims 1-3 are then (page row, head) or (head, page row), and the page).
 template <class Tr>
 __device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
                                                    const CUtensorMap* tmap, uint64_t* full, const DecodeParams& p,
-                                                   const PagedTile<Tr>& pages, int kvh, int head_major,
-                                                   uint64_t policy) {
+                                                   const PagedTile<Tr>& pages, int token0, int kvh,
+                                                   int head_major, uint64_t policy) {
 #pragma unroll
   for (int i = 0; i < PagedTile<Tr>::kMaxBoxes; ++i) {
     const int r = i * p.page_box_rows;
     if (r >= Tr::kBlockN) break;
-    const PagedRow pr = pages.box[i];
+    PagedRow pr = pages.box[i];
+    if constexpr (Tr::kLeanProducer) {  // the row as paged_row computes it
+      const int token = token0 + r;
+      pr.row = token - min(token / p.page_size, p.max_blocks_per_seq - 1) * p.page_size;
+    }
     const int c1 = head_major ? kvh : pr.row, c2 = head_major ? pr.row : kvh;
 #pragma unroll
     for (int bx = 0; bx < Tr::kBoxes; ++bx)
@@ -146,6 +174,22 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
   const uint32_t base = ptx::smem_addr(&dst[0][0]);
   const int sub = lane / 8, chunk = lane % 8;
   const uint16_t* head = static_cast<const uint16_t*>(pool) + kvh * s_h + chunk * 8;
+  if constexpr (Tr::kLeanProducer) {
+    // One tile of at most 32 rows (kPerLane = 1), its row groups as a loop: setmaxnreg's 24 registers.
+    static_assert(GatherRows<Tr>::kPerLane == 1, "lean gather: one lookup entry per lane");
+#pragma unroll 1
+    for (int g = 0; g < Tr::kBlockN / 4; ++g) {
+      const int r = 4 * g + sub;
+      const int block = __shfl_sync(0xffffffffu, rows.block[0], r);
+      const int row = __shfl_sync(0xffffffffu, rows.row[0], r);
+      const uint16_t* src = head + block * s_blk + max(row, 0) * s_tok;
+      const uint32_t to = base + r * Tr::kRowBytes + ((chunk ^ (r % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
+#pragma unroll
+      for (int bx = 0; bx < Tr::kBoxes; ++bx)
+        ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
+    }
+    return;
+  }
 #pragma unroll
   for (int g = 0; g < Tr::kBlockN / 4; ++g) {
     const int r = 4 * g + sub;  // lane r % 32 looked this row up, as entry r / 32 = (4 g) / 32
@@ -199,7 +243,8 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
     if constexpr (kPaged)
-      load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, kvh, k_head_major, policy);
+      load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, tile * Tr::kBlockN, kvh, k_head_major,
+                             policy);
     else
       load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
     probe_stamp(it, kProbeKIssued);
@@ -209,7 +254,8 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
     ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
     if constexpr (kPaged)
-      load_kv_tile_paged<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], p, pages, kvh, v_head_major, policy);
+      load_kv_tile_paged<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], p, pages, tile * Tr::kBlockN, kvh,
+                             v_head_major, policy);
     else
       load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major,
                        policy);

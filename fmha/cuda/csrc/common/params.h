@@ -4,7 +4,14 @@
 
 #include <cstdint>
 
+// Feature flag of every architecture's kernels, compiled by a test (tests/test_cuda_build.py).
+#ifndef FMHA_DISABLE_PDL  // 1: no programmatic dependent launch (no griddepcontrol, plain launches)
+#define FMHA_DISABLE_PDL 0
+#endif
+
 namespace fmha {
+
+constexpr bool kPdl = !FMHA_DISABLE_PDL;
 
 // Everything a decode CTA needs besides the K/V tensor maps.
 // Strides are in elements. Packed query row r of a KV head kvh is

@@ -55,6 +55,20 @@ struct OutRow {
   }
 };
 
+// The split and first packed row an epilogue writes: with two consumer warpgroups (D = 512) recomputed
+// from blockIdx (the grid of sm90/kernel.cuh) rather than kept in a register across the loop, where they
+// spilled; the values the loop was given otherwise.
+template <class Tr>
+__device__ __forceinline__ int epilogue_split(const DecodeParams& p, int split) {
+  if constexpr (Tr::kConsumerWGs == 2) return static_cast<int>(blockIdx.x) % p.num_splits;
+  return split;
+}
+template <class Tr>
+__device__ __forceinline__ int epilogue_row0(const DecodeParams& p, int row0) {
+  if constexpr (Tr::kConsumerWGs == 2) return static_cast<int>(blockIdx.x) / p.num_splits * Tr::kBlockM;
+  return row0;
+}
+
 // Visible-key limit (absolute token index, exclusive) of packed row `row`: causal rows stop at
 // L - T + t + 1; padding rows (row >= p.rows) borrow the last token's limit.
 __device__ __forceinline__ int row_key_limit(const DecodeParams& p, const TileRange& tr, int row) {

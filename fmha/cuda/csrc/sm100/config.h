@@ -68,10 +68,7 @@ constexpr bool kKvEvictFirst = true;
 // L2 promotion of the K/V tensor maps, bytes (the sm_90 value).
 constexpr int kKvL2PromotionBytes = 128;
 
-#ifndef FMHA_DISABLE_PDL  // 1: no programmatic dependent launch (no griddepcontrol, plain launches)
-#define FMHA_DISABLE_PDL 0
-#endif
-constexpr bool kPdl = !FMHA_DISABLE_PDL;
+// FMHA_DISABLE_PDL (kPdl): common/params.h.
 
 }  // namespace sm100
 }  // namespace fmha

@@ -64,18 +64,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   const WarpRole role = warp_role<Tr>(warp);
 
   if (threadIdx.x == 0) {
-    // The TMA producer's arrive.expect_tx, or every lane of the gathering producer warp.
-    const uint32_t full_arrivals = kv_gather(p) ? 32u : kFullArrivals;
-#pragma unroll
-    for (int s = 0; s < Tr::kStages; ++s) {
-      ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
-      ptx::mbarrier_init(&ss.empty_k[s], 1);  // tcgen05.commit arrives once
-    }
-#pragma unroll
-    for (int s = 0; s < Tr::kStagesV; ++s) {
-      ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
-      ptx::mbarrier_init(&ss.empty_v[s], 1);
-    }
+    init_kv_ring<Tr>(ss, p, 1, 1);  // a stage is released by one tcgen05.commit
     ptx::mbarrier_init(&ss.q_full, Tr::kConsumerThreads);
     for (int i = 0; i < 2; ++i) {
       ptx::mbarrier_init(&ss.s_full[i], 1);

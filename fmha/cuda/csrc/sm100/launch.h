@@ -7,18 +7,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../common/decode_launch.h"
 #include "../common/params.h"
 
 namespace fmha {
 namespace sm100 {
 
-// The K and V caches of a launch: base pointers and element strides (batch, token, head).
-struct KvCaches {
-  const void* k;
-  const void* v;
-  int64_t k_b, k_s, k_h;
-  int64_t v_b, v_s, v_h;
-};
+using KvCaches = ::fmha::KvCaches;  // common/decode_launch.h
 
 template <int D, bool kBf16, int kConfig>
 struct Instance {

@@ -93,14 +93,11 @@ constexpr int kProducerRegs = 24;
 // Packed query rows (T x Hq/Hkv) up to which split-KV partials merge inside clusters (dealt rows).
 constexpr int kClusterMergeMaxRows = 16;
 
-// Feature flags, each compiled by a test (tests/test_cuda_build.py): the default build has them all on.
-#ifndef FMHA_DISABLE_PDL  // 1: no programmatic dependent launch (no griddepcontrol, plain launches)
-#define FMHA_DISABLE_PDL 0
-#endif
+// Feature flags, each compiled by a test (tests/test_cuda_build.py): the default build has them all on
+// (FMHA_DISABLE_PDL, every architecture's: common/params.h).
 #ifndef FMHA_DISABLE_CLUSTER_MERGE  // 1: split-KV partials always merge through the combine kernel
 #define FMHA_DISABLE_CLUSTER_MERGE 0
 #endif
-constexpr bool kPdl = !FMHA_DISABLE_PDL;
 constexpr bool kClusterMergeEnabled = !FMHA_DISABLE_CLUSTER_MERGE;
 
 }  // namespace sm90

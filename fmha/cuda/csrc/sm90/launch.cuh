@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "../common/combine_launch.h"
+#include "../common/decode_launch.h"
 #include "../common/host.h"
 #include "../common/merge_layout.h"
 #include "../common/probe.cuh"
@@ -20,13 +21,10 @@ namespace fmha {
 namespace sm90 {
 namespace detail {
 
-// Dynamic shared memory of a decode launch: the kernel's storage, or for an exclusive launch (exclusive_sms) at
-// least half an SM's (two such CTAs with their reserved 1 KB each exceed kSmemPerSm).
+// Dynamic shared memory of a decode launch (common/decode_launch.h), exclusive or not.
 template <class Tr>
 constexpr size_t launch_smem_bytes(bool exclusive) {
-  constexpr size_t own = smem_bytes<Tr>();
-  constexpr size_t half_sm = kSmemPerSm / 2;
-  return exclusive && own < half_sm ? half_sm : own;
+  return ::fmha::launch_smem_bytes(smem_bytes<Tr>(), kSmemPerSm, exclusive);
 }
 
 // Sets the decode kernel's function attributes once per device: the dynamic shared memory it needs,
@@ -34,31 +32,9 @@ constexpr size_t launch_smem_bytes(bool exclusive) {
 template <int D, bool kBf16, int kConfig>
 int configure_kernel() {
   using Tr = DecodeTraits<D, kConfig>;
-  auto kernel = decode_kernel<D, kBf16, kConfig>;
-  constexpr size_t smem = launch_smem_bytes<Tr>(true);  // the most a launch asks for
-  // The attributes are per function and per device (one static per instantiation). Remember which
-  // devices are done so the hot path skips the driver calls; setting them twice (a race between
-  // threads) is harmless.
-  static std::atomic<uint64_t> configured_devices{0};
-  int device = 0;
-  if (check_cuda(cudaGetDevice(&device), "cudaGetDevice")) return 1;
-  const uint64_t device_bit = device < kMaxDevices ? (uint64_t{1} << device) : 0;
-  if (device_bit == 0 || !(configured_devices.load(std::memory_order_relaxed) & device_bit)) {
-    if (check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-                   "cudaFuncSetAttribute(decode, max dynamic smem)"))
-      return 1;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
-      (void)cudaGetLastError();  // then only portable cluster sizes (<= 8) can merge in clusters
-    configured_devices.fetch_or(device_bit, std::memory_order_relaxed);
-  }
-  return 0;
-}
-
-// Tokens per TMA box of a paged launch: the largest power of two dividing the page size, at most the
-// configuration's TMA rows; 0 below 8 rows (the gather path).
-constexpr int paged_box_rows(int page_size, int tma_rows) {
-  const int low = page_size & -page_size;
-  return low < 8 ? 0 : low < tma_rows ? low : tma_rows;
+  static std::atomic<uint64_t> configured_devices{0};  // one per instantiation
+  return configure_decode_kernel(decode_kernel<D, kBf16, kConfig>, launch_smem_bytes<Tr>(true), true,
+                                 configured_devices);
 }
 
 }  // namespace detail
@@ -135,20 +111,8 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
                                         cudaStream_t stream) {
   using Tr = DecodeTraits<D, kConfig>;
   DecodeParams lp = p;
-  // Paged caches: the maps run over the pools, in boxes that stay inside one page (page_box_rows; 0 where
-  // the page size is no multiple of 8, a box's 1024-byte swizzle group: the producer warp gathers).
-  const bool paged = p.block_table != nullptr;
-  if (paged) lp.page_box_rows = detail::paged_box_rows(p.page_size, Tr::kTmaRows);
-  const int map_b = paged ? p.num_blocks : p.B, map_s = paged ? p.page_size : p.S;
-  const int box_rows = !paged ? Tr::kTmaRows : lp.page_box_rows > 0 ? lp.page_box_rows : 1;
   CUtensorMap tmap_k, tmap_v;
-  const int dtype = kBf16 ? 1 : 0;
-  if (encode_kv_map(&tmap_k, kv.k, dtype, map_b, map_s, p.Hkv, D, kv.k_b, kv.k_s, kv.k_h, box_rows, p.k_head_major,
-                    "k_cache", paged))
-    return 1;
-  if (encode_kv_map(&tmap_v, kv.v, dtype, map_b, map_s, p.Hkv, D, kv.v_b, kv.v_s, kv.v_h, box_rows, p.v_head_major,
-                    "v_cache", paged))
-    return 1;
+  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, &tmap_k, &tmap_v)) return 1;
 
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
@@ -157,52 +121,21 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   static_assert(merge_capacity_floats<Tr>() > 0, "cluster merge: the K and V rings must be adjacent");
   if (detail::configure_kernel<D, kBf16, kConfig>()) return 1;
 
-  const int row_blocks = (p.rows + Tr::kBlockM - 1) / Tr::kBlockM;
-  const long long grid_x = static_cast<long long>(row_blocks) * p.num_splits;
-  if (grid_x > 0x7fffffffLL || p.Hkv > 65535 || p.B > 65535)
-    return fail("grid too large: row_blocks*num_splits=%lld Hkv=%d B=%d (limits 2^31-1, 65535, 65535)", grid_x,
-                p.Hkv, p.B);
-  dim3 grid(static_cast<unsigned>(grid_x), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
-  const long long clusters = static_cast<long long>(row_blocks) * p.Hkv * p.B;  // one per split group
+  dim3 grid;
+  if (decode_grid(p, Tr::kBlockM, &grid)) return 1;
+  const long long clusters = static_cast<long long>(grid.x / p.num_splits) * p.Hkv * p.B;  // one per split group
   // Decided once: the shared memory the launch asks for and the cluster occupancy the merge mode reads.
   const bool exclusive = exclusive_sms(clusters * p.num_splits, p.num_splits);
   lp.cluster_merge = merge_mode(p.num_splits, clusters, p.rows, exclusive);
   // The gather path's cp.async writes into the ring, which the dealt-rows merge then receives into:
   // racecheck reports them as racing with the pushes, so gathered launches merge by kernel.
-  if (paged && lp.page_box_rows == 0 && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
-  if (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel) {  // partials go through the workspace
-    const size_t need = workspace_bytes(p.B, p.T, p.Hq, D, p.num_splits);
-    if (p.o_partial == nullptr || workspace_size < need)
-      return fail("workspace of %zu bytes is too small: num_splits=%d merged by the combine kernel needs %zu",
-                  p.o_partial == nullptr ? size_t{0} : workspace_size, p.num_splits, need);
-  } else {
-    lp.o_partial = nullptr;  // merged in clusters (or unsplit): the kernel never touches a workspace
-    lp.lse_partial = nullptr;
-  }
-  // Programmatic stream serialization (PDL): the grid may be scheduled before the previous kernel
-  // on the stream has finished; the kernel waits (griddepcontrol.wait) before reading or writing
-  // global memory. Without a PDL-aware predecessor it behaves like a plain launch.
-  cudaLaunchAttribute attr[2];
-  int n_attr = 0;
-  if (kPdl) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  if (lp.cluster_merge != kMergeByKernel) {  // the splits of one (row block, KV head, sequence): blockIdx.x = row_block * num_splits + split
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.num_splits);
-    attr[n_attr].val.clusterDim.y = 1;
-    attr[n_attr++].val.clusterDim.z = 1;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(Tr::kThreads);
-  cfg.dynamicSmemBytes = detail::launch_smem_bytes<Tr>(exclusive);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = n_attr;
-  if (check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp), "decode kernel launch")) return 1;
-
+  if (kv_gather_launch(lp) && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
+  if (check_workspace(lp, D, workspace_size)) return 1;
+  // The splits of one (row block, KV head, sequence) form a cluster: blockIdx.x = row_block * num_splits + split.
+  const int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;
+  if (launch_decode_kernel(kernel, grid, Tr::kThreads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
+                           cluster_x, tmap_k, tmap_v, lp))
+    return 1;
   if (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel && !kProbeNoCombine)
     return launch_combine<D, kBf16>(lp, stream, kPdl);
   return 0;

@@ -84,7 +84,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   if (n == 0) {
     float inv_l[2], lse[2];
     finalize_rows(st, inv_l, lse);
-    store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+    store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, epilogue_row0<Tr>(p, row0),
+                          epilogue_split<Tr>(p, split), wg, tid_wg);
     return;
   }
   {
@@ -144,7 +145,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
 
   float inv_l[2], lse[2];
   finalize_rows(st, inv_l, lse);
-  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, epilogue_row0<Tr>(p, row0),
+                          epilogue_split<Tr>(p, split), wg, tid_wg);
 }
 
 }  // namespace sm90

@@ -55,6 +55,7 @@ struct DecodeTraits {
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
   static constexpr int kProducerRegs = sm90::kProducerRegs;
+  static constexpr bool kLeanProducer = kSetMaxNReg;  // common/kv_ring.cuh PagedTile: no rows kept
   static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
   static constexpr int kKvTileBytes = kBlockN * D * 2;  // one K (or V) tile, all boxes
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
