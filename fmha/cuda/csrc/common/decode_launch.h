@@ -1,4 +1,4 @@
-// fmha: the host pieces every architecture's decode launch shares (sm90/launch.cuh, sm100/launch.cuh):
+// fmha: the host pieces every architecture's decode launch shares (each arch's launch.cuh):
 // the K/V caches of a launch, the tensor maps over them (or over page pools), the grid and workspace
 // checks, and the launch with its attributes. Host code only.
 #pragma once
