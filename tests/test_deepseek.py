@@ -27,17 +27,17 @@ def sinks_for(Hq, device=DEVICE):
     return torch.tensor([SINK_VALUES[h % len(SINK_VALUES)] for h in range(Hq)], dtype=torch.float32, device=device)
 
 
-def latent_inputs(B, T, Hq, Hkv, S, Dqk, Dv, v_mode, seqlens, seed=0):
-    """q, k, v, cache_seqlens; v is k itself ("self"), its first Dv columns ("slice") or its own tensor
-    ("separate")."""
+def latent_inputs(B, T, Hq, Hkv, S, Dqk, Dv, v_mode, seqlens, seed=0, device=DEVICE):
+    """q, k, v, cache_seqlens on `device`; v is k itself ("self"), its first Dv columns ("slice") or its own
+    tensor ("separate")."""
     g = torch.Generator().manual_seed(seed)
 
     def rnd(*shape):
-        return torch.randn(*shape, generator=g).to(DEVICE, bf16)
+        return torch.randn(*shape, generator=g).to(device, bf16)
 
     q, k = rnd(B, T, Hq, Dqk), rnd(B, S, Hkv, Dqk)
     v = {"self": lambda: k, "slice": lambda: k[..., :Dv], "separate": lambda: rnd(B, S, Hkv, Dv)}[v_mode]()
-    return q, k, v, torch.tensor(seqlens, dtype=torch.int32, device=DEVICE)
+    return q, k, v, torch.tensor(seqlens, dtype=torch.int32, device=device)
 
 
 def with_nan_past_lengths(k, v, sl, v_mode):
@@ -269,7 +269,8 @@ def cuda_as_if_present(monkeypatch):
     from fmha.dispatch import forget_decisions
 
     b = registry()["cuda"]
-    monkeypatch.setattr(cb, "_capability", lambda index: b.capability)
+    cap = b.capability  # read before the patch: the property itself asks _capability on a GPU machine
+    monkeypatch.setattr(cb, "_capability", lambda index: cap)
     monkeypatch.setattr(b, "unavailable_reason", lambda: None)
     forget_decisions()
     yield b
@@ -311,8 +312,9 @@ def test_cuda_run_refuses_sinks():
 # ---- refusals, before anything runs ---------------------------------------------------------------------
 
 def _bad_calls():
-    q, k, v, sl = latent_inputs(2, 1, 4, 1, 8, 576, 512, "slice", [8, 8])
-    q5, k5, _, _ = latent_inputs(2, 1, 4, 1, 8, 512, 512, "self", [8, 8])
+    # CPU tensors on any machine: every refusal comes before a backend is chosen
+    q, k, v, sl = latent_inputs(2, 1, 4, 1, 8, 576, 512, "slice", [8, 8], device="cpu")
+    q5, k5, _, _ = latent_inputs(2, 1, 4, 1, 8, 512, 512, "self", [8, 8], device="cpu")
     q2 = torch.randn(2, 1, 4, 128, dtype=bf16)
     k2 = torch.randn(2, 8, 1, 128, dtype=bf16)
     s = sinks_for(4, "cpu")
