@@ -63,11 +63,6 @@ constexpr Config config_table(int D, int config) {
 
 constexpr bool has_config(int D, int config) { return config_table(D, config).tile_n > 0; }
 
-// K/V TMA loads carry an L2 evict-first policy: the cache is streamed once.
-constexpr bool kKvEvictFirst = true;
-// L2 promotion of the K/V tensor maps, bytes (the sm_90 value).
-constexpr int kKvL2PromotionBytes = 128;
-
 // FMHA_DISABLE_PDL (kPdl): common/params.h.
 
 }  // namespace sm100
