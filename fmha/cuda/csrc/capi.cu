@@ -17,7 +17,7 @@
 #include "fmha_capi.h"
 
 // The architecture a library is built for (the loader defines FMHA_TARGET_SM for every unit): 90 is
-// sm_90a's kernels (sm90/), 100 sm_100a's (sm100/, compiled and disassembled, never run on hardware).
+// sm_90a's kernels (sm90/), 100 sm_100a's (sm100/).
 #ifndef FMHA_TARGET_SM
 #define FMHA_TARGET_SM 90
 #endif

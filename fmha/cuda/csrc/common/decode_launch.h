@@ -37,10 +37,6 @@ constexpr size_t launch_smem_bytes(size_t own, size_t smem_per_sm, bool exclusiv
   return exclusive && own < smem_per_sm / 2 ? smem_per_sm / 2 : own;
 }
 
-// Whether a launch's producer gathers its tiles with cp.async (kv_gather in common/kv_ring.cuh, decided
-// once encode_kv_maps has set page_box_rows).
-inline bool kv_gather_launch(const DecodeParams& lp) { return lp.block_table != nullptr && lp.page_box_rows == 0; }
-
 // The K and V tensor maps of a launch, in boxes of tma_rows tokens, or over the page pools in boxes that
 // stay inside one page (lp.page_box_rows is set for paged caches). 0, or fail() naming the tensor.
 inline int encode_kv_maps(DecodeParams& lp, const KvCaches& kv, int D, bool bf16, int tma_rows, CUtensorMap* tmap_k,

@@ -75,18 +75,18 @@ __device__ __forceinline__ PagedRow paged_row(const DecodeParams& p, int b, int 
   return PagedRow{min(max(id, 0), p.num_blocks - 1), token - page * p.page_size};
 }
 
-// Whether the producer warp gathers the tiles (paged caches whose pages TMA boxes cannot tile).
-__device__ __forceinline__ bool kv_gather(const DecodeParams& p) {
-  return p.block_table != nullptr && p.page_box_rows == 0;
+// Arrivals that complete a full barrier: the TMA producer's one arrive.expect_tx, or every lane of the
+// gathering producer warp.
+__device__ __forceinline__ uint32_t ring_full_arrivals(const DecodeParams& p) {
+  return kv_gather(p) ? 32u : kFullArrivals;
 }
 
-// The ring's barriers, initialised by one thread: a full barrier expects the TMA producer's one
-// arrive.expect_tx, or every lane of the gathering producer warp; an empty barrier the arrivals of
-// whatever releases a stage (consumer warps on sm_90a, one tcgen05.commit on sm_100a).
+// The ring's barriers, initialised by one thread: a full barrier expects full_arrivals (ring_full_arrivals),
+// an empty barrier the arrivals of whatever releases a stage (consumer warps on sm_90a, one tcgen05.commit
+// on sm_100a).
 template <class Tr, class Ss>
-__device__ __forceinline__ void init_kv_ring(Ss& ss, const DecodeParams& p, uint32_t empty_k_arrivals,
+__device__ __forceinline__ void init_kv_ring(Ss& ss, uint32_t full_arrivals, uint32_t empty_k_arrivals,
                                              uint32_t empty_v_arrivals) {
-  const uint32_t full_arrivals = kv_gather(p) ? 32u : kFullArrivals;
 #pragma unroll
   for (int s = 0; s < Tr::kStages; ++s) {
     ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
@@ -188,18 +188,18 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
       for (int bx = 0; bx < Tr::kBoxes; ++bx)
         ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
     }
-    return;
-  }
+  } else {
 #pragma unroll
-  for (int g = 0; g < Tr::kBlockN / 4; ++g) {
-    const int r = 4 * g + sub;  // lane r % 32 looked this row up, as entry r / 32 = (4 g) / 32
-    const int block = __shfl_sync(0xffffffffu, rows.block[(4 * g) / 32], (4 * g) % 32 + sub);
-    const int row = __shfl_sync(0xffffffffu, rows.row[(4 * g) / 32], (4 * g) % 32 + sub);
-    const uint16_t* src = head + block * s_blk + max(row, 0) * s_tok;
-    const uint32_t to = base + r * Tr::kRowBytes + ((chunk ^ (r % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
+    for (int g = 0; g < Tr::kBlockN / 4; ++g) {
+      const int r = 4 * g + sub;  // lane r % 32 looked this row up, as entry r / 32 = (4 g) / 32
+      const int block = __shfl_sync(0xffffffffu, rows.block[(4 * g) / 32], (4 * g) % 32 + sub);
+      const int row = __shfl_sync(0xffffffffu, rows.row[(4 * g) / 32], (4 * g) % 32 + sub);
+      const uint16_t* src = head + block * s_blk + max(row, 0) * s_tok;
+      const uint32_t to = base + r * Tr::kRowBytes + ((chunk ^ (r % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
 #pragma unroll
-    for (int bx = 0; bx < Tr::kBoxes; ++bx)
-      ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
+      for (int bx = 0; bx < Tr::kBoxes; ++bx)
+        ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
+    }
   }
 }
 

@@ -83,4 +83,10 @@ inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * Hq * T;
 }
 
+// Whether the producer warp gathers the tiles with cp.async: paged caches whose pages TMA boxes cannot
+// tile (the launch sets page_box_rows). Read by the host launch and by every role of the kernel.
+__host__ __device__ __forceinline__ bool kv_gather(const DecodeParams& p) {
+  return p.block_table != nullptr && p.page_box_rows == 0;
+}
+
 }  // namespace fmha

@@ -1,9 +1,7 @@
 // fmha sm_100a: the configuration table of the Blackwell decode kernel. One entry per (head dim,
 // configuration): the K/V tile, the ring depths and the resident CTAs per SM. Every configuration runs
-// the rows-on-M loop (mainloop_rows.cuh); docs/design-sm100.md derives each value on paper.
-//
-// NOTHING HERE HAS RUN ON BLACKWELL HARDWARE: the values are the design's arithmetic (bytes in flight per
-// SM for ~8 TB/s, shared memory and Tensor Memory per CTA), to be tuned on a B200.
+// the rows-on-M loop (mainloop_rows.cuh); docs/design-sm100.md derives each value from bytes in flight,
+// shared memory and Tensor Memory per CTA.
 #pragma once
 
 #include <cstddef>

@@ -7,8 +7,8 @@
 // ptxas accepts ANY descriptor constant without a warning, so these static_asserts, and the Python
 // mirror in tests/test_sm100_build.py, are the only checks a bit-layout slip meets before hardware.
 //
-// STATUS: used by the sm_100a decode kernel; nothing here has run on Blackwell hardware (the values are
-// checked against the ISA tables, CUTLASS's encoders and SASS immediates, never against an MMA's result).
+// The values are checked against the ISA tables, CUTLASS's encoders and SASS immediates
+// (tests/test_sm100_build.py, tests/test_sm100_kernel.py), not against an MMA's result.
 #pragma once
 
 #include <cstdint>

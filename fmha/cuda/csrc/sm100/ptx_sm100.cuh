@@ -2,9 +2,8 @@
 // Memory) that docs/design-sm100.md needs, one small function per instruction, each naming its PTX ISA
 // section (the conventions of common/ptx.cuh). Compiled for any target other than sm_100a they trap.
 //
-// STATUS: used by the sm_100a decode kernel (sm100/mainloop_rows.cuh, kernel.cuh), and NOTHING HERE HAS RUN
-// ON BLACKWELL HARDWARE: the wrappers are checked only by compiling and disassembling tests/sm100_probe.cu
-// (tests/test_sm100_build.py) and the kernel (tests/test_sm100_kernel.py).
+// Used by the sm_100a decode kernel (mainloop_rows.cuh, kernel.cuh); checked by compiling and
+// disassembling tests/sm100_probe.cu (tests/test_sm100_build.py) and the kernel (tests/test_sm100_kernel.py).
 // The PTX syntax follows the PTX ISA and CCCL's cuda/__ptx/instructions/generated/tcgen05_*.h (nvcc 13.0);
 // the SASS each produces is listed in shared/BLACKWELL-FACTS.md §SASS.
 //

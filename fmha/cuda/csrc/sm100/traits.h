@@ -1,8 +1,6 @@
 // fmha sm_100a: the compile-time traits of one kernel (head dim x configuration, from config.h), its
 // Tensor Memory plan, its shared-memory plan and its named barriers. The names the common layers read
 // (kBlockM, kBlockN, kStages, kBoxes, kOutCols, ...) mean what they mean in sm90/traits.h.
-//
-// NOTHING HERE HAS RUN ON BLACKWELL HARDWARE (compiled and disassembled only; docs/design-sm100.md).
 #pragma once
 
 #include <cstddef>

@@ -103,8 +103,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   }
 
   if (threadIdx.x == 0) {
-    // The TMA producer's arrive.expect_tx, or every lane of the gathering producer warp.
-    const uint32_t full_arrivals = kv_gather(p) ? 32u : kFullArrivals;
+    // Written out rather than through init_kv_ring (common/kv_ring.cuh): that schedules this prologue
+    // differently and would change every sm_90a kernel's SASS.
+    const uint32_t full_arrivals = ring_full_arrivals(p);
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], full_arrivals);

@@ -129,7 +129,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   lp.cluster_merge = merge_mode(p.num_splits, clusters, p.rows, exclusive);
   // The gather path's cp.async writes into the ring, which the dealt-rows merge then receives into:
   // racecheck reports them as racing with the pushes, so gathered launches merge by kernel.
-  if (kv_gather_launch(lp) && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
+  if (kv_gather(lp) && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
   if (check_workspace(lp, D, workspace_size)) return 1;
   // The splits of one (row block, KV head, sequence) form a cluster: blockIdx.x = row_block * num_splits + split.
   const int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;
