@@ -190,10 +190,10 @@ def problem_of(shape, device, dtype):
 
 # ---- contenders ----------------------------------------------------------------------------
 
-from perf.peers import Contender, Unsupported  # noqa: E402  (after the sys.path fix above)
+from perf.peers import Contender, FmhaBackendContender, Unsupported  # noqa: E402  (after the sys.path fix above)
 
 
-class FmhaContender(Contender):
+class FmhaContender(FmhaBackendContender):
     is_fmha = True
 
     def __init__(self, backend: str):
@@ -213,12 +213,6 @@ class FmhaContender(Contender):
             return fmha.attention(q, k, v, causal=causal, backend=backend)
 
         return fn
-
-    def first_call(self, fn, i=0):
-        try:
-            return fn(i)
-        except NotImplementedError as e:
-            raise Unsupported(str(e)) from e
 
 
 def make_contenders(args):

@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from perf.peers import Contender, Unsupported
+from perf.peers import Contender, FmhaBackendContender, Unsupported
 
 PAGED_CONTENDERS = ("cuda", "triton", "sdpa-cudnn", "flashinfer")
 FMHA_BACKENDS = ("cuda", "triton")
@@ -142,7 +142,7 @@ class PagedInputs:
 
 # ---- contenders --------------------------------------------------------------------------------
 
-class FmhaCall(Contender):
+class FmhaCall(FmhaBackendContender):
     """An fmha backend on the contiguous caches (with cache_seqlens) or on the page pools."""
     is_fmha = True
 
@@ -188,12 +188,6 @@ class FmhaCall(Contender):
                 return fmha.attention(q, k, v, seqlens, causal=causal, backend=backend)
 
         return fn
-
-    def first_call(self, fn, i=0):
-        try:
-            return fn(i)
-        except NotImplementedError as e:
-            raise Unsupported(str(e)) from e
 
 
 _FLASHINFER = {}  # "module" or "reason", once the import was tried

@@ -63,6 +63,16 @@ class Contender:
         return fn(i)
 
 
+class FmhaBackendContender(Contender):
+    """An fmha backend's contender: a NotImplementedError (the backend refuses the problem) is Unsupported."""
+
+    def first_call(self, fn, i=0):
+        try:
+            return fn(i)
+        except NotImplementedError as e:
+            raise Unsupported(str(e)) from e
+
+
 class SdpaContender(Contender):
     def __init__(self, name: str):
         self.name = name
