@@ -190,7 +190,7 @@ def problem_of(shape, device, dtype):
 
 # ---- contenders ----------------------------------------------------------------------------
 
-from perf.peers import Contender, FmhaBackendContender, Unsupported  # noqa: E402  (after the sys.path fix above)
+from perf.peers import FmhaBackendContender, Unsupported  # noqa: E402  (after the sys.path fix above)
 
 
 class FmhaContender(FmhaBackendContender):
