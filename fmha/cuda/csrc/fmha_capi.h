@@ -25,6 +25,9 @@ extern "C" {
 //                  memory: STREAM's D = 128 kernel reads KV heads 2i and 2i + 1 as one 128-wide head
 //   SEESAW         D = 512: the two consumer warpgroups take turns over the tiles (more than 64 packed rows)
 //   SPLIT_QK       D = 512: the two consumer warpgroups split Q K^T's head dim (one 64-row block)
+//   LATENT_SEESAW, LATENT_SPLIT_QK
+//                  D = 512 with V = K, and D = 576 with V = K's first 512 columns (DeepSeek's shared
+//                  latent, v == k): SEESAW's and SPLIT_QK's loops over one ring, each tile read once
 // A split grid of at most as many CTAs as SMs (one wave) is launched one CTA per SM whatever its
 // configuration's shared memory.
 enum FmhaConfig {
@@ -34,6 +37,8 @@ enum FmhaConfig {
   FMHA_CONFIG_KV_HEAD_PAIRS = 3,
   FMHA_CONFIG_SEESAW = 4,
   FMHA_CONFIG_SPLIT_QK = 5,
+  FMHA_CONFIG_LATENT_SEESAW = 6,
+  FMHA_CONFIG_LATENT_SPLIT_QK = 7,
 };
 
 const char* fmha_last_error(void);
@@ -54,7 +59,8 @@ int fmha_config_narrow_rows(int D, int config);
 // (no combine kernel, no workspace) 1 with every split pushing each row to the rank that merges it
 // once all have finished (at most 16 rows), 2 as pairs of CTAs that push as soon as each has finished
 // (two splits). -1: D, dtype or configuration invalid. A paged launch whose pages are no multiple of 8
-// tokens (the gather path) takes 0 where this answers 1.
+// tokens (the gather path) takes 0 where this answers 1; a launch with sinks always takes 0 (the combine
+// kernel adds them).
 int fmha_cluster_merge(int D, int dtype, int config, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once (asked of the
 // bf16 kernel; the fp16 one has the same shared memory and threads), launched with the kernel's own
@@ -63,7 +69,7 @@ int fmha_max_active_clusters(int D, int config, int cluster_size);
 
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs where the splits merge
 // through the combine kernel (fmha_cluster_merge() == 0); a launch merged in clusters needs none.
-size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
+size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D: V's head dim
 
 // Decode attention, all arguments in one struct of 8-byte fields (one FFI argument).
 // q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16, 1 = bf16; strides in
@@ -77,7 +83,13 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);
 // max_blocks_per_seq * page_size tokens (cache_seqlens is clamped to that on the device). Page ids are
 // device data: the kernels clamp each into [0, num_blocks), so a wrong id reads a wrong page, never
 // memory outside the pool. Any page size from 1 up; TMA serves multiples of 8, a gather the rest.
-// head_dim_v (0 or D) is reserved for a V head dim of its own.
+// Head dims: D (the keys', q's) 64, 128, 256, 512 or 576; head_dim_v (0: D) is V's and out's, D or, at
+// D = 576, 512. A shared latent: v == k with k's strides (V is then the first head_dim_v columns of each
+// key row, so v[..., :512] of a 576-wide cache is passed as k itself); the LATENT configurations read it
+// once and require it, D = 576 requires a LATENT configuration.
+// sinks: 0, or float32 [Hq] on the device: one logit per query head that joins every row's softmax
+// denominator (lse is then the log of the whole denominator; a row that sees no key gets out = 0 and
+// lse = sinks[hq]); finite or -inf, never checked (device data).
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;  // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;
@@ -91,6 +103,7 @@ typedef struct FmhaDecodeArgs {
   int64_t head_dim_v;          // V's head dim (0: D)
   int64_t num_blocks;          // pages in each pool (paged caches)
   int64_t max_blocks_per_seq;  // columns of block_table (paged caches)
+  uint64_t sinks;              // float32 [Hq] of per-head sink logits, or 0: none
 } FmhaDecodeArgs;
 
 int fmha_decode(const FmhaDecodeArgs* args);

@@ -6,7 +6,8 @@
 //   M   = max_s lse_s                     (-inf when every split was empty)
 //   w_s = exp(lse_s - M)                  (0 for an empty split)
 //   out = sum_s w_s o_s / sum_s w_s,  lse = M + log(sum_s w_s)
-// A row with no visible key in any split gets out = 0, lse = -inf.
+// A row with no visible key in any split gets out = 0, lse = -inf. A sink (p.sinks) joins as one more
+// split of LSE sinks[hq] and output 0.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -111,6 +112,11 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
       o[j] = s < p.num_splits ? *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D + col)
                               : make_float4(0.f, 0.f, 0.f, 0.f);
     }
+    merge.add(ls, o);
+  }
+  if (p.sinks != nullptr) {  // the sink: a partial of LSE sinks[hq] and no output
+    const float ls[1] = {__ldg(p.sinks + hq)};
+    const float4 o[1] = {make_float4(0.f, 0.f, 0.f, 0.f)};
     merge.add(ls, o);
   }
   uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;

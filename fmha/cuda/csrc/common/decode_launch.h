@@ -39,8 +39,9 @@ constexpr size_t launch_smem_bytes(size_t own, size_t smem_per_sm, bool exclusiv
 
 // The K and V tensor maps of a launch, in boxes of tma_rows tokens, or over the page pools in boxes that
 // stay inside one page (lp.page_box_rows is set for paged caches). 0, or fail() naming the tensor.
+// shared_kv (one ring): V is read through K's map, which tmap_v then copies.
 inline int encode_kv_maps(DecodeParams& lp, const KvCaches& kv, int D, bool bf16, int tma_rows, CUtensorMap* tmap_k,
-                          CUtensorMap* tmap_v) {
+                          CUtensorMap* tmap_v, bool shared_kv = false) {
   const bool paged = lp.block_table != nullptr;
   if (paged) lp.page_box_rows = paged_box_rows(lp.page_size, tma_rows);
   const int map_b = paged ? lp.num_blocks : lp.B, map_s = paged ? lp.page_size : lp.S;
@@ -49,6 +50,10 @@ inline int encode_kv_maps(DecodeParams& lp, const KvCaches& kv, int D, bool bf16
   if (encode_kv_map(tmap_k, kv.k, dtype, map_b, map_s, lp.Hkv, D, kv.k_b, kv.k_s, kv.k_h, box_rows, lp.k_head_major,
                     "k_cache", paged))
     return 1;
+  if (shared_kv) {
+    *tmap_v = *tmap_k;
+    return 0;
+  }
   return encode_kv_map(tmap_v, kv.v, dtype, map_b, map_s, lp.Hkv, D, kv.v_b, kv.v_s, kv.v_h, box_rows,
                        lp.v_head_major, "v_cache", paged);
 }

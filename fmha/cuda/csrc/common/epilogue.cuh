@@ -33,14 +33,16 @@ __device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,
     const OutRow r(p, b, kvh, row);
     if (p.num_splits == 1) {
       uint16_t* dst = r.out(p, b) + col0;
+      float row_inv_l = inv_l[h], row_lse = lse[h];
+      if (p.sinks != nullptr) add_sink(__ldg(p.sinks + r.hq), row_inv_l, row_lse);
 #pragma unroll
       for (int c = 0; c < Tr::kOutCols / 8; ++c) {
         const int i = 4 * c + 2 * h;
-        *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
+        *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(acc[i] * row_inv_l, acc[i + 1] * row_inv_l);
       }
-      if (ql == 0 && wg == 0) p.lse[r.lse_idx] = lse[h];
+      if (ql == 0 && wg == 0) p.lse[r.lse_idx] = row_lse;
     } else if constexpr (!Tr::kClusterMerge) {  // the workspace only (the combine kernel merges)
-      float* dst = r.partial(p, b, split, Tr::kHeadDim) + col0;
+      float* dst = r.partial(p, b, split, Tr::kHeadDimV) + col0;
 #pragma unroll
       for (int c = 0; c < Tr::kOutCols / 8; ++c) {
         const int i = 4 * c + 2 * h;

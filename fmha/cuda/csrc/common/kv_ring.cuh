@@ -6,7 +6,9 @@
 //   uint64_t full_k[kStages], full_v[kStagesV]    TMA bytes of the stage's tile landed
 //   uint64_t empty_k[kStages], empty_v[kStagesV]  every consumer warp is done with the stage's tile
 // and its traits Tr the tile shape (kBlockN, kBoxes, kBoxCols, kRowBytes, kTmaRows, kKvTileBytes,
-// kStages, kStagesV, kConsumerThreads).
+// kStages, kStagesV, kConsumerThreads, kHeadDimV). Tr::kSharedKv (one ring, DeepSeek's shared latent): V
+// is the first kHeadDimV columns of the K stage; the V ring, its barriers and its loads go unused, and
+// the consumers release a K stage once P V read it.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (types only)
@@ -218,9 +220,11 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
     gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, kvh, lane);
     ptx::cp_async_mbarrier_arrive_noinc(&ss.full_k[stage]);
+    if constexpr (!Tr::kSharedKv) {
     ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
     gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, rows, kvh, lane);
     ptx::cp_async_mbarrier_arrive_noinc(&ss.full_v[stage_v]);
+    }
     if (tile + 1 < tr.end) rows.lookup(p, b, (tile + 1) * Tr::kBlockN, lane);
   }
 }
@@ -248,6 +252,7 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     else
       load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
     probe_stamp(it, kProbeKIssued);
+    if constexpr (!Tr::kSharedKv) {
     const int stage_v = it % Tr::kStagesV;
     const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
     probe_stamp(it, kProbeVEmptyWait);
@@ -260,6 +265,7 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
       load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major,
                        policy);
     probe_stamp(it, kProbeVIssued);
+    }
     if (kPaged && tile + 1 < tr.end) pages.lookup(p, b, (tile + 1) * Tr::kBlockN);
   }
 }
@@ -274,14 +280,19 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
 // cache slots would otherwise reach the output. A whole 128 B row is cleared,
 // so the 128B swizzle (a permutation within the row) does not matter.
 // kThreads threads take part, thread index ctid.
+// kSharedKv: the V columns of the K stage, once every Q K^T that reads the stage has completed.
 template <class Tr, int kThreads = Tr::kConsumerThreads, class Ss>
 __device__ __forceinline__ void zero_v_tail(Ss& ss, int stage, int valid, int ctid) {
   constexpr int kChunksPerRow = Tr::kRowBytes / 16;  // 16 B chunks
+  constexpr int kBoxesV = Tr::kHeadDimV / Tr::kBoxCols;
   const int per_box = (Tr::kBlockN - valid) * kChunksPerRow;  // chunks to clear in each box
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  for (int e = ctid; e < Tr::kBoxes * per_box; e += kThreads) {
+  for (int e = ctid; e < kBoxesV * per_box; e += kThreads) {
     const int box = e / per_box;
-    reinterpret_cast<uint4*>(ss.v[stage][box])[valid * kChunksPerRow + e % per_box] = zero;
+    uint16_t* rows;
+    if constexpr (Tr::kSharedKv) rows = ss.k[stage][box];
+    else rows = ss.v[stage][box];
+    reinterpret_cast<uint4*>(rows)[valid * kChunksPerRow + e % per_box] = zero;
   }
 }
 
@@ -298,7 +309,12 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
 template <class Tr, int kThreads = Tr::kConsumerThreads, class Ss>
 __device__ __forceinline__ void wait_v_stage(Ss& ss, const TileRange& tr, int it, int stage, uint32_t phase, int ctid,
                                              bool gathered, int clear_tid = -1, bool clear = true) {
-  wait_full_stage(&ss.full_v[stage], phase, it, kProbeVFullWait, ctid, gathered);
+  // (kSharedKv: the K stage's wait again, which the stage's Q K^T passed already; the stage is not
+  // released before its P V, so the phase cannot have moved on.)
+  uint64_t* full;
+  if constexpr (Tr::kSharedKv) full = &ss.full_k[stage];
+  else full = &ss.full_v[stage];
+  wait_full_stage(full, phase, it, kProbeVFullWait, ctid, gathered);
   const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
   if (clear && valid < Tr::kBlockN) {
     zero_v_tail<Tr, kThreads>(ss, stage, valid, clear_tid < 0 ? ctid : clear_tid);

@@ -32,10 +32,10 @@ struct ClusterMerge {
   // Receive slot of (split, local row of its owner): o at column 0, and the LSE.
   __device__ __forceinline__ uint32_t o_slot(int split, int row_local) const {
     return base + 4u * static_cast<uint32_t>((split * rows_per_rank + row_local % rows_per_rank) *
-                                             merge_stride(Tr::kHeadDim));
+                                             merge_stride(Tr::kHeadDimV));
   }
   __device__ __forceinline__ uint32_t lse_slot(int split, int row_local) const {
-    return base + 4u * static_cast<uint32_t>(ns * rows_per_rank * merge_stride(Tr::kHeadDim) +
+    return base + 4u * static_cast<uint32_t>(ns * rows_per_rank * merge_stride(Tr::kHeadDimV) +
                                              split * rows_per_rank + row_local % rows_per_rank);
   }
 };
@@ -58,7 +58,7 @@ struct PartialRow {
       o_remote = ptx::map_shared_rank(cm.o_slot(split, row_local), owner);
       lse_remote = ptx::map_shared_rank(cm.lse_slot(split, row_local), owner);
     } else {
-      o = r.partial(p, b, split, Tr::kHeadDim);
+      o = r.partial(p, b, split, Tr::kHeadDimV);
       lse = r.partial_lse(p, split);
     }
   }
@@ -178,7 +178,7 @@ __device__ __forceinline__ void store_output_pair(Ss& ss, const DecodeParams& p,
 template <class Tr, bool kBf16, class Ss>
 __device__ __forceinline__ void merge_cluster_splits(Ss& ss, const DecodeParams& p, int b, int kvh,
                                                      int row0, int ctid) {
-  constexpr int kChunksPerRow = Tr::kHeadDim / 4;
+  constexpr int kChunksPerRow = Tr::kHeadDimV / 4;
   constexpr int kMergeChunk = 4;
   const ClusterMerge<Tr> cm(ss, p, row0);
   const int rank = static_cast<int>(ptx::cluster_ctarank());
@@ -188,7 +188,7 @@ __device__ __forceinline__ void merge_cluster_splits(Ss& ss, const DecodeParams&
   for (int c = ctid; c < n_rows * kChunksPerRow; c += Tr::kConsumerThreads) {
     const int lr = c / kChunksPerRow;
     const int col = (c % kChunksPerRow) * 4;
-    const float* lse_s = buf + cm.ns * cm.rows_per_rank * merge_stride(Tr::kHeadDim) + lr;
+    const float* lse_s = buf + cm.ns * cm.rows_per_rank * merge_stride(Tr::kHeadDimV) + lr;
     SplitMerge merge;
     for (int s0 = 0; s0 < cm.ns; s0 += kMergeChunk) {
       float ls[kMergeChunk];
@@ -198,7 +198,7 @@ __device__ __forceinline__ void merge_cluster_splits(Ss& ss, const DecodeParams&
         const int s = s0 + j;
         ls[j] = s < cm.ns ? lse_s[s * cm.rows_per_rank] : -INFINITY;
         o[j] = s < cm.ns ? *reinterpret_cast<const float4*>(
-                               buf + (s * cm.rows_per_rank + lr) * merge_stride(Tr::kHeadDim) + col)
+                               buf + (s * cm.rows_per_rank + lr) * merge_stride(Tr::kHeadDimV) + col)
                          : make_float4(0.f, 0.f, 0.f, 0.f);
       }
       merge.add(ls, o);

@@ -63,7 +63,11 @@ struct DecodeParams {
   const void* v;
   int64_t k_blk, k_tok, k_h;
   int64_t v_blk, v_tok, v_h;
-  int head_dim_v;  // V's head dim (= D; reserved for a V of its own)
+  int head_dim_v;  // V's and the output's head dim (D, or 512 where D = 576)
+  // Per-query-head sink logits (natural log) that join every row's softmax denominator, or nullptr. Joined
+  // in the epilogue of unsplit launches (add_sink, softmax.cuh) and by the combine kernel of split ones
+  // (the host merges split launches with sinks by kernel).
+  const float* sinks;
 };
 
 enum ClusterMergeMode : int {

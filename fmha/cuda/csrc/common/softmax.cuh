@@ -124,4 +124,15 @@ __device__ __forceinline__ void finalize_rows(RowState& st, float (&inv_l)[2], f
   }
 }
 
+// Joins a sink logit (natural log) into a finished row: the row's (out = acc * inv_l, lse) merged with
+// an empty partial whose LSE is `sink`, so lse' = log(e^lse + e^sink) and out' = out e^(lse - lse'). A row
+// with no visible key (lse = -inf) keeps out = 0 and gets lse' = sink; a sink of -inf changes nothing.
+__device__ __forceinline__ void add_sink(float sink, float& inv_l, float& lse) {
+  const float m = fmaxf(lse, sink);
+  if (m == -INFINITY) return;
+  const float lse_new = m + __log2f(exp2_approx((lse - m) * kLog2e) + exp2_approx((sink - m) * kLog2e)) * kLn2;
+  inv_l *= exp2_approx((lse - lse_new) * kLog2e);
+  lse = lse_new;
+}
+
 }  // namespace fmha

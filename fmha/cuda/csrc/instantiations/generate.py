@@ -20,8 +20,11 @@ SM90_CONFIGS = {
     64: ("WIDE", "DEEP"),
     128: ("WIDE", "DEEP", "STREAM"),
     256: ("WIDE", "DEEP"),
-    512: ("SEESAW", "SPLIT_QK"),
+    512: ("SEESAW", "SPLIT_QK", "LATENT_SEESAW", "LATENT_SPLIT_QK"),
+    576: ("LATENT_SEESAW", "LATENT_SPLIT_QK"),
 }
+# The head dims of V (and of the combine kernels): 576-wide keys have 512-wide values.
+V_HEAD_DIMS = (64, 128, 256, 512)
 # sm_100a: one kernel per head dim and ring; the C API maps STREAM to WIDE and SEESAW to SPLIT_QK
 # (sm100/config.h gives them the same traits).
 SM100_CONFIGS = {
@@ -42,10 +45,12 @@ def files() -> dict:
                 out[f"sm90_decode_d{d}_{dt}_{c.lower()}.cu"] = (
                     HEADER + '#include "../sm90/launch.cuh"\n\n'
                     f"template struct fmha::sm90::Instance<{d}, {bf16}, FMHA_CONFIG_{c}>;\n")
-            for c in SM100_CONFIGS[d]:
+            for c in SM100_CONFIGS.get(d, ()):
                 out[f"sm100_decode_d{d}_{dt}_{c.lower()}.cu"] = (
                     HEADER + '#include "../sm100/launch.cuh"\n\n'
                     f"template struct fmha::sm100::Instance<{d}, {bf16}, FMHA_CONFIG_{c}>;\n")
+    for d in V_HEAD_DIMS:
+        for dt, bf16 in DTYPES.items():
             combine.append(f"template int fmha::launch_combine<{d}, {bf16}>(const fmha::DecodeParams&, cudaStream_t, bool);\n")
     out["combine.cu"] = HEADER + '#include "../common/combine_launch.cuh"\n\n' + "".join(combine)
     # The probe build's one translation unit (probe/unity.cu) includes them all.

@@ -39,6 +39,8 @@ struct DecodeTraits {
   static_assert(has_config(D, kConfig), "no such configuration at this head dim (config.h)");
   static constexpr Config kCfg = config_table(D, kConfig);
   static constexpr int kHeadDim = D;
+  static constexpr int kHeadDimV = D;       // V of K's head dim (no shared-latent ring here)
+  static constexpr bool kSharedKv = false;
   static constexpr bool kHeadPairs = false;  // KV-head pairs: sm_90a only
   static constexpr int kBlockM = 64;         // packed query rows per CTA (the MMA's M)
   static constexpr int kBlockN = kCfg.tile_n;

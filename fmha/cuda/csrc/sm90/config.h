@@ -36,6 +36,7 @@ struct Config {
   bool early_operand_wait;  // overlapped loop: wait for the next tile's K and V before P V's wgmma wait
   bool cluster_merge;       // split-KV partials may merge inside clusters (dealt rows)
   bool pair_merge;          // two splits of the 64-row loop may merge as a cluster pair
+  bool shared_kv = false;   // one ring: V is the first D_v columns of the K stage (no V ring)
 };
 
 constexpr Config kNoConfig{0, 0, 0, 0, 0, Mainloop::kSerial, false, false, 0, false, false, false};
@@ -72,6 +73,14 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_SEESAW) return {32, 2, 3, 1, 32, kSeesaw, false, false, 192, false, false, false};
       // One 64-row block: the warpgroups split Q K^T's head dim and exchange partial scores.
       if (config == FMHA_CONFIG_SPLIT_QK) return {32, 2, 3, 1, 32, kOverlapped, false, true, 192, false, false, false};
+      // K = V: the two rings' shared memory as one ring of five stages.
+      if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 5, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
+      if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 5, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
+      return kNoConfig;
+    case 576:
+      // V = the first 512 of 576 columns: four 36 KB stages are what fits beside Q and the P / score buffers.
+      if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 4, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
+      if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 4, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
       return kNoConfig;
     default:
       return kNoConfig;
@@ -79,6 +88,9 @@ constexpr Config config_table(int D, int config) {
 }
 
 constexpr bool has_config(int D, int config) { return config_table(D, config).tile_n > 0; }
+
+// V's head dim: 512 for DeepSeek's 576-wide keys (V is their first 512 columns), else the keys'.
+constexpr int head_dim_v(int D) { return D == 576 ? 512 : D; }
 
 // Feature settings shared by every configuration.
 // K/V TMA loads carry an L2 evict-first policy: the cache is streamed once.

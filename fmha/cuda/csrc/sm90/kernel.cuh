@@ -109,13 +109,16 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
-      // One arrival per consumer warp that reads the stage's K tile (the seesaw: one warpgroup's).
-      ptx::mbarrier_init(&ss.empty_k[s], (Tr::kSeesaw ? 128 : Tr::kConsumerThreads) / 32);
+      // One arrival per consumer warp that reads the stage's K tile (the seesaw: one warpgroup's; one
+      // ring: every warp's P V reads it).
+      ptx::mbarrier_init(&ss.empty_k[s], (Tr::kSeesaw && !Tr::kSharedKv ? 128 : Tr::kConsumerThreads) / 32);
     }
+    if constexpr (!Tr::kSharedKv) {
 #pragma unroll
-    for (int s = 0; s < Tr::kStagesV; ++s) {
-      ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
-      ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
+      for (int s = 0; s < Tr::kStagesV; ++s) {
+        ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
+        ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
+      }
     }
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
     if constexpr (Tr::kSeesaw)

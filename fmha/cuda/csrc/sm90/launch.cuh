@@ -112,7 +112,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   using Tr = DecodeTraits<D, kConfig>;
   DecodeParams lp = p;
   CUtensorMap tmap_k, tmap_v;
-  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, &tmap_k, &tmap_v)) return 1;
+  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, &tmap_k, &tmap_v, Tr::kSharedKv)) return 1;
 
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
@@ -130,14 +130,15 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   // The gather path's cp.async writes into the ring, which the dealt-rows merge then receives into:
   // racecheck reports them as racing with the pushes, so gathered launches merge by kernel.
   if (kv_gather(lp) && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
-  if (check_workspace(lp, D, workspace_size)) return 1;
+  if (lp.sinks != nullptr) lp.cluster_merge = kMergeByKernel;  // the combine kernel joins the sinks
+  if (check_workspace(lp, Tr::kHeadDimV, workspace_size)) return 1;
   // The splits of one (row block, KV head, sequence) form a cluster: blockIdx.x = row_block * num_splits + split.
   const int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;
   if (launch_decode_kernel(kernel, grid, Tr::kThreads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
                            cluster_x, tmap_k, tmap_v, lp))
     return 1;
   if (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel && !kProbeNoCombine)
-    return launch_combine<D, kBf16>(lp, stream, kPdl);
+    return launch_combine<Tr::kHeadDimV, kBf16>(lp, stream, kPdl);
   return 0;
 }
 

@@ -262,24 +262,28 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
         const PairRow pr = pair_row(p, true, kvh, n);
         const OutRow r(p, b, pr.kvh, pr.row);
         uint16_t* dst = r.out(p, b);
+        float row_inv_l = inv_l[j], row_lse = lse[j];
+        if (p.sinks != nullptr) add_sink(__ldg(p.sinks + r.hq), row_inv_l, row_lse);
 #pragma unroll
         for (int db = 0; db < kDB; ++db)
 #pragma unroll
           for (int h = 0; h < 2; ++h)
-            if (db == pr.half) dst[16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
-        if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
+            if (db == pr.half) dst[16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * row_inv_l);
+        if (w == 0 && g == 0) p.lse[r.lse_idx] = row_lse;
         continue;
       }
     }
     const OutRow r(p, b, kvh, n);
     if (p.num_splits == 1) {
       uint16_t* dst = r.out(p, b);
+      float row_inv_l = inv_l[j], row_lse = lse[j];
+      if (p.sinks != nullptr) add_sink(__ldg(p.sinks + r.hq), row_inv_l, row_lse);
 #pragma unroll
       for (int db = 0; db < kDB; ++db)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          dst[db * 64 + 16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
-      if (w == 0 && g == 0) p.lse[r.lse_idx] = lse[j];
+          dst[db * 64 + 16 * w + g + 8 * h] = half_bits<kBf16>(acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * row_inv_l);
+      if (w == 0 && g == 0) p.lse[r.lse_idx] = row_lse;
     } else {
       const PartialRow<Tr> dst(p, r, b, split, n, cm, in_cluster);
 #pragma unroll

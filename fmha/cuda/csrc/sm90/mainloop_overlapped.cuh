@@ -44,7 +44,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position `it`, committed as one group
     const int stage = it % Tr::kStages;
     if constexpr (Tr::kSplitQk)
-      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
+      qk_gemm<Tr, kBf16, Tr::kWgBoxes * Tr::kBoxCols>(s, ss, stage, wg * (Tr::kWg1FirstBox * Tr::kBoxCols), &qr);
     else
       qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
@@ -55,9 +55,11 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   };
   // After S of ring position `it` landed: free its K tile, masked online softmax (s becomes P).
   auto softmax_scores = [&](int it, float (&alpha)[2]) {
-    fence_regs(s);
-    release_stage(&ss.empty_k[it % Tr::kStages], lane);
-    fence_regs(s);  // the softmax reads s after the arrive: ptxas would otherwise sink the arrive below it
+    if constexpr (!Tr::kSharedKv) {  // (one ring: the stage is released after P V)
+      fence_regs(s);
+      release_stage(&ss.empty_k[it % Tr::kStages], lane);
+      fence_regs(s);  // the softmax reads s after the arrive: ptxas would otherwise sink the arrive below it
+    }
     if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
     if (ctid == 0 && it > 0) probe_stamp(it - 1, kProbeExchanged);  // (filed under the loop iteration)
     softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, ql, alpha);
@@ -79,7 +81,8 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if (it + 1 < n) wait_k(it + 1);
   };
   auto release_after_pv = [&](int it) {
-    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    if constexpr (Tr::kSharedKv) release_stage(&ss.empty_k[it % Tr::kStages], lane);
+    else release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
   };
   if (n == 0) {
     float inv_l[2], lse[2];

@@ -75,7 +75,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
   auto issue_pv = [&](int it) {  // O[:, own columns] += P(it) V(it), one group
     constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
     const ptx::SmemDescSw128 dp(ptx::smem_addr(Sm::p_box(ss, it)), 16, kSbo);
-    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[it % Tr::kStagesV][wg * (Tr::kOutCols / Tr::kBoxCols)][0]),
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v_stage(it % Tr::kStagesV)[wg * (Tr::kOutCols / Tr::kBoxCols)][0]),
                                 Tr::kKvBoxBytes, kSbo);
 #pragma unroll
     for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
@@ -88,9 +88,11 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
   auto wait_v = [&](int it, bool owner) { wait_v_tile<Tr, 128>(ss, tr, it, ctid, kv_gather(p), tid_wg, owner); };
   // Own tile it, S landed: free its K stage, masked online softmax (s becomes P), publish P and the state.
   auto softmax_publish = [&](int it, float (&alpha)[2]) {
-    fence_regs(s);
-    release_stage(&ss.empty_k[it % Tr::kStages], lane);
-    fence_regs(s);  // keep the arrive ahead of the softmax
+    if constexpr (!Tr::kSharedKv) {  // (one ring: the stage is released after both warpgroups' P V)
+      fence_regs(s);
+      release_stage(&ss.empty_k[it % Tr::kStages], lane);
+      fence_regs(s);  // keep the arrive ahead of the softmax
+    }
     softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, ql, alpha);
     // Element i = 4 c + 2 h + e: row 16 w + g + 8 h, column 8 c + 2 ql + e, i.e. 16 B chunk
     // 4 (it % 2) + c of the row, swizzled by the row's (16 w + g + 8 h) % 8 = g; conflict-free per store.
@@ -129,7 +131,8 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
     ptx::wgmma_wait_group<0>();
     fence_regs(acc);
     fence_regs(s);
-    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    if constexpr (Tr::kSharedKv) release_stage(&ss.empty_k[it % Tr::kStages], lane);
+    else release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
   };
   // Compile-time shape of a trip: kOther: has the other step (all but warpgroup 0's first); kNextQk: Q K^T(o+2)
   // is issued (o + 2 < n). Each wgmma issue is unconditional between its fence and its wait.

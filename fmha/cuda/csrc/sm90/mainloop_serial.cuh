@@ -36,7 +36,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid, kv_gather(p));
     ptx::wgmma_fence();
     if constexpr (Tr::kSplitQk)
-      qk_gemm<Tr, kBf16, Tr::kHeadDim / 2>(s, ss, stage, wg * (Tr::kHeadDim / 2), &qr);
+      qk_gemm<Tr, kBf16, Tr::kWgBoxes * Tr::kBoxCols>(s, ss, stage, wg * (Tr::kWg1FirstBox * Tr::kBoxCols), &qr);
     else
       qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();

@@ -27,8 +27,12 @@ __device__ __forceinline__ void load_q_regs(QRegs<Tr>& qr, const DecodeParams& p
                                             int tid_wg) {
   if constexpr (Tr::kQRegSteps > 0) {
     const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
-    const int col_base =
-        (Tr::kSeesaw ? Tr::kHeadDim : (wg + 1) * (Tr::kHeadDim / Tr::kConsumerWGs)) - Tr::kQRegCols + 2 * ql;
+    // The end of the warpgroup's head-dim range (split Q K^T), or of the head dim (the seesaw).
+    const int col_end = Tr::kSeesaw ? Tr::kHeadDim : wg * (Tr::kWg1FirstBox * Tr::kBoxCols) + Tr::kWgBoxes * Tr::kBoxCols;
+    const int col_base = col_end - Tr::kQRegCols + 2 * ql;
+    // Warpgroup 0's columns from warpgroup 1's first box on are zero (Traits::kOverlapBoxes).
+    constexpr int kZeroFromStep = (Tr::kQRegCols - Tr::kOverlapBoxes * Tr::kBoxCols) / 16;
+    const bool zero_tail = !Tr::kSeesaw && Tr::kOverlapBoxes > 0 && wg == 0;
     const uint16_t* q = static_cast<const uint16_t*>(p.q);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -40,7 +44,9 @@ __device__ __forceinline__ void load_q_regs(QRegs<Tr>& qr, const DecodeParams& p
       for (int kk = 0; kk < Tr::kQRegSteps; ++kk)
 #pragma unroll
         for (int half = 0; half < 2; ++half)
-          qr.r[kk][h + 2 * half] = valid ? __ldg(reinterpret_cast<const uint32_t*>(src + 16 * kk + 8 * half)) : 0u;
+          qr.r[kk][h + 2 * half] = valid && !(zero_tail && kk >= kZeroFromStep)
+                                       ? __ldg(reinterpret_cast<const uint32_t*>(src + 16 * kk + 8 * half))
+                                       : 0u;
     }
   }
 }
@@ -129,7 +135,7 @@ __device__ __forceinline__ void pv_gemm(float (&acc)[Tr::kOutCols / 2], const ui
                                         const SharedStorage<Tr>& ss, int stage, int wg) {
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;     // 8-token groups along K: 1024 B
   constexpr uint32_t kLbo = Tr::kKvBoxBytes;       // next 64 output columns: next box
-  const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.v[stage][wg * (Tr::kOutCols / Tr::kBoxCols)][0]), kLbo, kSbo);
+  const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.v_stage(stage)[wg * (Tr::kOutCols / Tr::kBoxCols)][0]), kLbo, kSbo);
 #pragma unroll
   for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) ptx::wgmma_rs<Tr::kOutCols, kBf16>(acc, pa[kk], db.at(kk * 16 * Tr::kRowBytes), 1);
 }

@@ -15,10 +15,14 @@ namespace sm90 {
 
 template <int D, int kConfig>
 struct DecodeTraits {
-  static_assert(D == 64 || D == 128 || D == 256 || D == 512, "head dim");
+  static_assert(D == 64 || D == 128 || D == 256 || D == 512 || D == 576, "head dim");
   static_assert(has_config(D, kConfig), "no such configuration at this head dim (config.h)");
   static constexpr Config kCfg = config_table(D, kConfig);
-  static constexpr int kHeadDim = D;
+  static constexpr int kHeadDim = D;                 // Q's and K's
+  static constexpr int kHeadDimV = head_dim_v(D);    // V's and the output's
+  // One ring (DeepSeek's shared latent): V is the first kHeadDimV columns of the K stage, which both
+  // Q K^T and P V read before it is released; there is no V ring (kStagesV names K's).
+  static constexpr bool kSharedKv = kCfg.shared_kv;
   // Serves KV-head pairs (DecodeParams::head_pairs): the C API runs them on the D = 128 stream kernel only,
   // so no other instantiation carries their code.
   static constexpr bool kHeadPairs = D == 128 && kConfig == FMHA_CONFIG_STREAM;
@@ -26,7 +30,7 @@ struct DecodeTraits {
   static constexpr int kBlockN = kCfg.tile_n;  // KV tokens per tile
   static constexpr int kStages = kCfg.stages_k;
   static constexpr int kCtasPerSm = kCfg.ctas_per_sm;
-  static constexpr int kConsumerWGs = D == 512 ? 2 : 1;
+  static constexpr int kConsumerWGs = D >= 512 ? 2 : 1;
   // Two consumer warpgroups take turns over the tiles (consumer_loop_seesaw: each computes S of every
   // other tile over the whole head dim and shares P), or split the head dim of Q K^T and exchange their
   // partial scores (kSplitQk; otherwise each would compute the full S: 1.5x the MMA work).
@@ -34,14 +38,15 @@ struct DecodeTraits {
   static constexpr bool kSplitQk = kCfg.split_qk;
   static constexpr bool kOverlap = kCfg.loop == Mainloop::kOverlapped;
   static constexpr bool kSkipUnitRescale = D >= kSkipUnitRescaleMinD;  // see rescale_acc
-  static constexpr int kOutCols = D / kConsumerWGs;  // output columns per consumer warpgroup (PV wgmma N)
+  static constexpr int kOutCols = kHeadDimV / kConsumerWGs;  // output columns per consumer warpgroup (PV wgmma N)
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = kCfg.narrow;
   static constexpr bool kClusterMerge = kCfg.cluster_merge;
   static constexpr bool kPairMerge = kCfg.pair_merge;
   static constexpr int kBoxCols = 64;            // 64 x 16-bit = 128 B = one swizzle row
-  static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row
+  static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row (K's)
+  static constexpr int kBoxesV = kHeadDimV / kBoxCols;
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg can move its registers
@@ -69,24 +74,31 @@ struct DecodeTraits {
   // seesaw: of the whole head dim, the same in both) are A fragments held in registers (kQRegSteps k16
   // steps, 4 registers each); shared memory keeps the rest, kQSmemBoxesPerWg boxes a warpgroup (all
   // kBoxes without it), kQSmemBoxes in all.
+  // kSplitQk: each warpgroup takes Q K^T over kWgBoxes boxes of the head dim, warpgroup 1 the last ones.
+  // An odd number of boxes (576 = 9 x 64) overlaps the two ranges by one box, which warpgroup 0 multiplies
+  // by zeros (its Q there is zero: load_q_regs): the same wgmma sequence in both, one box of extra work.
   static constexpr int kQRegCols = kCfg.q_reg_cols;
   static constexpr int kQRegSteps = kQRegCols / 16;
-  static constexpr int kQSmemBoxesPerWg = ((kSeesaw ? D : D / kConsumerWGs) - kQRegCols) / kBoxCols;
+  static constexpr int kWgBoxes = kConsumerWGs == 2 ? (kBoxes + 1) / 2 : kBoxes;
+  static constexpr int kWg1FirstBox = kBoxes - kWgBoxes;
+  static constexpr int kOverlapBoxes = 2 * kWgBoxes - kBoxes;  // warpgroup 0's zero boxes
+  static constexpr int kQSmemBoxesPerWg = ((kSeesaw ? D : kWgBoxes * kBoxCols) - kQRegCols) / kBoxCols;
   static constexpr int kQSmemBoxes = kSeesaw ? kQSmemBoxesPerWg : kQSmemBoxesPerWg * kConsumerWGs;
   // The seesaw's P tiles: four 64 x kBlockN buffers (tile it in buffer it % 4), two to a 64-column
   // box, in boxes kQSmemBoxes and kQSmemBoxes + 1 of the Q array (the same swizzled layout as Q).
   static constexpr int kPBoxes = kSeesaw ? 2 : 0;
-  // V ring depth: the K ring's, except where Q in registers frees the shared memory of a third V stage.
-  static constexpr int kStagesV = kCfg.stages_v;
+  // V ring depth: the K ring's, except where Q in registers frees the shared memory of a third V stage;
+  // with one ring (kSharedKv), K's.
+  static constexpr int kStagesV = kSharedKv ? kCfg.stages_k : kCfg.stages_v;
   // consumer_loop_overlapped waits for K(it+2) and V(it+1) before V(it) is released: at least two stages
   // in each ring, or a ring would wait on itself.
   static constexpr bool kEarlyOperandWait = kCfg.early_operand_wait && kStages >= 2 && kStagesV >= 2;
   // Shared-memory box of Q's head-dim box bx (0 .. kBoxes-1) and back, for boxes kept in shared memory.
   __host__ __device__ static constexpr int q_smem_box(int bx) {
-    return kQRegCols == 0 || kSeesaw ? bx : (bx / (kBoxes / kConsumerWGs)) * kQSmemBoxesPerWg + bx % (kBoxes / kConsumerWGs);
+    return kQRegCols == 0 || kSeesaw ? bx : bx < kWg1FirstBox ? bx : kQSmemBoxesPerWg + bx - kWg1FirstBox;
   }
   __host__ __device__ static constexpr int q_global_box(int sb) {
-    return kQRegCols == 0 || kSeesaw ? sb : (sb / kQSmemBoxesPerWg) * (kBoxes / kConsumerWGs) + sb % kQSmemBoxesPerWg;
+    return kQRegCols == 0 || kSeesaw ? sb : sb < kQSmemBoxesPerWg ? sb : kWg1FirstBox + sb - kQSmemBoxesPerWg;
   }
   static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
   static_assert(kStages >= 1 && kStagesV >= 1, "ring depth");
@@ -95,7 +107,11 @@ struct DecodeTraits {
                 "setmaxnreg budget (kProducerRegs)");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "QK wgmma N / PV k steps");
   static_assert(!kNarrow || (kConsumerWGs == 1 && kBlockN % 64 == 0), "narrow loop: one warpgroup, 64-key M blocks");
-  static_assert(!kSplitQk || (kConsumerWGs == 2 && kBoxes % 2 == 0), "split Q K^T: each warpgroup takes whole boxes");
+  static_assert(!kSplitQk || (kConsumerWGs == 2 && kOverlapBoxes * kBoxCols <= kQRegCols),
+                "split Q K^T: whole boxes; warpgroup 0's zero boxes in registers");
+  static_assert(kHeadDimV == D || kSharedKv, "a V head dim of its own: the shared-latent ring only");
+  static_assert(!kSharedKv || (kConsumerWGs == 2 && !kCfg.cluster_merge && !kCfg.pair_merge),
+                "one ring: the D = 512 loops, merged by the combine kernel");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
   static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
   static_assert(kQRegCols == 0 || kSeesaw || kSplitQk, "Q in registers: split Q K^T or seesaw");
@@ -110,13 +126,14 @@ template <class Tr>
 struct SharedStorage {
   alignas(1024) uint16_t q[Tr::kQSmemBoxes + Tr::kPBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box, kPBoxes)
   alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
-  alignas(1024) uint16_t v[Tr::kStagesV][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  alignas(1024) uint16_t v[Tr::kSharedKv ? 1 : Tr::kStagesV][Tr::kSharedKv ? 1 : Tr::kBoxes]
+                          [Tr::kSharedKv ? 8 : Tr::kBlockN * Tr::kBoxCols];  // (kSharedKv: unused, see v_stage)
   alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk),
                                                         // or the seesaw's row states [parity][2][128]
   alignas(8) uint64_t full_k[Tr::kStages];   // TMA bytes of the K tile landed
-  alignas(8) uint64_t full_v[Tr::kStagesV];  // TMA bytes of the V tile landed
+  alignas(8) uint64_t full_v[Tr::kSharedKv ? 1 : Tr::kStagesV];  // TMA bytes of the V tile landed (kSharedKv: full_k)
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
-  alignas(8) uint64_t empty_v[Tr::kStagesV];  // ... with its V tile
+  alignas(8) uint64_t empty_v[Tr::kSharedKv ? 1 : Tr::kStagesV];  // ... with its V tile (kSharedKv: empty_k, after P V)
   // kMergePair (store_output_pair): the half of the partner's partial that this CTA merges, pushed by the
   // partner's 64 threads that hold it, slot = the pusher's thread index in those two warps: o
   // [kOutCols / 8][64 slots] float4 (a thread's accumulator order), LSEs [2][64]; complete when the 64
@@ -131,8 +148,17 @@ struct SharedStorage {
   alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
   // kMergeDealtRows: the K and V rings (idle by then) receive the rows this CTA merges, from every
   // split of its cluster (see ClusterMerge, common/merge.cuh).
-  static constexpr int kMergeStride = merge_stride(Tr::kHeadDim);
+  static constexpr int kMergeStride = merge_stride(Tr::kHeadDimV);
   __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
+  // The V tile of a ring stage: its own ring's, or (kSharedKv) the K stage's first kBoxesV boxes.
+  __device__ uint16_t (&v_stage(int stage))[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols] {
+    if constexpr (Tr::kSharedKv) return k[stage];
+    else return v[stage];
+  }
+  __device__ const uint16_t (&v_stage(int stage) const)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols] {
+    if constexpr (Tr::kSharedKv) return k[stage];
+    else return v[stage];
+  }
 };
 
 // Floats of the K and V rings together (the cluster merge's receive buffer), or 0 when they are not
@@ -148,7 +174,7 @@ constexpr size_t merge_capacity_floats() {
 // their LSEs, rows = the packed rows of the fullest row block (the host checks before launching).
 template <class Tr>
 constexpr bool merge_fits(int num_splits, int rows) {
-  return merge_slots_fit(num_splits, rows, Tr::kBlockM, Tr::kHeadDim, merge_capacity_floats<Tr>());
+  return merge_slots_fit(num_splits, rows, Tr::kBlockM, Tr::kHeadDimV, merge_capacity_floats<Tr>());
 }
 
 // Dynamic shared memory to request: the storage plus slack to round the base up to 1024 B.
