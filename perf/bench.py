@@ -1,6 +1,6 @@
 """The decode benchmark: every fmha backend against PyTorch SDPA and FlexAttention.
 
-    python -m perf [--preset full|quick|paged] [--shapes SUBSTR,...] [--out DIR] [--write-tuning]
+    python -m perf [--preset full|quick|paged|deepseek] [--shapes SUBSTR,...] [--out DIR] [--write-tuning]
     python -m perf --dry-run          # CPU smoke run of the whole pipeline, tiny shapes
 
 For each shape the sweep builds N rotating input sets (together > 3x L2), checks
@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as `python perf/bench.py`
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIN_COSINE = 0.9999
-DEFAULT_BUDGET_S = {"full": 500, "quick": 300, "paged": 360}
+DEFAULT_BUDGET_S = {"full": 500, "quick": 300, "paged": 360, "deepseek": 300}
 
 
 # --dtype choices -> torch dtype names
@@ -36,13 +36,14 @@ DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m perf", description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="full",
-                    help="shape preset: full (default), quick, or paged (paged KV caches against contiguous ones, "
-                         "perf/paged.py)")
+                    help="shape preset: full (default), quick, paged (paged KV caches against contiguous ones, "
+                         "perf/paged.py) or deepseek (a shared latent cache beside FlashInfer's MLA decode, "
+                         "perf/deepseek.py)")
     ap.add_argument("--shapes", default=None,
                     help="keep shapes whose name contains any of these comma-separated substrings")
     ap.add_argument("--contenders", default=None,
                     help="comma-separated subset of contenders (cuda, triton, sdpa-flash, sdpa-efficient, "
-                         "sdpa-cudnn, flex); default all")
+                         "sdpa-cudnn, flex; --preset paged and deepseek name their own); default all")
     ap.add_argument("--no-flex", action="store_true", help="leave FlexAttention out (no torch.compile)")
     ap.add_argument("--out", default=None,
                     help="output folder (default perf/results/<gpu-key>-<date>/); when given, the results "
@@ -78,14 +79,16 @@ def parse_args(argv=None):
     ap.add_argument("--page-sizes", default=None,
                     help="--preset paged: comma-separated page sizes for every shape (default 256,64,16 and 1 on "
                          "two shapes)")
-    ap.add_argument("--no-flashinfer", action="store_true", help="--preset paged: leave FlashInfer out")
+    ap.add_argument("--no-flashinfer", action="store_true", help="--preset paged or deepseek: leave FlashInfer out")
     args = ap.parse_args(argv)
     if args.write_tuning and args.dtype != "bf16":
         ap.error(f"--write-tuning: the dispatcher's table is measured in bf16; got --dtype {args.dtype}")
-    if args.preset == "paged" and args.write_tuning:
-        ap.error("--write-tuning: the dispatcher's table comes from the full suite, not --preset paged")
-    if args.preset != "paged" and (args.page_sizes or args.no_flashinfer):
-        ap.error("--page-sizes and --no-flashinfer belong to --preset paged")
+    if args.preset in ("paged", "deepseek") and args.write_tuning:
+        ap.error(f"--write-tuning: the dispatcher's table comes from the full suite, not --preset {args.preset}")
+    if args.preset != "paged" and args.page_sizes:
+        ap.error("--page-sizes belongs to --preset paged")
+    if args.preset not in ("paged", "deepseek") and args.no_flashinfer:
+        ap.error("--no-flashinfer belongs to --preset paged and --preset deepseek")
     args.replays = max(20, args.replays)
     if args.budget_s is None:
         args.budget_s = DEFAULT_BUDGET_S.get(args.preset, 500)
@@ -479,6 +482,9 @@ def main(argv=None):
     if args.preset == "paged":  # its own sweep, tables and files (perf/paged.py)
         from perf import paged
         return paged.main(args, argv)
+    if args.preset == "deepseek":  # the same, for a shared latent cache (perf/deepseek.py)
+        from perf import deepseek
+        return deepseek.main(args, argv)
     t_start = time.monotonic()
     import torch
     from perf import report

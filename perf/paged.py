@@ -57,20 +57,28 @@ def build_paged(k, v, page_size: int, generator=None):
     CPU torch.Generator), so consecutive pages of a sequence are not neighbours in memory. A
     last page that S does not fill is zero past S.
     """
-    B, S, Hkv, D = k.shape
+    (k_pool, v_pool), block_table = page_pools((k, v), page_size, generator)
+    return k_pool, v_pool, block_table
+
+
+def page_pools(caches, page_size: int, generator=None):
+    """([pool per cache], block_table): build_paged for any number of caches [B, S, Hkv, D_i] (head dims
+    may differ), all behind the same shuffled table."""
+    B, S, Hkv = caches[0].shape[:3]
     nbps = -(-S // page_size)
     num_blocks = B * nbps
-    perm = torch.randperm(num_blocks, generator=generator).to(k.device)
+    perm = torch.randperm(num_blocks, generator=generator).to(caches[0].device)
     pad = nbps * page_size - S
     pools = []
-    for t in (k, v):
+    for t in caches:
+        D = t.shape[-1]
         src = t if pad == 0 else torch.cat([t, t.new_zeros(B, pad, Hkv, D)], dim=1)
         pool = t.new_empty(num_blocks, page_size, Hkv, D)
         # page j of sequence b (row b * nbps + j of the paged view) goes to pool page perm[b * nbps + j]
         pool.index_copy_(0, perm, src.reshape(num_blocks, page_size, Hkv, D))
         pools.append(pool)
     block_table = perm.to(torch.int32).view(B, nbps).contiguous()
-    return pools[0], pools[1], block_table
+    return pools, block_table
 
 
 def flashinfer_plan_args(block_table, cache_seqlens, page_size: int):
@@ -352,7 +360,7 @@ def _run(c, inputs, rows, ref, args, device, deadline, fi_compile_s=FLASHINFER_B
     left = deadline - time.monotonic()
     if not c.is_fmha and left < 0:
         r = {"status": "skipped", "reason": f"time budget of {args.budget_s:.0f} s spent", "note": c.note}
-    elif (isinstance(c, FlashInferPaged) and FlashInferPaged.module_key(inputs.shape, inputs.dtype) not in c.ready
+    elif (isinstance(c, FlashInferPaged) and c.module_key(inputs.shape, inputs.dtype) not in c.ready
           and left < fi_compile_s + 15):
         r = {"status": "skipped", "note": c.note,
              "reason": f"{left:.0f} s of the time budget left, a FlashInfer module build takes ~{fi_compile_s:.0f} s"}

@@ -1,9 +1,10 @@
 """The decode shapes the suite measures, grouped in named presets.
 
 Every shape is bf16 decode attention: q [B, T, Hq, D] against a full cache
-[B, S, Hkv, D] (no per-sequence lengths), bottom-right causal when T > 1.
-A shape's name spells all of its dimensions, so `--shapes` can filter on any
-of them (`--shapes serve`, `--shapes S8192`, `--shapes D512,spec`).
+[B, S, Hkv, D] (no per-sequence lengths), bottom-right causal when T > 1; the
+`deepseek` preset's LatentShape reads one latent cache as K (all D columns) and
+V (its first Dv). A shape's name spells all of its dimensions, so `--shapes` can
+filter on any of them (`--shapes serve`, `--shapes S8192`, `--shapes D512,spec`).
 """
 from __future__ import annotations
 
@@ -47,6 +48,38 @@ class Shape:
                        Hq=hkv * min(self.G, 4))
 
 
+@dataclass(frozen=True)
+class LatentShape:
+    """A DeepSeek decode shape (`--preset deepseek`): MQA over one latent vector per token that is K (its D
+    columns) and V (its first Dv), bottom-right causal when T > 1."""
+    family: str
+    B: int
+    S: int
+    Hq: int
+    T: int = 1
+    D: int = 576
+    Dv: int = 512
+    Hkv: int = 1
+    causal: bool = True
+
+    @property
+    def G(self) -> int:
+        return self.Hq // self.Hkv
+
+    @property
+    def masked(self) -> bool:
+        return self.causal and self.T > 1
+
+    @property
+    def name(self) -> str:
+        return (f"{self.family}/B{self.B}-T{self.T}-Hq{self.Hq}-Hkv{self.Hkv}-S{self.S}-D{self.D}-Dv{self.Dv}"
+                f"{'-causal' if self.masked else ''}")
+
+    def tiny(self) -> "LatentShape":
+        """A CPU-sized stand-in (--dry-run): two sequences of two 64-token pages, 4 query heads."""
+        return replace(self, B=min(self.B, 2), S=128, Hq=min(self.Hq, 4))
+
+
 def _serving(B, S, **kw):
     return Shape("serve", B=B, S=S, **kw)
 
@@ -77,11 +110,19 @@ PAGE_SIZES = (256, 64, 16, 1)
 # Page size 1 (the gather path, token-level tables) only on these two by default: it is the slowest case.
 PAGE1_SHAPES = (_serving(128, 8192).name, _serving(1, 65536).name)
 
+# DeepSeek decode (`--preset deepseek`, perf/deepseek.py; issue 27). V3 / R1: keys of 576 columns (512 latent + 64
+# rope), values the first 512; the issue's (B, Hq, S) table at T = 1, 2 and 4. V4: K = V, 512 columns, T = 1.
+MLA_TABLE = ((128, 16, 4096), (64, 128, 4096), (16, 128, 4096), (32, 64, 8192))
+DEEPSEEK = ([LatentShape("mla", B=b, S=s, Hq=h, T=t) for b, h, s in MLA_TABLE for t in (1, 2, 4)]
+            + [LatentShape("v4", B=32, S=8192, Hq=64, D=512, Dv=512),
+               LatentShape("v4", B=64, S=4096, Hq=128, D=512, Dv=512)])
+
 PRESETS = {
     "full": SMALL + SERVING + SPECULATIVE + MQA + HEAD_DIMS + TENSOR_PARALLEL,
     "quick": [SMALL[1], _serving(8, 8192), _serving(32, 4096), _serving(128, 8192),
               SPECULATIVE[0], MQA[0], HEAD_DIMS[1]],
     "paged": PAGED,
+    "deepseek": DEEPSEEK,
 }
 
 

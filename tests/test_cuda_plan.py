@@ -217,6 +217,17 @@ def test_d512_config_by_rows(T, Hq, expected):
     assert d512_config(problem(8, T, Hq, 1, 4096, 512)) == expected
 
 
+@pytest.mark.parametrize("D", (512, 576))
+@pytest.mark.parametrize("T,Hq", ((1, 16), (1, 128), (4, 16)))
+def test_shared_latent_runs_the_latent_seesaw_on_sm90(D, T, Hq):
+    import dataclasses
+
+    p = dataclasses.replace(problem(8, T, Hq, 1, 4096, D), head_dim_v=512, kv_shared=True)
+    assert d512_config(p, 90) == Config.LATENT_SEESAW
+    if D == 512:  # sm_100a has no latent ring: the plain D = 512 configurations (K and V read separately)
+        assert d512_config(p, 100) in (Config.SEESAW, Config.SPLIT_QK)
+
+
 @pytest.mark.parametrize("B,T,Hq,S,expected,splits", (
     (2, 1, 128, 4096, "SEESAW", 32),     # 4 CTAs (two row blocks a sequence): split
     (64, 1, 128, 4096, "SEESAW", 1),     # 128 CTAs: most of one wave, unsplit

@@ -294,7 +294,7 @@ LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw"
 LATENT_CUDA_CASES = [
     (576, "slice", 1, (16, 1), 1000, None, True),
     (576, "slice", 3, (28, 4), 129, None, False),
-    (576, "self", 1, (128, 1), 7, None, True),
+    (576, "slice", 1, (128, 1), 7, None, True),
     (576, "slice", 2, (64, 1), 1, 16, True),
     (576, "slice", 3, (16, 1), 129, 5, False),
     (512, "self", 1, (16, 1), 1000, None, True),

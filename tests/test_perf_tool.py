@@ -6,6 +6,7 @@ suite's plumbing (contenders, reference check, tables, JSON) works without a GPU
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -349,3 +350,273 @@ def test_dry_run_paged(tmp_path):
         assert entry["results"]["triton"]["status"] != "WRONG"
         assert entry["results"]["flashinfer"]["status"] == "unsupported"
     assert (out / "raw" / "paged-samples.json").exists()
+
+
+# ---- --preset deepseek (perf/deepseek.py): shapes, inputs, targets, the FlashInfer MLA adapter --------------
+
+def test_deepseek_preset_shapes():
+    """Issue 27's table at T = 1, 2, 4 with (576, 512), and the two V4 shapes at (512, 512)."""
+    from perf.deepseek import memory_bound
+    from perf.shapes import DEEPSEEK, PRESETS, select
+    assert PRESETS["deepseek"] == DEEPSEEK and len(DEEPSEEK) == 14
+    mla = [s for s in DEEPSEEK if s.family == "mla"]
+    assert {(s.B, s.Hq, s.S) for s in mla} == {(128, 16, 4096), (64, 128, 4096), (16, 128, 4096), (32, 64, 8192)}
+    assert sorted(s.T for s in mla) == [1] * 4 + [2] * 4 + [4] * 4
+    assert all((s.D, s.Dv, s.Hkv, s.causal) == (576, 512, 1, True) for s in mla)
+    v4 = [s for s in DEEPSEEK if s.family == "v4"]
+    assert [(s.B, s.Hq, s.S, s.T, s.D, s.Dv) for s in v4] == [(32, 64, 8192, 1, 512, 512), (64, 128, 4096, 1, 512, 512)]
+    assert DEEPSEEK[0].name == "mla/B128-T1-Hq16-Hkv1-S4096-D576-Dv512"
+    assert DEEPSEEK[1].name == "mla/B128-T2-Hq16-Hkv1-S4096-D576-Dv512-causal"
+    assert len({s.name for s in DEEPSEEK}) == 14
+    assert [s.name for s in DEEPSEEK if memory_bound(s)] == [
+        "mla/B128-T1-Hq16-Hkv1-S4096-D576-Dv512", "mla/B128-T2-Hq16-Hkv1-S4096-D576-Dv512-causal",
+        "mla/B128-T4-Hq16-Hkv1-S4096-D576-Dv512-causal", "mla/B32-T1-Hq64-Hkv1-S8192-D576-Dv512",
+        "v4/B32-T1-Hq64-Hkv1-S8192-D512-Dv512"]
+    assert select("deepseek", "v4") == v4
+    tiny = DEEPSEEK[5].tiny()
+    assert (tiny.B, tiny.S, tiny.Hq, tiny.T, tiny.D, tiny.Dv) == (2, 128, 4, 4, 576, 512)
+
+
+def test_deepseek_bytes_and_flops():
+    from fmha.reference import visible_mask
+    from perf.deepseek import TARGET_READ_FRACTION, flops, latent_bytes
+    from perf.shapes import DEEPSEEK, LatentShape
+    first = DEEPSEEK[0]
+    assert latent_bytes(first) == 128 * 4096 * 576 * 2
+    # the issue's figure: B = 128, 16 heads, S = 4096 at 95% of an H200's ~4.65 TB/s read ceiling
+    assert 136 < latent_bytes(first) / (TARGET_READ_FRACTION * 4652e9) * 1e6 <= 137
+    assert flops(first) == 2 * 128 * 16 * 4096 * (576 + 512)
+    assert flops(DEEPSEEK[-1], 512, 512) == flops(DEEPSEEK[-1])
+    for T in (1, 2, 4, 7):  # causal rows see fewer keys: the reference's own mask, counted
+        s = LatentShape("t", B=3, S=50, Hq=4, T=T)
+        keys = int(visible_mask(torch.full((3,), 50, dtype=torch.int32), T, 50, True).sum())
+        assert flops(s) == 2 * 4 * keys * (576 + 512), T
+
+
+def test_deepseek_preset_arguments():
+    from perf.bench import parse_args
+    from perf.deepseek import CONTENDERS, cases, make_contenders
+    args = parse_args(["--preset", "deepseek"])
+    assert args.budget_s == 300 and len(cases(args)) == 14
+    assert [c.name for c in make_contenders(args)] == list(CONTENDERS)
+    args = parse_args(["--preset", "deepseek", "--no-flashinfer", "--shapes", "v4",
+                       "--contenders", "fmha-triton,flashinfer-mla,fmha-cuda-separate"])
+    assert [c.name for c in make_contenders(args)] == ["fmha-triton", "fmha-cuda-separate"]
+    assert [s.family for s in cases(args)] == ["v4", "v4"]
+    dry = cases(parse_args(["--preset", "deepseek", "--dry-run"]))
+    assert [(s.family, s.T) for s in dry] == [("mla", 1), ("mla", 2), ("mla", 4), ("v4", 1)]
+    assert all(s.B <= 2 and s.S == 128 and s.Hq <= 4 for s in dry)
+    for bad in (["--preset", "deepseek", "--page-sizes", "64"], ["--preset", "deepseek", "--write-tuning"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+    with pytest.raises(SystemExit):
+        make_contenders(parse_args(["--preset", "deepseek", "--contenders", "cuda"]))
+
+
+def _deepseek_run(contender, shape):
+    import time as _time
+    from perf.bench import parse_args
+    from perf.deepseek import PAGE_SIZE, LatentInputs
+    from perf.paged import _run
+    args = parse_args(["--preset", "deepseek", "--dry-run"])
+    inp = LatentInputs(shape, 2, torch.device("cpu"), 0, torch.bfloat16)
+    inp.build_separate()
+    inp.build_pages(PAGE_SIZE)
+    rows, refs = inp.references()
+    deadline = _time.monotonic() + 600
+    return _run(contender, inp, rows, refs[contender.reference], args, torch.device("cpu"), deadline), inp
+
+
+_DS_SHAPES = {"mla": dict(B=3, S=100, Hq=4, T=1), "mla-causal": dict(B=3, S=100, Hq=4, T=3),
+              "v4": dict(B=2, S=130, Hq=4, D=512, Dv=512)}
+
+
+def test_deepseek_inputs_on_cpu():
+    from perf.deepseek import LatentInputs
+    from perf.shapes import LatentShape
+    s = LatentShape("mla", **_DS_SHAPES["mla-causal"])
+    inp = LatentInputs(s, 2, torch.device("cpu"), 0, torch.bfloat16)
+    inp.build_separate()
+    inp.build_pages(64)
+    assert inp.cache_seqlens.tolist() == [100] * 3 and inp.softmax_scale == 1 / math.sqrt(576)
+    j = torch.arange(100)
+    for (q, kv), (qs, k, v), (qp, pool, bt) in zip(inp.sets, inp.separate_sets, inp.paged_sets):
+        assert tuple(q.shape) == (3, 3, 4, 576) and tuple(kv.shape) == (3, 100, 1, 576) and qp is q
+        assert torch.equal(qs, q[..., :512]) and torch.equal(k, kv[..., :512]) and torch.equal(v, kv[..., :512])
+        assert k.is_contiguous() and v.data_ptr() != k.data_ptr()  # two tensors: 2 x 512 columns read
+        assert tuple(pool.shape) == (3 * 2, 64, 1, 576) and torch.equal(pool[bt.long()[:, j // 64], j % 64], kv)
+    rows, refs = inp.references()
+    assert rows == [0, 2] and tuple(refs["latent"].shape) == tuple(refs["separate"].shape) == (2, 3, 4, 512)
+    assert not torch.allclose(refs["latent"], refs["separate"])  # the rope columns count in the latent problem
+    inp.release()
+    assert inp.sets is None and inp.paged_sets is None
+
+
+@pytest.mark.parametrize("kind", list(_DS_SHAPES))
+@pytest.mark.parametrize("layout", ["latent", "paged", "separate"])
+def test_deepseek_fmha_calls(kind, layout):
+    """Each fmha call shape of the preset, on the fp32 reference backend: the gate compares it with the right
+    reference (the separate call computes the 512-column problem)."""
+    from perf.deepseek import FmhaCall
+    from perf.shapes import LatentShape
+    r, _ = _deepseek_run(FmhaCall("x", "reference", layout), LatentShape(kind.split("-")[0], **_DS_SHAPES[kind]))
+    assert r["status"] == "ok" and r["cosine"] >= 0.9999, r
+
+
+class _FakeFlashInferMLA:
+    """Stands in for `flashinfer` with its MLA wrapper: plan() records its arguments, run() computes the attention
+    they describe (pages, lengths, causal, sm_scale) from the q_nope / q_pe and ckv / kpe tensors it is given, so
+    that a wrong plan or a wrong view fails the suite's correctness gate."""
+
+    def __init__(self, fail_plan=None):
+        import types
+        self.calls, self.fail_plan = [], fail_plan
+        fake = self
+
+        class MLAPlanMetadata:
+            def __init__(self, *tensors):
+                self.tensors = tensors
+
+            @classmethod
+            def csr(cls, qo_indptr, kv_indptr, kv_indices, kv_len_arr):
+                return cls(qo_indptr, kv_indptr, kv_indices, kv_len_arr)
+
+        class BatchMLAPagedAttentionWrapper:
+            _planned_backend_name = "fake"
+
+            def __init__(self, workspace, backend="auto"):
+                fake.calls.append(("init", backend))
+
+            def plan(self, *, metadata, **kw):
+                if fake.fail_plan:
+                    raise RuntimeError(fake.fail_plan)
+                self.metadata, self.kw = metadata, kw
+                fake.calls.append(("plan", metadata.tensors, kw))
+
+            def run(self, *, query, kv_cache, out):
+                from fmha.reference import attention_reference
+                fake.calls.append(("run", query, kv_cache, out))
+                (q_nope, q_pe), (ckv, kpe) = query, kv_cache
+                qo, indptr, indices, kv_len = self.metadata.tensors
+                q = torch.cat([q_nope, q_pe], -1).float()
+                for b in range(len(kv_len)):
+                    pages = indices[indptr[b]:indptr[b + 1]].long()
+                    k = torch.cat([ckv[pages], kpe[pages]], -1).flatten(0, 1)[:int(kv_len[b])].float()
+                    o, _ = attention_reference(q[None, qo[b]:qo[b + 1]], k[None, :, None],
+                                               k[None, :, None, :ckv.shape[-1]], None, self.kw["sm_scale"],
+                                               self.kw["causal"])
+                    out[qo[b]:qo[b + 1]] = o[0].to(out.dtype)
+                return out
+
+        self.mla = types.SimpleNamespace(BatchMLAPagedAttentionWrapper=BatchMLAPagedAttentionWrapper,
+                                         MLAPlanMetadata=MLAPlanMetadata)
+
+
+@pytest.mark.parametrize("kind", list(_DS_SHAPES))
+def test_flashinfer_mla_adapter_with_a_fake_module(kind):
+    from perf.deepseek import FlashInferMLA
+    from perf.paged import flashinfer_plan_args
+    from perf.shapes import LatentShape
+    fake = _FakeFlashInferMLA()
+    s = LatentShape(kind.split("-")[0], **_DS_SHAPES[kind])
+    r, inp = _deepseek_run(FlashInferMLA(loader=lambda: fake, require_cuda=False), s)
+    assert r["status"] == "ok" and r["cosine"] >= 0.9999, r  # the attention of what plan() described
+    assert "planned 'fake'" in r["note"] and r["plan_s"] >= 0
+    plans = [x for x in fake.calls if x[0] == "plan"]
+    assert [x for x in fake.calls if x[0] == "init"] == [("init", "auto")] * 2 and len(plans) == 2
+    ckv, kpe = s.Dv, s.D - s.Dv
+    for (_, (qo, indptr, indices, kv_len), kw), (q, pool, bt) in zip(plans, inp.paged_sets):
+        assert kw == {"num_heads": 4, "head_dim_ckv": ckv, "head_dim_kpe": kpe, "page_size": 64,
+                      "causal": s.T > 1, "sm_scale": 1 / math.sqrt(s.D), "q_data_type": torch.bfloat16,
+                      "kv_data_type": torch.bfloat16}
+        want = flashinfer_plan_args(bt, inp.cache_seqlens, 64)
+        assert qo.tolist() == [s.T * b for b in range(s.B + 1)] and kv_len is inp.cache_seqlens
+        assert torch.equal(indptr, want[0]) and torch.equal(indices, want[1])
+    for _, (q_nope, q_pe), (ckv_cache, kpe_cache), out in [x for x in fake.calls if x[0] == "run"]:
+        pools = [p for _, p, _ in inp.paged_sets if p.data_ptr() == ckv_cache.data_ptr()]
+        assert pools, "ckv_cache is not a view of a page pool"  # the same pool fmha-cuda-paged64 reads
+        assert tuple(ckv_cache.shape[1:]) == (64, ckv) and kpe_cache.shape[-1] == q_pe.shape[-1] == kpe
+        assert tuple(q_nope.shape) == (s.B * s.T, 4, ckv)
+        if kpe:  # the columns right after ckv's, rows as ckv's (an empty view has no address)
+            assert kpe_cache.data_ptr() == ckv_cache.data_ptr() + 2 * ckv and kpe_cache.stride() == ckv_cache.stride()
+            assert q_pe.data_ptr() == q_nope.data_ptr() + 2 * ckv and q_pe.stride() == q_nope.stride()
+        assert tuple(out.shape) == (s.B * s.T, 4, ckv)
+
+
+def test_flashinfer_mla_refusals(monkeypatch):
+    from perf import deepseek, paged
+    from perf.shapes import LatentShape
+    s = LatentShape("mla", **_DS_SHAPES["mla"])
+    monkeypatch.setattr(paged, "_FLASHINFER", {})
+    monkeypatch.setitem(sys.modules, "flashinfer", None)
+    r, _ = _deepseek_run(deepseek.FlashInferMLA(), s)
+    assert r["status"] == "unsupported" and "import flashinfer failed" in r["reason"]
+    r, _ = _deepseek_run(deepseek.FlashInferMLA(loader=lambda: _FakeFlashInferMLA()), s)
+    assert r["status"] == "unsupported" and "CUDA" in r["reason"]
+    r, _ = _deepseek_run(deepseek.FlashInferMLA(loader=lambda: object(), require_cuda=False), s)
+    assert r["status"] == "unsupported" and "0.7 plan API" in r["reason"]
+    # a module build failure is not compiled again for the next shape with the same head dims, only for others
+    fake = _FakeFlashInferMLA(fail_plan="ninja: build stopped: subcommand failed.")
+    c = deepseek.FlashInferMLA(loader=lambda: fake, require_cuda=False)
+    assert "ninja" in _deepseek_run(c, s)[0]["reason"]
+    fake.fail_plan = None
+    r, _ = _deepseek_run(c, LatentShape("mla", **_DS_SHAPES["mla-causal"]))
+    assert r["status"] == "unsupported" and "not retried" in r["reason"]
+    assert _deepseek_run(c, LatentShape("v4", **_DS_SHAPES["v4"]))[0]["status"] == "ok"
+
+
+def test_deepseek_summary_and_targets():
+    from perf.deepseek import markdown, summary_rows
+    read = 4652.0
+
+    def ok(us, **kw):
+        return {"status": "ok", "us": us, "gbps_latent": 1.0, "pct_read_ceiling": 100.0 * 604e6 / us / 1e3 / read,
+                "tflops": kw.get("tflops", 100.0), "is_fmha": True}
+
+    def rec(name, family, Hq, T, results):
+        return {"name": name, "family": family, "B": 128, "T": T, "Hq": Hq, "Hkv": 1, "S": 4096, "D_qk": 576,
+                "D_v": 512, "causal": True, "latent_bytes": 604e6, "flops": 1e12, "memory_bound": Hq * T <= 64,
+                "results": results}
+
+    records = [rec("a", "mla", 16, 1, {"fmha-cuda": ok(130.0), "flashinfer-mla": ok(150.0)}),
+               rec("b", "mla", 128, 2, {"fmha-cuda": ok(500.0, tflops=550.0), "flashinfer-mla": ok(450.0)}),
+               rec("c", "mla", 16, 2, {"fmha-cuda": {"status": "unsupported", "reason": "no shared latent"},
+                                       "flashinfer-mla": ok(150.0)}),
+               rec("d", "v4", 64, 1, {"fmha-cuda": ok(100.0), "fmha-cuda-separate": ok(190.0)})]
+    a, b, c, d = rows = summary_rows(records, read)
+    assert [(t["met"], t["figure"]) for t in a["targets"]] == [(True, "1.15x"), (True, "100%, 130.0 µs")]
+    assert "<= 137 µs" in a["targets"][1]["target"]
+    assert [t["met"] for t in b["targets"]] == [False, False] and b["targets"][1]["figure"] == "550 TFLOP/s"
+    assert [t["met"] for t in c["targets"]] == [None, None] and c["targets"][0]["figure"] == "fmha-cuda unsupported"
+    assert [(t["met"], t["figure"]) for t in d["targets"]] == [(True, "1.90x")]
+    assert abs(d["speedup_vs_separate"] - 1.9) < 1e-9 and abs(a["speedup_vs_flashinfer"] - 150 / 130) < 1e-9
+    meta = {"gpu": "X", "date": "d", "command": "c", "torch": "t", "triton": "t", "fmha": "f", "elapsed_s": 1,
+            "replays": 30, "settle_ms": 200, "min_cosine": 0.9999}
+    md = markdown({"meta": meta, "ceilings": {"read_gbps": read, "read_source": "read_triton"},
+                   "contenders": {n: "call" for n in ("fmha-cuda", "flashinfer-mla", "fmha-cuda-separate")},
+                   "shapes": records, "rows": rows})
+    assert "| mla B128 T1 16h S4096 576/512 | 130.0 | 150.0 | — | 1.15x | — | faster than flashinfer-mla: met" in md
+    assert "**MISSED** (550 TFLOP/s)" in md and "unsupported: no shared latent [1]" in md
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU dry run (see test_dry_run_writes_both_regimes)")
+def test_dry_run_deepseek(tmp_path):
+    out = tmp_path / "perf"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": REPO}
+    cmd = [sys.executable, "-m", "perf", "--preset", "deepseek", "--dry-run", "--shapes", "mla/B128-T2", "--out",
+           str(out)]
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    log = r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, log
+    md = (out / "deepseek.md").read_text()
+    assert "| mla B2 T2 4h S128 576/512 causal |" in md, md
+    res = json.loads((out / "deepseek.json").read_text())
+    (shape,) = res["shapes"]
+    results = shape["results"]
+    assert list(results) == ["fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla"]
+    assert results["fmha-triton"]["status"] == "ok" and results["fmha-triton"]["cosine"] >= 0.9999, log
+    for name in ("fmha-cuda", "fmha-cuda-paged64", "fmha-cuda-separate", "flashinfer-mla"):
+        assert results[name]["status"] == "unsupported" and results[name]["reason"], (name, results[name])
+    (row,) = res["rows"]
+    assert [t["met"] for t in row["targets"]] == [None, None]
+    assert (out / "raw" / "deepseek-samples.json").exists()

@@ -124,11 +124,11 @@ def latent_ring(p: Problem, arch: int = 90) -> bool:
 def d512_config(p: Problem, arch: int = 90) -> Config:
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
-    199.9 us); their LATENT twins for a shared latent (latent_ring)."""
-    seesaw = p.seqlen_q * p.group_size > BLOCK_M
+    199.9 us); for a shared latent (latent_ring) LATENT_SEESAW at every row count (H200, 576/512 B128 Hq=16:
+    158.3 vs LATENT_SPLIT_QK's 178.7 us)."""
     if latent_ring(p, arch):
-        return Config.LATENT_SEESAW if seesaw else Config.LATENT_SPLIT_QK
-    return Config.SEESAW if seesaw else Config.SPLIT_QK
+        return Config.LATENT_SEESAW
+    return Config.SEESAW if p.seqlen_q * p.group_size > BLOCK_M else Config.SPLIT_QK
 
 
 def split_config(head_dim: int, latent: bool = False) -> Config:
