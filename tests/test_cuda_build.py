@@ -42,8 +42,8 @@ def build(tmp_path_factory):
 
 
 # 2 dtypes x (WIDE and DEEP for D = 64, 128, 256; STREAM for D = 128; SEESAW and SPLIT_QK for D = 512; their
-# LATENT twins for D = 512 and 576)
-N_DECODE_KERNELS = 2 * (2 * len(HEAD_DIMS) + 1 + 4)
+# three LATENT configurations for D = 512 and 576)
+N_DECODE_KERNELS = 2 * (2 * len(HEAD_DIMS) + 1 + 6)
 
 
 def _ptxas_properties(log: str) -> dict:

@@ -25,9 +25,10 @@ extern "C" {
 //                  memory: STREAM's D = 128 kernel reads KV heads 2i and 2i + 1 as one 128-wide head
 //   SEESAW         D = 512: the two consumer warpgroups take turns over the tiles (more than 64 packed rows)
 //   SPLIT_QK       D = 512: the two consumer warpgroups split Q K^T's head dim (one 64-row block)
-//   LATENT_SEESAW, LATENT_SPLIT_QK
+//   LATENT_SEESAW, LATENT_SPLIT_QK, LATENT_NARROW
 //                  D = 512 with V = K, and D = 576 with V = K's first 512 columns (DeepSeek's shared
-//                  latent, v == k): SEESAW's and SPLIT_QK's loops over one ring, each tile read once
+//                  latent, v == k): SEESAW's and SPLIT_QK's loops over one ring, each tile read once;
+//                  LATENT_NARROW: the narrow loop over that ring, at most 16 packed rows
 // A split grid of at most as many CTAs as SMs (one wave) is launched one CTA per SM whatever its
 // configuration's shared memory.
 enum FmhaConfig {
@@ -39,6 +40,7 @@ enum FmhaConfig {
   FMHA_CONFIG_SPLIT_QK = 5,
   FMHA_CONFIG_LATENT_SEESAW = 6,
   FMHA_CONFIG_LATENT_SPLIT_QK = 7,
+  FMHA_CONFIG_LATENT_NARROW = 8,
 };
 
 const char* fmha_last_error(void);

@@ -21,6 +21,7 @@ enum class Mainloop : int {
   kSerial,      // consumer_loop: Q K^T, softmax, P V one tile after another
   kOverlapped,  // consumer_loop_overlapped: Q K^T of the next tile in flight with P V of this one
   kSeesaw,      // consumer_loop_seesaw: D = 512, two warpgroups take turns over the tiles
+  kNarrowOnly,  // consumer_loop_narrow alone: at most kNarrowRows packed rows (the host refuses more)
 };
 
 struct Config {
@@ -40,7 +41,8 @@ struct Config {
 };
 
 constexpr Config kNoConfig{0, 0, 0, 0, 0, Mainloop::kSerial, false, false, 0, false, false, false};
-constexpr Mainloop kSerial = Mainloop::kSerial, kOverlapped = Mainloop::kOverlapped, kSeesaw = Mainloop::kSeesaw;
+constexpr Mainloop kSerial = Mainloop::kSerial, kOverlapped = Mainloop::kOverlapped, kSeesaw = Mainloop::kSeesaw,
+                   kNarrowOnly = Mainloop::kNarrowOnly;
 
 // The table. A rule's reason in one line; its measurement in docs/design-sm90.md.
 //   tile  K  V  CTAs  TMA  loop  narrow  split_qk  Q regs  early wait  cluster merge  pair merge
@@ -76,11 +78,14 @@ constexpr Config config_table(int D, int config) {
       // K = V: the two rings' shared memory as one ring of five stages.
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 5, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 5, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
+      // At most 16 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
+      if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
     case 576:
       // V = the first 512 of 576 columns: four 36 KB stages are what fits beside Q and the P / score buffers.
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 4, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 4, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
+      if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
     default:
       return kNoConfig;

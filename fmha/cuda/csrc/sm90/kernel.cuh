@@ -169,7 +169,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
 #endif
   bool narrow = false;
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
-  if (narrow) {
+  if constexpr (Tr::kNarrowOnly) {
+    consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+  } else if (narrow) {
     if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
   } else if constexpr (Tr::kSeesaw) {
     consumer_loop_seesaw<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);

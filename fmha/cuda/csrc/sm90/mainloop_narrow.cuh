@@ -87,7 +87,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   using Ns = NarrowSmem<Tr>;
   static_assert(Tr::kConsumerThreads == 128, "narrow: one consumer warpgroup");
   constexpr int kMB = Ns::kMBlocks;
-  constexpr int kDB = Tr::kHeadDim / 64;  // 64-column blocks of O^T
+  constexpr int kDB = Tr::kHeadDimV / 64;  // 64-column blocks of O^T
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
   const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
 
@@ -149,11 +149,13 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
       }
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
+    if constexpr (!Tr::kSharedKv) {  // (one ring: the stage is released after P V)
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);
-    release_stage(&ss.empty_k[stage], lane);
+      for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);
+      release_stage(&ss.empty_k[stage], lane);
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);  // keep the arrive ahead of the softmax (as in the overlapped loop)
+      for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);  // keep the arrive ahead of the softmax (as in the overlapped loop)
+    }
 
     // Online softmax down the columns. The column maxima are taken on the raw scores (qk_scale > 0,
     // so scaling after the max is the same), and P = 2^(s qk_scale - ref) is one FFMA and an ex2. Keys
@@ -218,7 +220,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
     ptx::wgmma_fence();
-    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v[stage][0][0]), Tr::kKvBoxBytes, kSbo);
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v_stage(stage)[0][0]), Tr::kKvBoxBytes, kSbo);
 #pragma unroll
     for (int db = 0; db < kDB; ++db)
 #pragma unroll
@@ -229,7 +231,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
-    release_stage(&ss.empty_v[stage], lane);
+    if constexpr (Tr::kSharedKv) release_stage(&ss.empty_k[stage], lane);
+    else release_stage(&ss.empty_v[stage], lane);
     if (++stage == Tr::kStages) {
       stage = 0;
       phase ^= 1u;

@@ -30,7 +30,9 @@ struct DecodeTraits {
   static constexpr int kBlockN = kCfg.tile_n;  // KV tokens per tile
   static constexpr int kStages = kCfg.stages_k;
   static constexpr int kCtasPerSm = kCfg.ctas_per_sm;
-  static constexpr int kConsumerWGs = D >= 512 ? 2 : 1;
+  // Only the narrow loop (Mainloop::kNarrowOnly): one warpgroup at any head dim.
+  static constexpr bool kNarrowOnly = kCfg.loop == Mainloop::kNarrowOnly;
+  static constexpr int kConsumerWGs = D >= 512 && !kNarrowOnly ? 2 : 1;
   // Two consumer warpgroups take turns over the tiles (consumer_loop_seesaw: each computes S of every
   // other tile over the whole head dim and shares P), or split the head dim of Q K^T and exchange their
   // partial scores (kSplitQk; otherwise each would compute the full S: 1.5x the MMA work).
@@ -100,7 +102,7 @@ struct DecodeTraits {
   __host__ __device__ static constexpr int q_global_box(int sb) {
     return kQRegCols == 0 || kSeesaw ? sb : sb < kQSmemBoxesPerWg ? sb : kWg1FirstBox + sb - kQSmemBoxesPerWg;
   }
-  static_assert(kOutCols <= 256 && kOutCols % 64 == 0, "PV wgmma N");
+  static_assert((kOutCols <= 256 || kNarrowOnly) && kOutCols % 64 == 0, "PV wgmma N");
   static_assert(kStages >= 1 && kStagesV >= 1, "ring depth");
   static_assert(!kSetMaxNReg || (128 * kProducerRegs + 256 * kConsumerRegs <= kRegPool && kProducerRegs % 8 == 0 &&
                                  kProducerRegs >= 24 && kConsumerRegs <= 256),
@@ -110,8 +112,8 @@ struct DecodeTraits {
   static_assert(!kSplitQk || (kConsumerWGs == 2 && kOverlapBoxes * kBoxCols <= kQRegCols),
                 "split Q K^T: whole boxes; warpgroup 0's zero boxes in registers");
   static_assert(kHeadDimV == D || kSharedKv, "a V head dim of its own: the shared-latent ring only");
-  static_assert(!kSharedKv || (kConsumerWGs == 2 && !kCfg.cluster_merge && !kCfg.pair_merge),
-                "one ring: the D = 512 loops, merged by the combine kernel");
+  static_assert(!kSharedKv || ((kConsumerWGs == 2 || kNarrowOnly) && !kCfg.cluster_merge && !kCfg.pair_merge),
+                "one ring: the D = 512 loops or the narrow one, merged by the combine kernel");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
   static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
   static_assert(kQRegCols == 0 || kSeesaw || kSplitQk, "Q in registers: split Q K^T or seesaw");
