@@ -11,7 +11,8 @@ shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit a
 launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-row block) and the seesaw
 (two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles); KV-head pairs at D = 64
 (the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
-gather (13), unsplit and split, and page ids out of the pool's range (clamped: no access outside it)."""
+gather (13), unsplit and split, and page ids out of the pool's range (clamped: no access outside it); the shared
+latent (576/512, 512/512: the narrow and seesaw latent loops, paged) and attention sinks."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -68,6 +69,40 @@ for page_size in (64, 13):
           flush=True)
 if ONLY == "paged":
     sys.exit(0)
+
+# DeepSeek's shared latent (one K/V ring: V read from the K stage) at 576/512 and 512/512, each latent loop
+# (narrow: 16 rows; seesaw: 128 rows, split), with sinks, NaN past every length, paged (TMA, gather); and sinks
+# in the plain loops (narrow, 64-row, split through the combine kernel).
+def nan_past(k, sl):
+    k = k.clone()
+    for i, n in enumerate(sl.tolist()):
+        k[i, n:] = float("nan")
+    return k
+
+
+for Dqk in (576, 512):
+    for (B, T, Hq, S, sl, page_size) in ((3, 1, 16, 300, [300, 0, 129], None), (2, 1, 128, 4000, [4000, 33], None),
+                                         (3, 2, 16, 300, [300, 0, 129], 64), (2, 1, 16, 300, [300, 7], 13)):
+        q, kv, _, cs = make_inputs(B, T, Hq, 1, S, Dqk, device="cuda", seqlens=sl)
+        sinks = torch.linspace(-20, 20, Hq, device="cuda")
+        kv = nan_past(kv, cs)
+        if page_size is not None:
+            kv, _, bt = make_paged(kv, kv, page_size, cs)
+        else:
+            bt = None
+        launch = fmha.explain(q, kv, kv[..., :512], cs, block_table=bt, backend="cuda", sinks=sinks).launch
+        out, lse = fmha.attention(q, kv, kv[..., :512], cs, block_table=bt, backend="cuda", return_lse=True,
+                                  sinks=sinks)
+        torch.cuda.synchronize()
+        print("ran latent", Dqk, B, T, Hq, S, page_size, launch.split(",")[0], "nan" if torch.isnan(out).any() else "ok",
+              flush=True)
+for (B, T, Hq, Hkv, S, D, sl) in ((2, 1, 8, 2, 300, 128, [300, 0]), (2, 3, 28, 4, 129, 64, [129, 0]),
+                                   (1, 1, 8, 8, 16384, 128, None)):
+    q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
+    out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True,
+                              sinks=torch.linspace(-20, 20, Hq, device="cuda"))
+    torch.cuda.synchronize()
+    print("ran sinks", B, T, Hq, Hkv, S, D, "nan" if torch.isnan(out).any() else "ok", flush=True)
 
 # The in-cluster merge of split partials, forced (as tests/test_cuda.py::test_cluster_merge does):
 # 8 packed rows, two merge chunks (5 splits) and the 16-CTA cluster limit, empty splits in the short row.

@@ -334,7 +334,7 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
     from fmha.backends import registry
 
     config, _ = registry()["cuda"].launch_plan(p, 0)
-    assert config in (Config.LATENT_SEESAW, Config.LATENT_SPLIT_QK)
+    assert config in (Config.LATENT_SEESAW, Config.LATENT_NARROW)
     assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend="cuda"))
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
 
