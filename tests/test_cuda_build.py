@@ -135,16 +135,16 @@ def test_packed_arguments_reach_the_c_side(build):
     buf = cb._ArgsBuffer()
     ptr = 1 << 40  # 16-byte aligned, never dereferenced: the checks fail first
 
-    def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, config=0, block_table=0, page_size=0,
-             head_dim_v=0, num_blocks=0, max_blocks=0, table_stride=None):
+    def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, v=ptr, config=0, block_table=0, page_size=0,
+             head_dim_v=0, num_blocks=0, max_blocks=0, table_stride=None, sinks=0):
         table_stride = max_blocks if table_stride is None else table_stride
-        cb._PACKED.pack_into(buf.raw, 0, q, ptr, ptr, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
+        cb._PACKED.pack_into(buf.raw, 0, q, ptr, v, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
                              *([1024] * 12), 0.125, 1, 1, config, 0, 0, 0, block_table, table_stride, page_size,
-                             head_dim_v, num_blocks, max_blocks)
+                             head_dim_v, num_blocks, max_blocks, sinks)
         status = lib.fmha_decode(buf.address)
         return status, lib.fmha_last_error().decode()
 
-    assert call(D=96) == (1, "head dim D=96 not supported (64, 128, 256, 512)")
+    assert call(D=96) == (1, "head dim D=96 not supported (64, 128, 256, 512, 576)")
     status, msg = call(Hq=6, Hkv=4)
     assert status != 0 and "Hq=6 is not a multiple of Hkv=4" in msg
     status, msg = call(q=0)
@@ -183,9 +183,19 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "tokens too many" in msg, msg
     status, msg = call(config=3, D=64, block_table=ptr, page_size=16, num_blocks=8, max_blocks=4, table_stride=4)
     assert status != 0 and "contiguous caches only" in msg, msg
-    # A V head dim of its own is reserved.
+    # V head dims and the shared latent (v == k with k's strides: the call's default).
     status, msg = call(head_dim_v=64)
-    assert status != 0 and "head_dim_v=64" in msg, msg
+    assert status != 0 and "head_dim_v=64 invalid for D=128" in msg, msg
+    status, msg = call(D=576, Hq=2, Hkv=1, config=6)
+    assert status != 0 and "D=576 needs head_dim_v=512" in msg, msg
+    status, msg = call(D=576, head_dim_v=512, Hq=2, Hkv=1, config=4)
+    assert status != 0 and "D=576: only the LATENT configurations" in msg, msg
+    status, msg = call(D=512, Hq=2, Hkv=1, config=6, v=ptr + 4096)
+    assert status != 0 and "config=6 reads K and V as one latent: v must be k itself" in msg, msg
+    status, msg = call(D=512, Hq=32, Hkv=1, config=8)
+    assert status != 0 and "LATENT_NARROW serves at most 16 packed rows, got T x Hq/Hkv = 32" in msg, msg
+    status, msg = call(sinks=ptr + 2)
+    assert status != 0 and "sinks must be 4-byte aligned" in msg, msg
 
 
 def test_merge_query_rejects_bad_arguments(build):
