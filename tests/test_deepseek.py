@@ -341,6 +341,21 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
 
 
+@sm90_kernel
+@pytest.mark.gpu
+def test_cuda_latent_views_of_one_kv_head():
+    """k and v as unsqueezed views of one [B, S, 576] latent: the single head's strides differ (576 vs 512) but
+    address nothing, so the latent is still shared, and the kernel reads it once."""
+    q, kv, _, sl = latent_inputs(2, 1, 16, 1, 300, 576, 512, "slice", [300, 129], device="cuda")
+    flat = kv[:, :, 0]
+    k, v = flat.unsqueeze(2), flat[..., :512].unsqueeze(2)
+    assert k.stride(2) != v.stride(2) and validate(q, k, v, sl).kv_shared
+    assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend="cuda"))
+    out, lse = run_poisoned("cuda", q, k, v, sl)
+    ref, ref_lse = attention_reference(q, k, v, sl, 576 ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what="unsqueezed latent")
+
+
 # Sinks in every other loop and merge: the narrow loop (D <= 256, <= 16 rows), the 64-row loops, KV-head pairs,
 # D = 512 with a V of its own, splits merged by the combine kernel (the backend's own split plans).
 @cuda_kernel

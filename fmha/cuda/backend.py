@@ -208,7 +208,10 @@ class CudaBackend(Backend):
                     f"sm_{want[0]}{want[1]}a ({want[0]}.{want[1]})")
         if p.dtype not in _DTYPE_CODE:
             return f"dtype {p.dtype} not supported (bfloat16, float16)"
-        if p.head_dim_v != p.head_dim:
+        if p.head_dim_v != p.head_dim or p.head_dim == 576:
+            if (p.head_dim, p.head_dim_v) != (576, 512):
+                return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}): the CUDA kernel serves (D, D) and "
+                        "(576, 512)")
             if want != (9, 0):
                 return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}): only the sm_90a kernel has the "
                         "shared-latent ring")

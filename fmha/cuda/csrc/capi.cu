@@ -211,8 +211,13 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->head_dim_v != 0 && !(a->head_dim_v == D || (D == 576 && a->head_dim_v == 512)))
     return fail("head_dim_v=%lld invalid for D=%d (D itself, or 512 where D = 576)", (long long)a->head_dim_v, D);
   if (D == 576 && Dv != 512) return fail("D=576 needs head_dim_v=512 (DeepSeek's latent: V is K's first 512 columns)");
-  // A shared latent: V is K's memory, element for element (v == k, k's strides).
-  const bool shared_kv = a->v == a->k && a->v_b == a->k_b && a->v_s == a->k_s && a->v_h == a->k_h;
+  // A shared latent: V is K's memory, element for element (v == k, k's strides where a dimension has more
+  // than one element: torch reports any stride for the others, e.g. the head stride of a single KV head).
+  int64_t sk[3] = {a->k_b, a->k_s, a->k_h}, sv[3] = {a->v_b, a->v_s, a->v_h};
+  const int cap_s = paged ? static_cast<int>(a->page_size) : S, cap_b = paged ? static_cast<int>(a->num_blocks) : B;
+  fmha::sanitize_kv_strides(cap_s, Hkv, D, cap_b, sk[0], sk[1], sk[2]);
+  fmha::sanitize_kv_strides(cap_s, Hkv, D, cap_b, sv[0], sv[1], sv[2]);
+  const bool shared_kv = a->v == a->k && sk[0] == sv[0] && sk[1] == sv[1] && sk[2] == sv[2];
   const bool latent_config = a->config == FMHA_CONFIG_LATENT_SEESAW || a->config == FMHA_CONFIG_LATENT_SPLIT_QK ||
                              a->config == FMHA_CONFIG_LATENT_NARROW;
   if (latent_config && !shared_kv)

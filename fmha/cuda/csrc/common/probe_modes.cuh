@@ -24,8 +24,10 @@ __device__ __forceinline__ void probe_stream_only_consumer(Ss& ss, const TileRan
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
     ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
     release_stage(&ss.empty_k[stage], lane);
-    ptx::mbarrier_wait_parity(&ss.full_v[it % Tr::kStagesV], static_cast<uint32_t>(it / Tr::kStagesV) & 1u);
-    release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    if constexpr (!Tr::kSharedKv) {  // (one ring: no V stages)
+      ptx::mbarrier_wait_parity(&ss.full_v[it % Tr::kStagesV], static_cast<uint32_t>(it / Tr::kStagesV) & 1u);
+      release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    }
   }
   if (cluster_merge) {
     ptx::cluster_sync();

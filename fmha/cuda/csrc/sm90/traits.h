@@ -114,6 +114,11 @@ struct DecodeTraits {
   static_assert(kHeadDimV == D || kSharedKv, "a V head dim of its own: the shared-latent ring only");
   static_assert(!kSharedKv || ((kConsumerWGs == 2 || kNarrowOnly) && !kCfg.cluster_merge && !kCfg.pair_merge),
                 "one ring: the D = 512 loops or the narrow one, merged by the combine kernel");
+  // One ring holds a stage until P V: the seesaw waits for K(o + 2) and an early operand wait for K(it + 2)
+  // before releasing stage o (it), the overlapped loop for K(it + 1); the serial loop releases K after Q K^T.
+  static_assert(!kSharedKv || (kCfg.loop != Mainloop::kSerial && kStages >= 2 &&
+                               ((!kSeesaw && !kEarlyOperandWait) || kStages >= 3)),
+                "one ring: too few stages for the loop, or the serial loop");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
   static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
   static_assert(kQRegCols == 0 || kSeesaw || kSplitQk, "Q in registers: split Q K^T or seesaw");
