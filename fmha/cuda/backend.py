@@ -43,7 +43,7 @@ class Config(enum.IntEnum):
     SPLIT_QK = 5  # D = 512, one 64-row block: the two consumer warpgroups split Q K^T's head dim
     LATENT_SEESAW = 6  # SEESAW over one ring: D = 512 with V = K, D = 576 with V = K's first 512 columns
     LATENT_SPLIT_QK = 7  # SPLIT_QK over that ring
-    LATENT_NARROW = 8  # the narrow loop over that ring (at most 32 packed rows)
+    LATENT_NARROW = 8  # the narrow loop over that ring (at most 16 packed rows)
 
 
 # What explain() says of each configuration (the CTAs-per-SM clause is filled in per launch).
@@ -117,7 +117,7 @@ def _arch_capability(arch) -> tuple:
     return divmod(int(arch), 10)
 
 
-LATENT_NARROW_ROWS = 32  # LATENT_NARROW's N (fmha_config_narrow_rows)
+LATENT_NARROW_ROWS = 16  # the narrow loop's N (fmha_config_narrow_rows)
 
 
 def latent_ring(p: Problem, arch: int = 90) -> bool:
@@ -129,7 +129,7 @@ def latent_ring(p: Problem, arch: int = 90) -> bool:
 def d512_config(p: Problem, arch: int = 90) -> Config:
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
-    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 32 rows, else LATENT_SEESAW, which beats
+    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, else LATENT_SEESAW, which beats
     LATENT_SPLIT_QK at every row count (H200, 576/512 B128 Hq=16: 158.3 vs 178.7 us)."""
     if latent_ring(p, arch):
         return Config.LATENT_NARROW if p.seqlen_q * p.group_size <= LATENT_NARROW_ROWS else Config.LATENT_SEESAW

@@ -38,7 +38,6 @@ struct Config {
   bool cluster_merge;       // split-KV partials may merge inside clusters (dealt rows)
   bool pair_merge;          // two splits of the 64-row loop may merge as a cluster pair
   bool shared_kv = false;   // one ring: V is the first D_v columns of the K stage (no V ring)
-  int narrow_rows = 16;     // the narrow loop's N: packed rows up to which it runs (16 or 32)
 };
 
 constexpr Config kNoConfig{0, 0, 0, 0, 0, Mainloop::kSerial, false, false, 0, false, false, false};
@@ -79,14 +78,14 @@ constexpr Config config_table(int D, int config) {
       // K = V: the two rings' shared memory as one ring of five stages.
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 5, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 5, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
-      // At most 32 packed rows (T = 2 at 16 heads): the narrow loop's M = 64 keys, beside Q's eight boxes.
-      if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true, 32};
+      // At most 16 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
+      if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
     case 576:
       // V = the first 512 of 576 columns: four 36 KB stages are what fits beside Q and the P / score buffers.
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 4, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 4, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
-      if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true, 32};
+      if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
     default:
       return kNoConfig;

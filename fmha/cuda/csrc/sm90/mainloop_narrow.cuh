@@ -32,48 +32,37 @@ namespace sm90 {
 // warp waits for before the next tile; a warp writes P^T again only after the next tile's
 // kBarNarrowMax, which no warp passes before all have finished that wait. (A pipelined version
 // that leaves P V in flight across that barrier would need two P^T buffers.)
-// With N = 32 query rows (Tr::kNarrowRows; the latent ring at T = 2) Q takes rows 0-31 of every box, P^T rows
-// 32-63 of the first box and the reductions (128 floats) rows 32-35 of the second.
 template <class Tr>
 struct NarrowSmem {
-  static constexpr int kN = Tr::kNarrowRows;  // query rows: the MMA's N
   static constexpr int kMBlocks = Tr::kBlockN / 64;
-  static constexpr int kPRow0 = kN;   // first Q-box row used for P^T
-  static constexpr int kRedBox = kN == 16 ? 0 : 1;
-  static constexpr int kRedRow = kN == 16 ? 48 : kN;  // the cross-warp reductions (4 kN floats)
-  static_assert(kN == 16 || kN == 32, "narrow: 16 or 32 query rows");
-  static_assert(kRedBox == 1 ? kPRow0 + kN * kMBlocks <= Tr::kBlockM && Tr::kQSmemBoxes >= 2
-                             : kPRow0 + kN * kMBlocks <= kRedRow,
-                "narrow: P^T blocks must fit beside the reduction rows");
+  static constexpr int kPRow0 = 16;   // first Q-box row used for P^T
+  static constexpr int kRedRow = 48;  // Q-box rows 48-49: the cross-warp reductions (64 floats)
+  static_assert(kPRow0 + 16 * kMBlocks <= kRedRow, "narrow: P^T blocks must fit below the reduction row");
   static_assert(Tr::kBlockM == 64, "narrow: spare rows of the 64-row Q box");
-  __device__ static uint16_t* p_block(SharedStorage<Tr>& ss, int mb) { return &ss.q[0][(kPRow0 + kN * mb) * Tr::kBoxCols]; }
-  __device__ static float* red(SharedStorage<Tr>& ss) {
-    return reinterpret_cast<float*>(&ss.q[kRedBox][kRedRow * Tr::kBoxCols]);
-  }
+  __device__ static uint16_t* p_block(SharedStorage<Tr>& ss, int mb) { return &ss.q[0][(kPRow0 + 16 * mb) * Tr::kBoxCols]; }
+  __device__ static float* red(SharedStorage<Tr>& ss) { return reinterpret_cast<float*>(&ss.q[0][kRedRow * Tr::kBoxCols]); }
 };
 
 // Column reduction across the 4 warps: lanes 0-3 (g = 0) of each warp hold the warp's values for
-// columns 8 c + 2 q + e; every thread gets the combined value of its kN / 4 columns.
+// columns 8 c + 2 q + e; every thread gets the combined value of its 4 columns.
 template <class Tr, bool kMax>
-__device__ __forceinline__ void narrow_cross_warp(SharedStorage<Tr>& ss, float (&v)[Tr::kNarrowRows / 4], int w,
-                                                  int lane) {
-  constexpr int kN = Tr::kNarrowRows, kHalves = kN / 8;
+__device__ __forceinline__ void narrow_cross_warp(SharedStorage<Tr>& ss, float (&v)[4], int w, int lane) {
   float* red = NarrowSmem<Tr>::red(ss);
   const int q = lane % 4;
-  // columns 8 c + 2 q, 8 c + 2 q + 1 (slots j = 2 c, 2 c + 1): one 8-byte half per 8 columns of a warp row
-  float2* mine = reinterpret_cast<float2*>(red + w * kN + 2 * q);
+  // columns 2 q, 2 q + 1 (slots j = 0, 1) and 8 + 2 q, 9 + 2 q (j = 2, 3): two 8-byte halves a warp row
+  float2* mine = reinterpret_cast<float2*>(red + w * 16 + 2 * q);
   if (lane < 4) {
-#pragma unroll
-    for (int c = 0; c < kHalves; ++c) mine[4 * c] = make_float2(v[2 * c], v[2 * c + 1]);
+    mine[0] = make_float2(v[0], v[1]);
+    mine[4] = make_float2(v[2], v[3]);
   }
   ptx::named_barrier_sync(kBarNarrowMax, Tr::kConsumerThreads);
   const float2* cols = reinterpret_cast<const float2*>(red + 2 * q);
 #pragma unroll
-  for (int half = 0; half < kHalves; ++half) {
+  for (int half = 0; half < 2; ++half) {
     float2 r = cols[4 * half];
 #pragma unroll
     for (int ww = 1; ww < 4; ++ww) {
-      const float2 o = cols[(kN / 2) * ww + 4 * half];
+      const float2 o = cols[8 * ww + 4 * half];
       r = kMax ? make_float2(fmaxf(r.x, o.x), fmaxf(r.y, o.y)) : make_float2(r.x + o.x, r.y + o.y);
     }
     v[2 * half] = r.x;
@@ -99,7 +88,6 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   static_assert(Tr::kConsumerThreads == 128, "narrow: one consumer warpgroup");
   constexpr int kMB = Ns::kMBlocks;
   constexpr int kDB = Tr::kHeadDimV / 64;  // 64-column blocks of O^T
-  constexpr int kN = Ns::kN, kSlots = kN / 4;  // query rows; a thread's columns (slots j)
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
   const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
 
@@ -115,10 +103,10 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
 
   // Per column slot j (query row n = 8 (j >> 1) + 2 q + (j & 1)): visible-key limit and state.
-  int limit_abs[kSlots];
-  float m_i[kSlots], l_i[kSlots];
+  int limit_abs[4];
+  float m_i[4], l_i[4];
 #pragma unroll
-  for (int j = 0; j < kSlots; ++j) {
+  for (int j = 0; j < 4; ++j) {
     if constexpr (Tr::kHeadPairs)
       limit_abs[j] = row_key_limit(p, tr, pair_row(p, p.head_pairs != 0, kvh, 8 * (j >> 1) + 2 * q + (j & 1)).row);
     else
@@ -126,17 +114,16 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     m_i[j] = -INFINITY;
     l_i[j] = 0.f;
   }
-  float acc[kDB][kN / 2];
+  float acc[kDB][8];
 #pragma unroll
   for (int db = 0; db < kDB; ++db)
 #pragma unroll
-    for (int i = 0; i < kN / 2; ++i) acc[db][i] = 0.f;
+    for (int i = 0; i < 8; ++i) acc[db][i] = 0.f;
 
-  const ptx::SmemDescSw128 dq(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);                  // Q rows 0 .. kN-1 (B of S^T)
+  const ptx::SmemDescSw128 dq(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);                  // Q rows 0-15 (B of S^T)
   const ptx::SmemDescSw128 dp(ptx::smem_addr(Ns::p_block(ss, 0)), 16, kSbo);          // P^T blocks (B of O^T)
   // stmatrix: lane 8 (2 c + h) + r stores column r of matrix (h, c), i.e. query row n = 8 c + r, keys
-  // 16 w + 8 h .. + 7: the 16-byte chunk 2 w + h of row n, swizzled (chunk ^ n % 8); + kN rows per M block,
-  // + 16 rows per 16 query rows.
+  // 16 w + 8 h .. + 7: the 16-byte chunk 2 w + h of row n, swizzled (chunk ^ n % 8); + 16 rows per M block.
   const int st_h = (lane >> 3) & 1, st_n = 8 * (lane >> 4) + (lane & 7);
   const uint32_t p_store = ptx::smem_addr(Ns::p_block(ss, 0)) + st_n * Tr::kRowBytes +
                            16 * ((2 * w + st_h) ^ (st_n % 8));
@@ -147,7 +134,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   uint32_t phase = 0;   // (it / kStages) & 1
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     // S^T = K Q^T
-    float s[kMB][kN / 2];
+    float s[kMB][8];
     wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid, kv_gather(p));
     ptx::wgmma_fence();
     const ptx::SmemDescSw128 dk(ptx::smem_addr(&ss.k[stage][0][0]), 16, kSbo);
@@ -156,7 +143,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 #pragma unroll
       for (int kk = 0; kk < Tr::kHeadDim / 16; ++kk) {
         const uint32_t in_row = (kk % 4) * 32;
-        ptx::wgmma_ss_narrow<kN, kBf16, false>(
+        ptx::wgmma_ss_m64n16k16<kBf16, false>(
             s[mb], dk.at((kk / 4) * Tr::kKvBoxBytes + mb * 64 * Tr::kRowBytes + in_row),
             dq.at((kk / 4) * Tr::kQBoxBytes + in_row), kk > 0 ? 1 : 0);
       }
@@ -174,19 +161,17 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     // so scaling after the max is the same), and P = 2^(s qk_scale - ref) is one FFMA and an ex2. Keys
     // past a row's limit are masked only in tiles that reach the first limit (uniform over the CTA).
     const int key0 = tile * Tr::kBlockN;
-    float mx[kSlots];
-#pragma unroll
-    for (int j = 0; j < kSlots; ++j) mx[j] = -INFINITY;
+    float mx[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
     if (key0 + Tr::kBlockN <= unmasked_until) {
 #pragma unroll
       for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-        for (int i = 0; i < kN / 2; ++i) mx[2 * (i >> 2) + (i & 1)] = fmaxf(mx[2 * (i >> 2) + (i & 1)], s[mb][i]);
+        for (int i = 0; i < 8; ++i) mx[2 * (i >> 2) + (i & 1)] = fmaxf(mx[2 * (i >> 2) + (i & 1)], s[mb][i]);
     } else {
 #pragma unroll
       for (int mb = 0; mb < kMB; ++mb)
 #pragma unroll
-        for (int i = 0; i < kN / 2; ++i) {
+        for (int i = 0; i < 8; ++i) {
           const int j = 2 * (i >> 2) + (i & 1);
           const int key = key0 + mb * 64 + 16 * w + g + 8 * frag_row_half(i);
           s[mb][i] = key < limit_abs[j] ? s[mb][i] : -INFINITY;
@@ -194,11 +179,11 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
         }
     }
 #pragma unroll
-    for (int j = 0; j < kSlots; ++j) mx[j] = narrow_lanes_reduce<true>(mx[j]);
+    for (int j = 0; j < 4; ++j) mx[j] = narrow_lanes_reduce<true>(mx[j]);
     narrow_cross_warp<Tr, true>(ss, mx, w, lane);
-    float alpha[kSlots], neg_ref[kSlots], sum[kSlots];
+    float alpha[4], neg_ref[4], sum[4];
 #pragma unroll
-    for (int j = 0; j < kSlots; ++j) {
+    for (int j = 0; j < 4; ++j) {
       const float m_new = fmaxf(m_i[j], mx[j] * p.qk_scale);
       const float ref = m_new == -INFINITY ? 0.f : m_new;
       alpha[j] = exp2_approx(m_i[j] - ref);  // m_i = -inf -> 0
@@ -209,28 +194,25 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     // P^T into shared memory (row n = query row, 64 keys per M block, 128B-swizzled): per M block the
     // warp's 16 keys x 16 columns are four 8x8 matrices in the m8n8 fragment layout, stored transposed.
 #pragma unroll
-    for (int mb = 0; mb < kMB; ++mb)
+    for (int mb = 0; mb < kMB; ++mb) {
+      uint32_t pk[4];
 #pragma unroll
-      for (int cc = 0; cc < kN / 16; ++cc) {  // 16 query rows a stmatrix
-        uint32_t pk[4];
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {  // matrix r = 2 c + h: elements 8 cc + 2 r, + 1 (slots 4 cc + 2 c, + 1)
-          const int i = 8 * cc + 2 * r, j = 4 * cc + 2 * (r >> 1);
-          const float p0 = exp2_approx(fmaf(s[mb][i], p.qk_scale, neg_ref[j]));
-          const float p1 = exp2_approx(fmaf(s[mb][i + 1], p.qk_scale, neg_ref[j + 1]));
-          sum[j] += p0;
-          sum[j + 1] += p1;
-          pk[r] = pack2<kBf16>(p0, p1);
-        }
-        ptx::stmatrix_x4_trans(p_store + (mb * kN + 16 * cc) * Tr::kRowBytes, pk[0], pk[1], pk[2], pk[3]);
+      for (int r = 0; r < 4; ++r) {  // matrix r = 2 c + h: elements 2 r, 2 r + 1 (slots j = 2 c, 2 c + 1)
+        const float p0 = exp2_approx(fmaf(s[mb][2 * r], p.qk_scale, neg_ref[2 * (r >> 1)]));
+        const float p1 = exp2_approx(fmaf(s[mb][2 * r + 1], p.qk_scale, neg_ref[2 * (r >> 1) + 1]));
+        sum[2 * (r >> 1)] += p0;
+        sum[2 * (r >> 1) + 1] += p1;
+        pk[r] = pack2<kBf16>(p0, p1);
       }
+      ptx::stmatrix_x4_trans(p_store + mb * 16 * Tr::kRowBytes, pk[0], pk[1], pk[2], pk[3]);
+    }
 #pragma unroll
-    for (int j = 0; j < kSlots; ++j) l_i[j] = l_i[j] * alpha[j] + sum[j];
+    for (int j = 0; j < 4; ++j) l_i[j] = l_i[j] * alpha[j] + sum[j];
     ptx::fence_proxy_async_shared();  // generic P^T stores -> the PV wgmma's async-proxy reads
 #pragma unroll
     for (int db = 0; db < kDB; ++db)
 #pragma unroll
-      for (int i = 0; i < kN / 2; ++i) acc[db][i] *= alpha[2 * (i >> 2) + (i & 1)];
+      for (int i = 0; i < 8; ++i) acc[db][i] *= alpha[2 * (i >> 2) + (i & 1)];
     ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
 
     // O^T += V^T P^T
@@ -243,8 +225,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     for (int db = 0; db < kDB; ++db)
 #pragma unroll
       for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
-        ptx::wgmma_ss_narrow<kN, kBf16, true>(acc[db], dv.at(db * Tr::kKvBoxBytes + kk * 16 * Tr::kRowBytes),
-                                              dp.at((kk / 4) * kN * Tr::kRowBytes + (kk % 4) * 32), 1);
+        ptx::wgmma_ss_m64n16k16<kBf16, true>(acc[db], dv.at(db * Tr::kKvBoxBytes + kk * 16 * Tr::kRowBytes),
+                                             dp.at((kk / 4) * 16 * Tr::kRowBytes + (kk % 4) * 32), 1);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
 #pragma unroll
@@ -259,13 +241,13 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 
   // Row sums over all keys: this thread's, its column's 8 lanes, the 4 warps. The reduction row
   // is free: every warp passed the last kBarNarrowP (or none ran) after its last read of it.
-  float l_tot[kSlots];
+  float l_tot[4];
 #pragma unroll
-  for (int j = 0; j < kSlots; ++j) l_tot[j] = narrow_lanes_reduce<false>(l_i[j]);
+  for (int j = 0; j < 4; ++j) l_tot[j] = narrow_lanes_reduce<false>(l_i[j]);
   narrow_cross_warp<Tr, false>(ss, l_tot, w, lane);
-  float inv_l[kSlots], lse[kSlots];
+  float inv_l[4], lse[4];
 #pragma unroll
-  for (int j = 0; j < kSlots; ++j) {
+  for (int j = 0; j < 4; ++j) {
     const bool empty = !(l_tot[j] > 0.f);
     inv_l[j] = empty ? 0.f : 1.f / l_tot[j];
     lse[j] = empty ? -INFINITY : (m_i[j] + __log2f(l_tot[j])) * kLn2;
@@ -275,7 +257,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   const ClusterMerge<Tr> cm(ss, p, 0);
   const bool in_cluster = begin_cluster_push<Tr>(p);
 #pragma unroll
-  for (int j = 0; j < kSlots; ++j) {
+  for (int j = 0; j < 4; ++j) {
     const int n = 8 * (j >> 1) + 2 * q + (j & 1);
     if (n >= p.rows) continue;  // padding column
     if constexpr (Tr::kHeadPairs) {

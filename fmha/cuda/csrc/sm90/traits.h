@@ -42,7 +42,7 @@ struct DecodeTraits {
   static constexpr bool kSkipUnitRescale = D >= kSkipUnitRescaleMinD;  // see rescale_acc
   static constexpr int kOutCols = kHeadDimV / kConsumerWGs;  // output columns per consumer warpgroup (PV wgmma N)
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
-  static constexpr int kNarrowRows = kCfg.narrow_rows;
+  static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = kCfg.narrow;
   static constexpr bool kClusterMerge = kCfg.cluster_merge;
   static constexpr bool kPairMerge = kCfg.pair_merge;
