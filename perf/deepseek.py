@@ -21,7 +21,6 @@ Results: deepseek.json and deepseek.md next to the suite's results, the table pr
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -32,7 +31,7 @@ import torch
 
 from perf import paged
 from perf.paged import (FLASHINFER_WORKSPACE_BYTES, FlashInferPaged, _BUILD_FAILURE, _cell, _note, _ok_us, _run,
-                        _strip, flashinfer_plan_args, flashinfer_version, import_flashinfer, log, page_pools)
+                        flashinfer_plan_args, flashinfer_version, import_flashinfer, log, page_pools)
 from perf.peers import FmhaBackendContender, Unsupported, short_reason
 
 CONTENDERS = ("fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla")
@@ -455,18 +454,7 @@ def markdown(results) -> str:
 # ---- entry point ---------------------------------------------------------------------------------
 
 def write(results, out_dir) -> list:
-    os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
-    paths = [os.path.join(out_dir, "deepseek.json"), os.path.join(out_dir, "deepseek.md"),
-             os.path.join(out_dir, "raw", "deepseek-samples.json")]
-    with open(paths[0], "w") as f:
-        json.dump(_strip(results, keep_raw=False), f, indent=1)
-        f.write("\n")
-    with open(paths[1], "w") as f:
-        f.write(markdown(results))
-    with open(paths[2], "w") as f:
-        json.dump(_strip(results["shapes"], keep_raw=True), f)
-        f.write("\n")
-    return paths
+    return paged.write_preset(results, out_dir, "deepseek", markdown(results))
 
 
 def main(args, argv) -> int:

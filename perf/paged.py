@@ -596,20 +596,26 @@ def _strip(obj, keep_raw: bool):
     return obj
 
 
-def write(results, out_dir) -> list:
+def write_preset(results, out_dir, stem: str, text: str) -> list:
+    """A preset's results in out_dir: <stem>.json (without raw samples), <stem>.md (`text`) and
+    raw/<stem>-samples.json; returns the three paths."""
     import json
     os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
-    paths = [os.path.join(out_dir, "paged.json"), os.path.join(out_dir, "paged.md"),
-             os.path.join(out_dir, "raw", "paged-samples.json")]
+    paths = [os.path.join(out_dir, f"{stem}.json"), os.path.join(out_dir, f"{stem}.md"),
+             os.path.join(out_dir, "raw", f"{stem}-samples.json")]
     with open(paths[0], "w") as f:
         json.dump(_strip(results, keep_raw=False), f, indent=1)
         f.write("\n")
     with open(paths[1], "w") as f:
-        f.write(markdown(results))
+        f.write(text)
     with open(paths[2], "w") as f:
         json.dump(_strip(results["shapes"], keep_raw=True), f)
         f.write("\n")
     return paths
+
+
+def write(results, out_dir) -> list:
+    return write_preset(results, out_dir, "paged", markdown(results))
 
 
 def main(args, argv) -> int:

@@ -63,6 +63,21 @@ def paged_latent(k, v, page_size, sl, v_mode, seed):
     return k_pool, v_pool, table
 
 
+def case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seqlens, seed, device=DEVICE):
+    """A case's inputs as a kernel sees them (NaN past every length, or page pools with NaN in every slot no
+    sequence owns) and the fp32 reference on the clean caches: (q, k_in, v_in, sl, table, sinks, ref, ref_lse, v)."""
+    Hq, Hkv = heads
+    q, k, v, sl = latent_inputs(len(seqlens), T, Hq, Hkv, S, Dqk, Dv, v_mode, seqlens, seed=seed, device=device)
+    sinks = sinks_for(Hq, device=device) if use_sinks else None
+    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
+    if page_size is None:
+        k_in, v_in = with_nan_past_lengths(k, v, sl, v_mode)
+        table = None
+    else:
+        k_in, v_in, table = paged_latent(k, v, page_size, sl, v_mode, seed=S)
+    return q, k_in, v_in, sl, table, sinks, ref, ref_lse, v
+
+
 def run_poisoned(backend, q, k, v, sl, **kw):
     out = torch.full((*q.shape[:3], v.shape[-1]), float("nan"), dtype=q.dtype, device=q.device)
     res, lse = fmha.attention(q, k, v, sl, return_lse=True, backend=backend, out=out, **kw)
@@ -95,15 +110,8 @@ def test_triton_against_reference(Dqk, Dv, v_mode, T, heads, S, page_size, use_s
     whose first causal rows see no key: output and LSE against the reference on the clean caches; the empty
     rows give zeros and lse = the sink (-inf without sinks)."""
     Hq, Hkv = heads
-    sl = [S, 0, min(S, 2)]
-    q, k, v, sl = latent_inputs(3, T, Hq, Hkv, S, Dqk, Dv, v_mode, sl, seed=Dqk + S + T)
-    sinks = sinks_for(Hq) if use_sinks else None
-    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
-    if page_size is None:
-        k_in, v_in = with_nan_past_lengths(k, v, sl, v_mode)
-        table = None
-    else:
-        k_in, v_in, table = paged_latent(k, v, page_size, sl, v_mode, seed=S)
+    q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks,
+                                                                   [S, 0, min(S, 2)], seed=Dqk + S + T)
     p = validate(q, k_in, v_in, sl, block_table=table, sinks=sinks)
     assert (p.head_dim, p.head_dim_v, p.kv_shared, p.has_sinks) == (Dqk, Dv, v_mode != "separate", use_sinks)
     out, lse = run_poisoned("triton", q, k_in, v_in, sl, block_table=table, sinks=sinks)
@@ -271,15 +279,8 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
     """Poisoned out, NaN past every length (or in every page no sequence owns): output and LSE of the cuda backend
     against the fp32 reference on the clean caches; a zero-length sequence gives zeros and lse = the sink."""
     Hq, Hkv = heads
-    sl = seqlens or [S, 0, min(S, 2)]
-    q, k, v, sl = latent_inputs(len(sl), T, Hq, Hkv, S, Dqk, Dv, v_mode, sl, seed=seed, device="cuda")
-    sinks = sinks_for(Hq, device="cuda") if use_sinks else None
-    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
-    if page_size is None:
-        k_in, v_in = with_nan_past_lengths(k, v, sl, v_mode)
-        table = None
-    else:
-        k_in, v_in, table = paged_latent(k, v, page_size, sl, v_mode, seed=S)
+    q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks,
+                                                                   seqlens or [S, 0, min(S, 2)], seed, device="cuda")
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
     what = f"cuda {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks}"
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
