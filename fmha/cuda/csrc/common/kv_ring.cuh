@@ -220,10 +220,10 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
     gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, kvh, lane);
     ptx::cp_async_mbarrier_arrive_noinc(&ss.full_k[stage]);
-    if constexpr (!Tr::kSharedKv) {
-    ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
-    gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, rows, kvh, lane);
-    ptx::cp_async_mbarrier_arrive_noinc(&ss.full_v[stage_v]);
+    if constexpr (!Tr::kSharedKv) {  // (one ring: V is read from the K stage)
+      ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
+      gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, rows, kvh, lane);
+      ptx::cp_async_mbarrier_arrive_noinc(&ss.full_v[stage_v]);
     }
     if (tile + 1 < tr.end) rows.lookup(p, b, (tile + 1) * Tr::kBlockN, lane);
   }
@@ -252,19 +252,19 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     else
       load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
     probe_stamp(it, kProbeKIssued);
-    if constexpr (!Tr::kSharedKv) {
-    const int stage_v = it % Tr::kStagesV;
-    const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
-    probe_stamp(it, kProbeVEmptyWait);
-    ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
-    ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
-    if constexpr (kPaged)
-      load_kv_tile_paged<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], p, pages, tile * Tr::kBlockN, kvh,
-                             v_head_major, policy);
-    else
-      load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major,
-                       policy);
-    probe_stamp(it, kProbeVIssued);
+    if constexpr (!Tr::kSharedKv) {  // (one ring: V is read from the K stage)
+      const int stage_v = it % Tr::kStagesV;
+      const uint32_t phase_v = static_cast<uint32_t>(it / Tr::kStagesV) & 1u;
+      probe_stamp(it, kProbeVEmptyWait);
+      ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], phase_v ^ 1u);
+      ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage_v], Tr::kKvTileBytes);
+      if constexpr (kPaged)
+        load_kv_tile_paged<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], p, pages, tile * Tr::kBlockN, kvh,
+                               v_head_major, policy);
+      else
+        load_kv_tile<Tr>(ss.v[stage_v], tmap_v, &ss.full_v[stage_v], tile * Tr::kBlockN, kvh, b, v_head_major,
+                         policy);
+      probe_stamp(it, kProbeVIssued);
     }
     if (kPaged && tile + 1 < tr.end) pages.lookup(p, b, (tile + 1) * Tr::kBlockN);
   }

@@ -83,7 +83,7 @@ struct DecodeTraits {
   static constexpr int kQRegSteps = kQRegCols / 16;
   static constexpr int kWgBoxes = kConsumerWGs == 2 ? (kBoxes + 1) / 2 : kBoxes;
   static constexpr int kWg1FirstBox = kBoxes - kWgBoxes;
-  static constexpr int kOverlapBoxes = 2 * kWgBoxes - kBoxes;  // warpgroup 0's zero boxes
+  static constexpr int kOverlapBoxes = kConsumerWGs == 2 ? 2 * kWgBoxes - kBoxes : 0;  // warpgroup 0's zero boxes
   static constexpr int kQSmemBoxesPerWg = ((kSeesaw ? D : kWgBoxes * kBoxCols) - kQRegCols) / kBoxCols;
   static constexpr int kQSmemBoxes = kSeesaw ? kQSmemBoxesPerWg : kQSmemBoxesPerWg * kConsumerWGs;
   // The seesaw's P tiles: four 64 x kBlockN buffers (tile it in buffer it % 4), two to a 64-column
