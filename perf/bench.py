@@ -474,6 +474,40 @@ def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
     return records
 
 
+
+def run_device(args):
+    """The device a run measures on: the CPU for --dry-run, else the current CUDA GPU (exits without one)."""
+    import torch
+    if args.dry_run:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit("no CUDA GPU here; use --dry-run for a CPU smoke run of the pipeline")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
+def results_dir(args, env, preset: str = "") -> str:
+    """--out, else perf/results/<gpu-key>-<date>/ (a dry run: a fresh folder under /tmp; `preset` names it)."""
+    if args.out:
+        return args.out
+    if args.dry_run:
+        tag = f"-{preset}" if preset else ""
+        return os.path.join("/tmp", f"fmha-perf-dry-run{tag}-{env['date']}-{os.getpid()}")
+    return os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
+
+
+def mirror_results(args, env, out_dir, written) -> None:
+    """With --out (and not a dry run), copies the `written` files of out_dir into the GPU's folder of
+    perf/results/ too, which keeps the latest suite per GPU."""
+    if not args.out or args.dry_run:
+        return
+    mirror = os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
+    if os.path.abspath(mirror) != os.path.abspath(out_dir):
+        for path in written:
+            dst = os.path.join(mirror, os.path.relpath(path, out_dir))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy(path, dst)
+        print(f"copied to {mirror}", flush=True)
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
@@ -492,20 +526,13 @@ def main(argv=None):
     from perf.timing import measure_ceilings
 
     shapes = select(args.preset, args.shapes)
-    if args.dry_run:
-        device = torch.device("cpu")
-    elif not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU here; use --dry-run for a CPU smoke run of the pipeline")
-    else:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = run_device(args)
 
     if args.dry_run:
         shapes = list({s.tiny().name: s.tiny() for s in shapes}.values())
     contenders = make_contenders(args)
     env = environment(args, argv, device)
-    out_dir = args.out or (os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
-                           if not args.dry_run else
-                           os.path.join("/tmp", f"fmha-perf-dry-run-{env['date']}-{os.getpid()}"))
+    out_dir = results_dir(args, env)
     print(f"fmha perf: {env['gpu']}, torch {env['torch']}, triton {env['triton']}; {len(shapes)} shapes x "
           f"{len(contenders)} contenders ({', '.join(c.name for c in contenders)}); budget {args.budget_s:.0f} s; "
           f"output {out_dir}", flush=True)

@@ -22,17 +22,15 @@ Results: deepseek.json and deepseek.md next to the suite's results, the table pr
 from __future__ import annotations
 
 import math
-import os
-import shutil
 import sys
 import time
 
 import torch
 
 from perf import paged
-from perf.paged import (FLASHINFER_WORKSPACE_BYTES, FlashInferPaged, _BUILD_FAILURE, _cell, _note, _ok_us, _run,
+from perf.paged import (FLASHINFER_WORKSPACE_BYTES, FlashInferPaged, _cell, _note, _ok_us, _run,
                         flashinfer_plan_args, flashinfer_version, import_flashinfer, log, page_pools)
-from perf.peers import FmhaBackendContender, Unsupported, short_reason
+from perf.peers import FmhaBackendContender, Unsupported
 
 CONTENDERS = ("fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla")
 PAGE_SIZE = 64
@@ -189,16 +187,10 @@ class FlashInferMLA(FlashInferPaged):
         if Wrapper is None or Metadata is None:
             raise Unsupported(f"flashinfer {getattr(fi, '__version__', '?')} has no flashinfer.mla."
                               "BatchMLAPagedAttentionWrapper with MLAPlanMetadata (the 0.7 plan API)")
-        key = self.module_key(s, dtype)
-        if key in self.failed:
-            raise Unsupported(self.failed[key])
         ckv, kpe = s.Dv, s.D - s.Dv  # K = [ckv | kpe] columns, V = the ckv columns
-        if key not in self.ready:
-            log(f"  flashinfer: first MLA plan for ckv {ckv} + kpe {kpe} "
-                "(JIT-compiles its module unless cached, ~15 s or more) ...")
-        t0 = time.perf_counter()
         B, T, Hq, D = s.B, s.T, s.Hq, s.D
-        try:
+
+        def plan():
             workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
             qo_indptr = torch.arange(B + 1, dtype=torch.int32, device=dev) * T
             wrappers, calls = [], []
@@ -213,20 +205,10 @@ class FlashInferMLA(FlashInferPaged):
                 q3, kv3 = q.view(B * T, Hq, D), pool.view(pool.shape[0], P, D)
                 calls.append(((q3[..., :ckv], q3[..., ckv:]), (kv3[..., :ckv], kv3[..., ckv:]),
                               q.new_empty(B * T, Hq, ckv)))
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        except Unsupported:
-            raise
-        except Exception as e:
-            reason = f"{type(e).__name__}: {short_reason(e, 160)}"
-            if key not in self.ready and _BUILD_FAILURE.search(reason):
-                self.failed[key] = f"{reason} (module build for ckv {ckv} + kpe {kpe}; not retried)"
-            log(f"  flashinfer: MLA plan failed after {time.perf_counter() - t0:.1f} s: {reason}")
-            raise Unsupported(reason) from e
-        self.last_plan_s = round(time.perf_counter() - t0, 2)
-        if key not in self.ready:
-            log(f"  flashinfer: planned MLA ckv {ckv} + kpe {kpe} in {self.last_plan_s:.1f} s")
-        self.ready.add(key)
+            return workspace, wrappers, calls
+
+        what = f"MLA ckv {ckv} + kpe {kpe}"
+        workspace, wrappers, calls = self.plan_once(self.module_key(s, dtype), what, what, dev, plan)
         planned = getattr(wrappers[0], "_planned_backend_name", None) or "?"
         self.note = (f"flashinfer.mla.BatchMLAPagedAttentionWrapper(backend={self.backend!r}) planned {planned!r}, "
                      f"head_dim_ckv {ckv}, head_dim_kpe {kpe}, {PAGE_SIZE}-token pages, ckv / kpe and q_nope / q_pe "
@@ -458,21 +440,14 @@ def write(results, out_dir) -> list:
 
 
 def main(args, argv) -> int:
-    from perf.bench import REPO, FmhaContender, environment, prewarm
+    from perf.bench import FmhaContender, environment, mirror_results, prewarm, results_dir, run_device
     from perf.timing import measure_ceilings
     t_start = time.monotonic()
     shapes = cases(args)
-    if args.dry_run:
-        device = torch.device("cpu")
-    elif not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU here; use --dry-run for a CPU smoke run of the pipeline")
-    else:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = run_device(args)
     contenders = make_contenders(args)
     env = environment(args, argv, device)
-    out_dir = args.out or (os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
-                           if not args.dry_run else
-                           os.path.join("/tmp", f"fmha-perf-dry-run-deepseek-{env['date']}-{os.getpid()}"))
+    out_dir = results_dir(args, env, "deepseek")
     log(f"fmha perf --preset deepseek: {env['gpu']}, torch {env['torch']}, triton {env['triton']}; "
         f"{len(shapes)} shapes x {len(contenders)} contenders ({', '.join(c.name for c in contenders)}); "
         f"budget {args.budget_s:.0f} s; output {out_dir}")
@@ -504,13 +479,7 @@ def main(args, argv) -> int:
                "shapes": records}
     results["rows"] = summary_rows(records, ceilings["read_gbps"])
     written = write(results, out_dir)
-    if args.out and not args.dry_run:
-        mirror = os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
-        if os.path.abspath(mirror) != os.path.abspath(out_dir):
-            os.makedirs(os.path.join(mirror, "raw"), exist_ok=True)
-            for path in written:
-                shutil.copy(path, os.path.join(mirror, os.path.relpath(path, out_dir)))
-            log(f"copied to {mirror}")
+    mirror_results(args, env, out_dir, written)
     log("")
     times, _, notes = tables(results)
     log("\n".join(times))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 import time
 
@@ -246,6 +245,33 @@ class FlashInferPaged(Contender):
         self.last_plan_s = None
         self.wrapper_kind = None
 
+    def plan_once(self, key, what, first, dev, plan):
+        """plan() (the wrappers of every input set), timed into last_plan_s. A module that failed to build
+        (key) is not compiled again; `what` names the module in messages, `first` in the first plan's."""
+        if key in self.failed:
+            raise Unsupported(self.failed[key])
+        if key not in self.ready:
+            log(f"  flashinfer: first plan for {first} (JIT-compiles its module unless cached, ~15 s or more) ...")
+        t0 = time.perf_counter()
+        try:
+            planned = plan()
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        except Unsupported:
+            raise
+        except Exception as e:
+            from perf.peers import short_reason
+            reason = f"{type(e).__name__}: {short_reason(e, 160)}"
+            if key not in self.ready and _BUILD_FAILURE.search(reason):
+                self.failed[key] = f"{reason} (module build for {what}; not retried)"
+            log(f"  flashinfer: plan failed after {time.perf_counter() - t0:.1f} s: {reason}")
+            raise Unsupported(reason) from e
+        self.last_plan_s = round(time.perf_counter() - t0, 2)
+        if key not in self.ready:
+            log(f"  flashinfer: planned {what} in {self.last_plan_s:.1f} s")
+        self.ready.add(key)
+        return planned
+
     @staticmethod
     def module_key(shape, dtype):
         return (shape.D, shape.T > 1, str(dtype))
@@ -255,19 +281,13 @@ class FlashInferPaged(Contender):
         s, dev, dtype, P = inputs.shape, inputs.device, inputs.dtype, inputs.page_size
         if dev.type != "cuda" and self.require_cuda:
             raise Unsupported("FlashInfer runs on CUDA GPUs only (dry run on the CPU)")
-        key = self.module_key(s, dtype)
-        if key in self.failed:
-            raise Unsupported(self.failed[key])
         decode = s.T == 1
         self.wrapper_kind = ("BatchDecodeWithPagedKVCacheWrapper(use_tensor_cores=True)" if decode else
                              "BatchPrefillWithPagedKVCacheWrapper(backend='fa2', causal=True)")
         self.note = (f"flashinfer.{self.wrapper_kind}, NHD (k_pool, v_pool), plan() per input set outside "
                      "timing" + ("" if decode else "; T > 1: the decode wrapper takes one query per sequence"))
-        if key not in self.ready:
-            log(f"  flashinfer: first plan for D={s.D} {'decode' if decode else f'T={s.T} causal'} "
-                "(JIT-compiles its module unless cached, ~15 s or more) ...")
-        t0 = time.perf_counter()
-        try:
+
+        def plan():
             workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
             wrappers = []
             for q, kp, vp, bt in inputs.paged_sets:
@@ -281,21 +301,11 @@ class FlashInferPaged(Contender):
                     w.plan(qo_indptr, indptr, indices, last, s.Hq, s.Hkv, s.D, P, causal=True,
                            q_data_type=dtype, kv_data_type=dtype)
                 wrappers.append(w)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        except Unsupported:
-            raise
-        except Exception as e:
-            from perf.peers import short_reason
-            reason = f"{type(e).__name__}: {short_reason(e, 160)}"
-            if key not in self.ready and _BUILD_FAILURE.search(reason):
-                self.failed[key] = f"{reason} (module build for D={s.D}; not retried)"
-            log(f"  flashinfer: plan failed after {time.perf_counter() - t0:.1f} s: {reason}")
-            raise Unsupported(reason) from e
-        self.last_plan_s = round(time.perf_counter() - t0, 2)
-        if key not in self.ready:
-            log(f"  flashinfer: planned D={s.D} in {self.last_plan_s:.1f} s")
-        self.ready.add(key)
+            return workspace, wrappers
+
+        what = f"D={s.D}"
+        workspace, wrappers = self.plan_once(self.module_key(s, dtype), what,
+                                             what + (" decode" if decode else f" T={s.T} causal"), dev, plan)
         sets, B, T, Hq, D = inputs.paged_sets, s.B, s.T, s.Hq, s.D
 
         def fn(i):
@@ -619,21 +629,14 @@ def write(results, out_dir) -> list:
 
 
 def main(args, argv) -> int:
-    from perf.bench import REPO, environment, prewarm, FmhaContender
+    from perf.bench import FmhaContender, environment, mirror_results, prewarm, results_dir, run_device
     from perf.timing import measure_ceilings
     t_start = time.monotonic()
     case_list = cases(args)
-    if args.dry_run:
-        device = torch.device("cpu")
-    elif not torch.cuda.is_available():
-        raise SystemExit("no CUDA GPU here; use --dry-run for a CPU smoke run of the pipeline")
-    else:
-        device = torch.device("cuda", torch.cuda.current_device())
+    device = run_device(args)
     contiguous, paged = make_contenders(args)
     env = environment(args, argv, device)
-    out_dir = args.out or (os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
-                           if not args.dry_run else
-                           os.path.join("/tmp", f"fmha-perf-dry-run-paged-{env['date']}-{os.getpid()}"))
+    out_dir = results_dir(args, env, "paged")
     n_runs = sum(len(contiguous) + len(ps) * len(paged) for _, ps in case_list)
     log(f"fmha perf --preset paged: {env['gpu']}, torch {env['torch']}, triton {env['triton']}; "
         f"{len(case_list)} shapes, {n_runs} timed runs; contiguous: {', '.join(c.name for c in contiguous)}; "
@@ -663,13 +666,7 @@ def main(args, argv) -> int:
                "shapes": records}
     results["rows"] = summary_rows(records)
     written = write(results, out_dir)
-    if args.out and not args.dry_run:
-        mirror = os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
-        if os.path.abspath(mirror) != os.path.abspath(out_dir):
-            os.makedirs(os.path.join(mirror, "raw"), exist_ok=True)
-            for path in written:
-                shutil.copy(path, os.path.join(mirror, os.path.relpath(path, out_dir)))
-            log(f"copied to {mirror}")
+    mirror_results(args, env, out_dir, written)
     log("")
     lines, notes = table(results)
     log("\n".join(lines))

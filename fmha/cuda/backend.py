@@ -129,8 +129,8 @@ def latent_ring(p: Problem, arch: int = 90) -> bool:
 def d512_config(p: Problem, arch: int = 90) -> Config:
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
-    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, else LATENT_SEESAW, which beats
-    LATENT_SPLIT_QK at every row count (H200, 576/512 B128 Hq=16: 158.3 vs 178.7 us)."""
+    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, else LATENT_SEESAW, which beat
+    LATENT_SPLIT_QK at every row count measured (docs/deepseek.md)."""
     if latent_ring(p, arch):
         return Config.LATENT_NARROW if p.seqlen_q * p.group_size <= LATENT_NARROW_ROWS else Config.LATENT_SEESAW
     return Config.SEESAW if p.seqlen_q * p.group_size > BLOCK_M else Config.SPLIT_QK
