@@ -303,6 +303,14 @@ __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
   if (lane == 0) ptx::mbarrier_arrive(empty);
 }
 
+// One warp's release of ring stage `stage`'s V tile once its P V completed: on the V ring, or (one ring)
+// on the K stage itself, whose Q K^T completed before.
+template <class Tr, class Ss>
+__device__ __forceinline__ void release_v_stage(Ss& ss, int stage, int lane) {
+  if constexpr (Tr::kSharedKv) release_stage(&ss.empty_k[stage], lane);
+  else release_stage(&ss.empty_v[stage], lane);
+}
+
 // Wait for the V tile of ring position `it`; clear its rows past the sequence (see zero_v_tail). The
 // clearing threads are kThreads (all consumers by default) of index clear_tid (-1: ctid), which sync on
 // kBarVTail; clear = false: this thread only waits (the seesaw's other warpgroup, see consumer_loop_seesaw).

@@ -231,8 +231,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     ptx::wgmma_wait_group<0>();
 #pragma unroll
     for (int db = 0; db < kDB; ++db) fence_regs(acc[db]);
-    if constexpr (Tr::kSharedKv) release_stage(&ss.empty_k[stage], lane);
-    else release_stage(&ss.empty_v[stage], lane);
+    release_v_stage<Tr>(ss, stage, lane);
     if (++stage == Tr::kStages) {
       stage = 0;
       phase ^= 1u;

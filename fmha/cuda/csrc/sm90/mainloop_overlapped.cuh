@@ -81,8 +81,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if (it + 1 < n) wait_k(it + 1);
   };
   auto release_after_pv = [&](int it) {
-    if constexpr (Tr::kSharedKv) release_stage(&ss.empty_k[it % Tr::kStages], lane);
-    else release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    release_v_stage<Tr>(ss, it % Tr::kStagesV, lane);
   };
   if (n == 0) {
     float inv_l[2], lse[2];

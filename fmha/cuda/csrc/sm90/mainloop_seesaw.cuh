@@ -131,8 +131,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
     ptx::wgmma_wait_group<0>();
     fence_regs(acc);
     fence_regs(s);
-    if constexpr (Tr::kSharedKv) release_stage(&ss.empty_k[it % Tr::kStages], lane);
-    else release_stage(&ss.empty_v[it % Tr::kStagesV], lane);
+    release_v_stage<Tr>(ss, it % Tr::kStagesV, lane);
   };
   // Compile-time shape of a trip: kOther: has the other step (all but warpgroup 0's first); kNextQk: Q K^T(o+2)
   // is issued (o + 2 < n). Each wgmma issue is unconditional between its fence and its wait.
