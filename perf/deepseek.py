@@ -400,15 +400,8 @@ def tables(results) -> tuple:
 
 def markdown(results) -> str:
     meta, ceil = results["meta"], results["ceilings"]
-    L = [f"# fmha DeepSeek decode (shared latent) beside FlashInfer's MLA decode: {meta['gpu']}, {meta['date']}", ""]
-    if meta.get("dry_run"):
-        L += ["**Dry run on the CPU: tiny shapes, wall-clock times. The numbers mean nothing.**", ""]
-    L += [f"Command: `{meta['command']}`  ",
-          f"torch {meta['torch']}, triton {meta['triton']}, fmha {meta['fmha']}, FlashInfer "
-          f"{meta.get('flashinfer') or 'not imported'}"
-          + (f", CUDA {meta['cuda']}, {meta['sm_count']} SMs, L2 {meta['l2_bytes'] / 2**20:.0f} MiB"
-             if meta.get("cuda") else "") + f"; run took {meta['elapsed_s']:.0f} s.", "",
-          f"{meta.get('dtype', 'bfloat16')}, MQA (one KV head), cache_seqlens = S, softmax_scale = 1/sqrt(D_qk) for "
+    L = paged.header_lines(meta, "fmha DeepSeek decode (shared latent) beside FlashInfer's MLA decode")
+    L += [f"{meta.get('dtype', 'bfloat16')}, MQA (one KV head), cache_seqlens = S, softmax_scale = 1/sqrt(D_qk) for "
           f"every contender. Time: µs per call, median over {meta['replays']} CUDA-graph replays, each calling the "
           "contender once on each of N rotating input sets (together > 3x L2: cold L2), after "
           f"{meta['settle_ms']:.0f} ms of untimed replays. Paged: {PAGE_SIZE}-token pages behind a block table that "

@@ -562,17 +562,24 @@ def table(results) -> list:
     return L, notes
 
 
-def markdown(results) -> str:
-    meta, ceil = results["meta"], results["ceilings"]
-    L = [f"# fmha paged KV caches against contiguous ones: {meta['gpu']}, {meta['date']}", ""]
+def header_lines(meta, title: str) -> list:
+    """A preset report's first lines: the title with the GPU and date, the dry-run warning, the command and the
+    software and GPU it ran on."""
+    L = [f"# {title}: {meta['gpu']}, {meta['date']}", ""]
     if meta.get("dry_run"):
         L += ["**Dry run on the CPU: tiny shapes, wall-clock times. The numbers mean nothing.**", ""]
     L += [f"Command: `{meta['command']}`  ",
           f"torch {meta['torch']}, triton {meta['triton']}, fmha {meta['fmha']}, FlashInfer "
           f"{meta.get('flashinfer') or 'not imported'}"
           + (f", CUDA {meta['cuda']}, {meta['sm_count']} SMs, L2 {meta['l2_bytes'] / 2**20:.0f} MiB"
-             if meta.get("cuda") else "") + f"; run took {meta['elapsed_s']:.0f} s.", "",
-          f"{meta.get('dtype', 'bfloat16')}. Time: µs per call, median over {meta['replays']} CUDA-graph replays, "
+             if meta.get("cuda") else "") + f"; run took {meta['elapsed_s']:.0f} s.", ""]
+    return L
+
+
+def markdown(results) -> str:
+    meta, ceil = results["meta"], results["ceilings"]
+    L = header_lines(meta, "fmha paged KV caches against contiguous ones")
+    L += [f"{meta.get('dtype', 'bfloat16')}. Time: µs per call, median over {meta['replays']} CUDA-graph replays, "
           "each calling the contender once on each of N rotating input sets (together > 3x L2: cold L2), "
           f"after {meta['settle_ms']:.0f} ms of untimed replays. Paged: page pools [num_blocks, page, Hkv, D] "
           "behind a block table that is a random permutation of the pages; the contiguous fmha calls get the "
