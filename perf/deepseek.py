@@ -224,16 +224,7 @@ class FlashInferMLA(FlashInferPaged):
 
 def make_contenders(args) -> list:
     """The contenders of --preset deepseek, from --contenders / --no-flashinfer."""
-    names = list(CONTENDERS)
-    if args.contenders:
-        wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
-        unknown = [w for w in wanted if w not in CONTENDERS]
-        if unknown:
-            raise SystemExit(f"--contenders: unknown {', '.join(unknown)} for --preset deepseek; known: "
-                             f"{', '.join(CONTENDERS)}")
-        names = [n for n in names if n in wanted]
-    if args.no_flashinfer and "flashinfer-mla" in names:
-        names.remove("flashinfer-mla")
+    names = paged.chosen_contenders(args, CONTENDERS, "deepseek", "flashinfer-mla")
     made = {"fmha-cuda": lambda: FmhaCall("fmha-cuda", "cuda", "latent"),
             "fmha-cuda-paged64": lambda: FmhaCall("fmha-cuda-paged64", "cuda", "paged"),
             "fmha-triton": lambda: FmhaCall("fmha-triton", "triton", "latent"),

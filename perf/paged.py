@@ -323,19 +323,26 @@ class FlashInferPaged(Contender):
             raise Unsupported(f"{type(e).__name__}: {short_reason(e, 160)}") from e
 
 
+def chosen_contenders(args, known, preset: str, flashinfer: str) -> list:
+    """The names of `known` that --contenders keeps (all by default; an unknown name exits naming the
+    preset), less `flashinfer` under --no-flashinfer."""
+    names = list(known)
+    if args.contenders:
+        wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
+        unknown = [w for w in wanted if w not in known]
+        if unknown:
+            raise SystemExit(f"--contenders: unknown {', '.join(unknown)} for --preset {preset}; known: "
+                             f"{', '.join(known)}")
+        names = [n for n in names if n in wanted]
+    if args.no_flashinfer and flashinfer in names:
+        names.remove(flashinfer)
+    return names
+
+
 def make_contenders(args):
     """(contiguous contenders, paged contenders) for --preset paged, from --contenders / --no-flashinfer."""
     from perf.peers import SdpaContender
-    names = list(PAGED_CONTENDERS)
-    if args.contenders:
-        wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
-        unknown = [w for w in wanted if w not in PAGED_CONTENDERS]
-        if unknown:
-            raise SystemExit(f"--contenders: unknown {', '.join(unknown)} for --preset paged; known: "
-                             f"{', '.join(PAGED_CONTENDERS)}")
-        names = [n for n in names if n in wanted]
-    if args.no_flashinfer and "flashinfer" in names:
-        names.remove("flashinfer")
+    names = chosen_contenders(args, PAGED_CONTENDERS, "paged", "flashinfer")
     contiguous = [FmhaCall(n, paged=False) for n in FMHA_BACKENDS if n in names]
     if "sdpa-cudnn" in names:
         contiguous.append(SdpaContender("sdpa-cudnn"))
