@@ -11,7 +11,7 @@ shallow ring (stream at D=128, wide at D=64) forced on one-wave grids, unsplit a
 launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-row block) and the seesaw
 (two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles); KV-head pairs at D = 64
 (the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
-gather (13), unsplit and split, and page ids out of the pool's range (clamped: no access outside it); the shared
+gather (13; its two or four warps), unsplit, split and with more CTAs than SMs, and page ids out of the pool's range (clamped: no access outside it); the shared
 latent (576/512, 512/512: the narrow and seesaw latent loops, paged) and attention sinks."""
 import sys, torch
 import os
@@ -44,11 +44,11 @@ for (B, T, Hq, Hkv, S, D, sl) in ([] if ONLY == "paged" else cases):
 
 # Paged caches: shuffled pages of NaN-filled pools (NaN past each sequence's length: "nan" below is a failure
 # except where ids are out of range), TMA boxes (64) and the gather (13), causal T=3 with an empty sequence,
-# split-KV; then ids below 0 and past num_blocks in one sequence.
+# split-KV, more CTAs than SMs; then ids below 0 and past num_blocks in one sequence.
 for D in (64, 128, 256, 512):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     for page_size in (64, 13):
-        for (B, T, S, sl) in ((3, 3, 300, [300, 0, 129]), (1, 1, 8192, [8000])):
+        for (B, T, S, sl) in ((3, 3, 300, [300, 0, 129]), (1, 1, 8192, [8000]), (48, 1, 300, [300, 0] * 24)):
             q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
             kp, vp, bt = make_paged(k, v, page_size, cs)
             launch = fmha.explain(q, kp, vp, cs, block_table=bt, backend="cuda").launch

@@ -91,6 +91,7 @@ def stub_backend(monkeypatch, clustered):
 
     b._cluster_merge = cluster_merge
     b._ws_bytes = lambda B, T, Hq, D, splits: 4 * splits * B * T * Hq * (D + 1)
+    b._paged_gather = lambda page_size: int((page_size & -page_size) < 32)  # as fmha_paged_gather
     return b
 
 
@@ -285,11 +286,12 @@ def _paged_problem(B, T, Hq, Hkv, page_size, max_blocks, D, num_blocks=1000, adj
 
 
 @pytest.mark.parametrize("B,T,Hq,Hkv,D,page_size,max_blocks", (
-    (1, 1, 32, 8, 128, 16, 512),    # split, merged in clusters
-    (1, 1, 32, 8, 128, 13, 2521),   # capacity 32773: not a multiple of the tile
+    (1, 1, 32, 8, 128, 64, 128),    # split, merged in clusters
+    (1, 1, 32, 8, 64, 13, 2521),    # capacity 32773: not a multiple of the tile (gathered)
     (16, 1, 32, 8, 128, 64, 512),   # the shallow ring
-    (32, 1, 32, 8, 128, 1, 8192),   # more CTAs than SMs: wide
+    (32, 1, 28, 7, 64, 1, 8192),    # more CTAs than SMs: wide (gathered; an odd Hkv: no pairs)
     (2, 1, 128, 1, 512, 256, 16),   # D = 512
+    (2, 1, 128, 1, 512, 16, 256),   # D = 512 gathered
 ))
 def test_paged_plan_is_the_contiguous_plan_of_the_capacity(monkeypatch, B, T, Hq, Hkv, D, page_size, max_blocks):
     import dataclasses
@@ -301,7 +303,22 @@ def test_paged_plan_is_the_contiguous_plan_of_the_capacity(monkeypatch, B, T, Hq
     assert b.launch_plan(p, 0) == b.launch_plan(flat, 0)
     text = b.launch_details(p)
     assert text.startswith(b.launch_details(flat)) and f"; paged ({page_size}-token pages): " in text, text
-    assert ("TMA boxes inside each page" if page_size % 8 == 0 else "the producer warp gathers") in text, text
+    assert ("TMA boxes inside each page" if b._paged_gather(page_size) == 0 else "the producer warps gather") in text, text
+
+
+@pytest.mark.parametrize("B,page_size,max_blocks", ((1, 16, 4096), (1, 13, 5042), (16, 1, 8192), (32, 24, 342)))
+def test_gathered_d128_pages_run_deep(monkeypatch, B, page_size, max_blocks):
+    """D = 128 pages on the gather path run DEEP (four gathering warps a CTA) where the contiguous plan of the
+    capacity takes WIDE or the shallow ring (the split count follows the gather's merge, see
+    test_gathered_pages_merge_by_kernel)."""
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered={8})
+    p = _paged_problem(B, 1, 32, 8, page_size, max_blocks, 128)
+    flat = dataclasses.replace(p, page_size=None, num_blocks=None, max_blocks_per_seq=None)
+    assert b.launch_plan(flat, 0)[0] != Config.DEEP
+    assert b.launch_plan(p, 0)[0] == Config.DEEP
+    assert "the producer warps gather" in b.launch_details(p)
 
 
 @pytest.mark.parametrize("B,Hq,Hkv", ((32, 32, 8), (128, 32, 8), (43, 18, 6)))
@@ -367,9 +384,9 @@ def test_run_packs_the_paged_call(monkeypatch, layout, B):
     assert sent[-1][32:] == (0, 0, 0, 64, 0, 0, 0)
 
 
-@pytest.mark.parametrize("page_size, clustered", ((13, 0), (1, 0), (16, 1), (64, 1)))
+@pytest.mark.parametrize("page_size, clustered", ((13, 0), (1, 0), (16, 0), (32, 1), (64, 1)))
 def test_gathered_pages_merge_by_kernel(monkeypatch, page_size, clustered):
-    """Pages that are no multiple of 8 tokens take the gather path, whose launches merge split partials by
+    """Pages that are no multiple of 32 tokens take the gather path, whose launches merge split partials by
     kernel (the C API never merges them in the ring-backed cluster buffer), so the plan sees merge mode 0
     and run allocates the combine kernel's workspace."""
     b = stub_backend(monkeypatch, clustered={8})

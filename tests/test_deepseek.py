@@ -290,7 +290,8 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 
 
 # (config, num_splits) x (D_qk, v_mode, T, (Hq, Hkv), S, page_size, sinks): both latent loops, unsplit and split
-# through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (16) and gathered (5).
+# through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
+# (16, 5, 1).
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
                 ("latent_narrow", 1), ("latent_narrow", 3)]
 LATENT_CUDA_CASES = [
@@ -300,7 +301,7 @@ LATENT_CUDA_CASES = [
     (576, "slice", 2, (64, 1), 1, 16, True),
     (576, "slice", 3, (16, 1), 129, 5, False),
     (512, "self", 1, (16, 1), 1000, None, True),
-    (512, "self", 3, (28, 4), 129, 16, False),
+    (512, "self", 3, (28, 4), 129, 32, False),
     (512, "slice", 4, (16, 1), 7, 5, True),
     (576, "slice", 1, (16, 1), 129, 64, True),
     (576, "slice", 2, (8, 1), 1000, None, False),

@@ -16,6 +16,7 @@ import fmha
 from conftest import DEVICE, HAS_GPU
 from _util import (CUDA_KERNEL_SKIP, PAGED_LAYOUTS, check_backend, compare, has_cuda_kernel, make_inputs,
                    make_paged, poisoned_out, tolerance)
+from fmha.cuda.backend import Config
 from fmha.problem import metadata_key, validate, validate_cached
 from fmha.reference import attention_reference
 
@@ -346,7 +347,12 @@ def test_block_table_device_must_match():
 
 # ---- GPU: the cuda backend (and Triton compiled) against the reference ---------------------------------
 
-CUDA_PAGES = (1, 13, 16, 24, 64, 256)
+CUDA_PAGES = (1, 13, 16, 24, 32, 64, 96, 256)
+
+
+def cuda_gathers(page_size: int) -> bool:
+    """Whether the cuda backend gathers pages of this size (fmha_paged_gather): TMA boxes need 32-row pieces."""
+    return (page_size & -page_size) < 32
 
 
 @hopper
@@ -354,14 +360,14 @@ CUDA_PAGES = (1, 13, 16, 24, 64, 256)
 @pytest.mark.parametrize("page_size", CUDA_PAGES)
 @pytest.mark.parametrize("T,S", ((1, 1000), (3, 129)))
 def test_cuda_paged_grid(D, page_size, T, S):
-    """The awkward lengths paged: TMA boxes (pages a multiple of 8) and the gather (1, 13), shuffled pages, a
+    """The awkward lengths paged: TMA boxes (pages a multiple of 32) and the gather (1, 13, 16, 24), shuffled pages, a
     shared prefix page, NaN in every slot no sequence owns, varlen with an empty sequence, causal T=3; cuda
     and triton each against the reference and against each other."""
     Hq, Hkv = _heads(D)
     q, k, v, sl = make_inputs(3, T, Hq, Hkv, S, D, device="cuda", seqlens=[S, 0, S // 2 + 1], seed=D + page_size + T)
     kp, vp, bt = make_paged(k, v, page_size, sl, shared_pages=1 if page_size <= S // 2 else 0, seed=page_size)
     launch = fmha.explain(q, kp, vp, sl, block_table=bt, backend="cuda").launch
-    assert ("TMA boxes" if page_size % 8 == 0 else "gathers") in launch and "kv_head_pairs" not in launch, launch
+    assert ("gather each tile" if cuda_gathers(page_size) else "TMA boxes") in launch and "kv_head_pairs" not in launch, launch
     o_c, l_c = check_backend("cuda", q, kp, vp, sl, block_table=bt, what=f"cuda page={page_size} D={D} T={T}")
     o_t, l_t = check_backend("triton", q, kp, vp, sl, block_table=bt, what=f"triton page={page_size} D={D} T={T}")
     ref, ref_lse = attention_reference(q, k, v, sl, D ** -0.5, True)
@@ -374,8 +380,8 @@ def test_cuda_paged_grid(D, page_size, T, S):
 @pytest.mark.parametrize("D", (64, 128, 256, 512))
 @pytest.mark.parametrize("page_size", (13, 16, 64, 256))
 def test_cuda_paged_split_kv(D, page_size):
-    """Long sequences: the plan splits the keys (the same plan as a contiguous cache of the capacity); varlen
-    inside the split path."""
+    """Long sequences: the plan splits the keys (the same plan as a contiguous cache of the capacity, except that
+    gathered pages at D = 128 run DEEP); varlen inside the split path."""
     Hq, Hkv = (16, 1) if D == 512 else (8, 8)
     q, k, v, sl = make_inputs(2, 2, Hq, Hkv, 32768, D, device="cuda", seqlens=[32768, 1000], seed=D + page_size)
     kp, vp, bt = make_paged(k, v, page_size, sl, seed=page_size)
@@ -386,7 +392,11 @@ def test_cuda_paged_split_kv(D, page_size):
     p_paged = validate(q, kp, vp, sl, block_table=bt)
     p_flat = dataclasses.replace(validate(q, k, v, sl), seqlen_k=p_paged.seqlen_k)  # a cache of the capacity
     b = registry()["cuda"]
-    assert b.launch_plan(p_paged, 0) == b.launch_plan(p_flat, 0) and b.launch_plan(p_paged, 0)[1] > 1
+    plan, flat = b.launch_plan(p_paged, 0), b.launch_plan(p_flat, 0)
+    if D == 128 and cuda_gathers(page_size):  # GATHER_DEEP_HEAD_DIMS
+        assert plan == (Config.DEEP, flat[1]) and plan[1] > 1, (plan, flat)
+    else:
+        assert plan == flat and plan[1] > 1, (plan, flat)
     check_backend("cuda", q, kp, vp, sl, block_table=bt, what=f"split page={page_size} D={D}")
 
 

@@ -65,6 +65,10 @@ def main():
                          "another op of a model would be); without it, consecutive calls of one contender follow "
                          "each other directly, and fmha's PDL launches overlap a call with the previous one's tail. "
                          "Times then include one add per call: compare contenders within a row, not absolute GB/s")
+    ap.add_argument("--page", type=int, default=0,
+                    help="page size: every call reads page pools through a shuffled block table "
+                         "(perf/paged.py page_pools); the contiguous call of the product library runs beside "
+                         "the variants as `contiguous` (default: contiguous caches)")
     ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd",
                     help="cache storage order: bshd [B, S, Hkv, D] (the tokens of all heads side by side), or bhsd: "
                          "stored [B, Hkv, S, D] and passed as its transposed view (each head's tokens contiguous)")
@@ -88,6 +92,7 @@ def main():
 
     import fmha
     from fmha.problem import validate
+    from perf.paged import page_pools
     from perf.timing import time_graph
     from tools.ncu_probe import random_cache
 
@@ -169,14 +174,28 @@ def main():
         sets = [(torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16),
                  random_cache(B, S, Hkv, D, args.kv_layout), random_cache(B, S, Hkv, D, args.kv_layout))
                 for _ in range(n)]
-        p = validate(*sets[0], causal=causal)
         outs = [torch.empty_like(q) for q, _, _ in sets]
         lse = torch.empty(B, Hq, T, device="cuda")
         contenders = {}
-        for name, b in backends.items():
-            contenders[name] = [lambda q=q, k=k, v=v, o=o, b=b: b.run(p, q, k, v, None, o, lse)
-                                for (q, k, v), o in zip(sets, outs)]
-        if not args.no_peers:
+        if args.page:
+            if S % args.page:
+                ap.error(f"--page {args.page} must divide S = {S}")
+            seqlens = torch.full((B,), S, dtype=torch.int32, device="cuda")
+            paged = [page_pools((k, v), args.page)[::-1] for _, k, v in sets]  # (block_table, [k_pool, v_pool])
+            p = validate(sets[0][0], *paged[0][1], seqlens, causal=causal, block_table=paged[0][0])
+            contenders["contiguous"] = [lambda q=q, k=k, v=v, o=o: fmha.attention(q, k, v, causal=causal,
+                                                                                  backend="cuda", out=o)
+                                        for (q, k, v), o in zip(sets, outs)]
+            for name, b in backends.items():
+                contenders[name] = [lambda q=q, kv=kv, bt=bt, o=o, b=b: b.run(p, q, kv[0], kv[1], seqlens, o, lse,
+                                                                               block_table=bt)
+                                    for (q, _, _), (bt, kv), o in zip(sets, paged, outs)]
+        else:
+            p = validate(*sets[0], causal=causal)
+            for name, b in backends.items():
+                contenders[name] = [lambda q=q, k=k, v=v, o=o, b=b: b.run(p, q, k, v, None, o, lse)
+                                    for (q, k, v), o in zip(sets, outs)]
+        if not args.no_peers and not args.page:
             contenders["triton"] = [lambda q=q, k=k, v=v, o=o: fmha.attention(q, k, v, causal=causal, backend="triton",
                                                                              out=o) for (q, k, v), o in zip(sets, outs)]
             cd = cudnn_calls(sets, causal)
@@ -187,7 +206,11 @@ def main():
         check = {}
         for name, b in backends.items():
             o = torch.full_like(q, float("nan"))
-            b.run(p, q, k, v, None, o, lse)
+            if args.page:
+                bt, kv = paged[0]
+                b.run(p, q, kv[0], kv[1], seqlens, o, lse, block_table=bt)
+            else:
+                b.run(p, q, k, v, None, o, lse)
             check[name] = (o.float() - ref.float()).abs().max().item()
         if args.separate:
             contenders = {name: separated(calls) for name, calls in contenders.items()}

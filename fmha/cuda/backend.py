@@ -88,6 +88,9 @@ CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA = {128: 1 << 20, 256: 1 << 20}
 # 256 contiguous bytes where single heads would run twice the CTAs on 128-byte pieces (H200, B31 Hq32 Hkv8
 # S8192: 119.0 vs 123.3 us); fewer pairs leave SMs idle.
 HEAD_PAIRS_MIN_FILL = 0.8
+# Gathered pages (fmha_paged_gather) at D = 128 run DEEP: one CTA per SM gathers with four warps where WIDE's
+# and STREAM's CTAs have two (H200, B128 S8192 16-token pages: 1200 -> 958 us); D = 64 measured slower so.
+GATHER_DEEP_HEAD_DIMS = (128,)
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -251,6 +254,7 @@ class CudaBackend(Backend):
         self._ctas_per_sm = {k: lib.fmha_config_ctas_per_sm(*k) for k in keys}
         self._narrow_rows = {k: lib.fmha_config_narrow_rows(*k) for k in keys}
         self._cluster_merge = lib.fmha_cluster_merge
+        self._paged_gather = lib.fmha_paged_gather
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_workspace_bytes
         self._last_error = lib.fmha_last_error
@@ -268,20 +272,24 @@ class CudaBackend(Backend):
         merge inside clusters (clustered_splits). That grid, unsplit or split, runs the shallow ring where it
         is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and gives each CTA at least
         SHALLOW_RING_MIN_KEYS keys, else DEEP: one CTA per SM with the deeper ring. D = 512 plans its splits
-        the same way and runs the configuration of its row count (d512_config), split or not.
+        the same way and runs the configuration of its row count (d512_config), split or not. Gathered pages at
+        D = 128 run DEEP where WIDE or the shallow ring would (GATHER_DEEP_HEAD_DIMS).
         """
         if self._fn is None:
             self._bind()
         if self._head_pairs(p, index):
             return Config.KV_HEAD_PAIRS, 1
         ctas = _grid_ctas(p)
+        gather_deep = p.head_dim in GATHER_DEEP_HEAD_DIMS and self._gathers(p)
         if ctas > num_sms(index):
-            return (d512_config(p, self._arch) if p.head_dim >= 512 else Config.WIDE), 1
+            if p.head_dim >= 512:
+                return d512_config(p, self._arch), 1
+            return (Config.DEEP if gather_deep else Config.WIDE), 1
         splits = clustered_splits(p, ctas, self._occupancy_splits(p, index),
                                   self._merge_modes(p, index, self._split_config(p)))
         if p.head_dim >= 512:
             return d512_config(p, self._arch), splits
-        shallow = self._shallow_ring_config(p, index, splits)
+        shallow = None if gather_deep else self._shallow_ring_config(p, index, splits)
         return (Config.DEEP if shallow is None else shallow), splits
 
     def _head_pairs(self, p: Problem, index: int) -> bool:
@@ -311,7 +319,7 @@ class CudaBackend(Backend):
         device's cluster occupancy)."""
         ctas, rows, dtype = _grid_ctas(p), p.seqlen_q * p.group_size, _DTYPE_CODE[p.dtype]
 
-        gather = p.page_size is not None and p.page_size % 8 != 0
+        gather = self._gathers(p)
 
         def merge_mode(splits: int) -> int:
             if p.has_sinks:
@@ -321,6 +329,10 @@ class CudaBackend(Backend):
             return 0 if gather and mode == 1 else mode  # the gather path merges by kernel (fmha_capi.h)
 
         return merge_mode
+
+    def _gathers(self, p: Problem) -> bool:
+        """Whether a paged p takes the gather path (cp.async by the producer warps) rather than TMA boxes."""
+        return p.page_size is not None and self._paged_gather(p.page_size) == 1
 
     def _occupancy_splits(self, p: Problem, index: int) -> int:
         """The split count that fills the GPU's CTA slots with split_config's CTAs (fmha.splits), before
@@ -368,8 +380,8 @@ class CudaBackend(Backend):
         paged = ""
         if p.has_block_table:
             paged = (f"; paged ({p.page_size}-token pages): "
-                     + ("TMA boxes inside each page" if p.page_size % 8 == 0
-                        else "the producer warp gathers each tile (pages not a multiple of 8 tokens)"))
+                     + ("the producer warps gather each tile (cp.async)" if self._gathers(p)
+                        else "TMA boxes inside each page"))
         arch = ""
         if self._arch == 100:
             arch = ("; sm_100a kernel (tcgen05, Tensor Memory): compiled for sm_100a, never run on hardware before "

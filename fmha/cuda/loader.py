@@ -31,7 +31,9 @@ DEFAULT_ARCH = "sm_90a"
 KERNEL_ARCHS = ("sm_90a", "sm_100a")
 # Compute capability -> the architecture the loader builds for a device of it.
 CAPABILITY_ARCH = {(9, 0): "sm_90a", (10, 0): "sm_100a"}
-BASE_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-lineinfo")
+# Hidden visibility: only the C API is exported, so that two builds loaded in one process (tools/variants.py)
+# never share the function-local statics of their template instances (GNU unique symbols).
+BASE_FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-lineinfo")
 # Probe builds (csrc/common/probe.cuh): one translation unit with the timing probe compiled in, and a mode.
 PROBE_MODES = {
     "timestamps": ("-DFMHA_PROBE=1",),                                 # correct results, clock stamps
@@ -263,6 +265,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     for name in ("fmha_config_tile_n", "fmha_config_ctas_per_sm", "fmha_config_narrow_rows"):
         getattr(lib, name).argtypes = [i32, i32]
         getattr(lib, name).restype = i32
+    lib.fmha_paged_gather.argtypes = [ctypes.c_longlong]
+    lib.fmha_paged_gather.restype = i32
     lib.fmha_cluster_merge.argtypes = [i32, i32, i32, i32, ctypes.c_longlong, i32]
     lib.fmha_cluster_merge.restype = i32
     lib.fmha_max_active_clusters.argtypes = [i32, i32, i32]

@@ -5,7 +5,7 @@ Builds the library, runs a handful of small cases through the backend directly
 output / LSE errors and hints that localise a bug (NaNs, which rows/columns
 are wrong, the ratio to the reference). The paged cases ("paged" in the name)
 scatter the cache into shuffled pages of a NaN-filled pool (TMA boxes for pages
-of a multiple of 8 tokens, the gather otherwise) and compare with the reference
+of a multiple of 32 tokens, the gather otherwise) and compare with the reference
 on the contiguous cache. Exit status 0 when every case passes.
 """
 from __future__ import annotations
@@ -81,8 +81,9 @@ CASES = [
     ("split-d128-s65536", 1, 1, 8, 8, 65536, 128, torch.bfloat16, None, True, False),
     ("split-d256-s16384-varlen", 2, 2, 8, 8, 16384, 256, torch.bfloat16, [16384, 3], True, False),
     ("split-d512-s65536", 1, 1, 16, 1, 65536, 512, torch.bfloat16, None, True, False),
-    # paged caches (a twelfth field: tokens a page): TMA boxes for multiples of 8, the gather for 1 and 13
+    # paged caches (a twelfth field: tokens a page): TMA boxes for multiples of 32, the gather for the rest
     ("paged-d128-p16-varlen", 3, 1, 32, 8, 1000, 128, torch.bfloat16, [1000, 0, 333], True, False, 16),
+    ("paged-d128-p32-t3", 2, 3, 32, 8, 300, 128, torch.bfloat16, [300, 70], True, False, 32),
     ("paged-d64-p13-gather-t3", 2, 3, 28, 4, 300, 64, torch.bfloat16, [300, 129], True, False, 13),
     ("paged-d128-p24-t4", 2, 4, 8, 8, 300, 128, torch.bfloat16, None, True, False, 24),
     ("paged-d256-p64-t3", 2, 3, 16, 8, 500, 256, torch.bfloat16, [500, 77], True, False, 64),
@@ -91,8 +92,10 @@ CASES = [
     ("paged-fp16-d128-p64", 2, 2, 8, 2, 384, 128, torch.float16, [384, 100], True, False, 64),
     ("paged-split-d128-p64-s65536", 1, 1, 8, 8, 65536, 128, torch.bfloat16, [65536], True, False, 64),
     ("paged-split-d64-p13-s16384", 2, 1, 8, 8, 16384, 64, torch.bfloat16, [16384, 5000], True, False, 13),
-    # the gather on D = 128 WIDE (more CTAs than SMs): the overlapped loop waits for K two tiles ahead
+    # the gather with more CTAs than SMs (D = 128 runs it DEEP, D = 64 WIDE: two CTAs an SM, two gathering
+    # warps each): the overlapped loop waits for K two tiles ahead
     ("paged-d128-p13-gather-wide", 160, 1, 32, 8, 1000, 128, torch.bfloat16, None, True, False, 13),
+    ("paged-d64-p13-gather-wide", 160, 1, 32, 8, 1000, 64, torch.bfloat16, None, True, False, 13),
 ]
 
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "common/decode_launch.h"
 #include "common/host.h"
 #include "common/params.h"
 #include "fmha_capi.h"
@@ -148,6 +149,10 @@ int fmha_config_tile_n(int D, int config) { return config_shape(D, config).tile_
 int fmha_config_ctas_per_sm(int D, int config) { return config_shape(D, config).ctas_per_sm; }
 
 int fmha_config_narrow_rows(int D, int config) { return config_shape(D, config).narrow_rows; }
+
+int fmha_paged_gather(long long page_size) {
+  return page_size >= 1 && page_size <= INT32_MAX && fmha::paged_box_rows(static_cast<int>(page_size), fmha::kPagedTmaMinRows) == 0;
+}
 
 int fmha_max_active_clusters(int D, int config, int cluster_size) {
   return with_instance(D, config, 0, [&](auto d, auto c) {

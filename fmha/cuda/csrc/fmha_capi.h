@@ -13,6 +13,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+// Exported from a library built with hidden visibility (fmha/cuda/loader.py): the C API only.
+#pragma GCC visibility push(default)
 
 // Configurations: a (ring, CTAs per SM, consumer loop) choice, named by what it is. Each head dim has
 // some of them (fmha_config_tile_n() == 0: not that one):
@@ -54,14 +56,17 @@ int fmha_arch(void);
 int fmha_config_tile_n(int D, int config);
 int fmha_config_ctas_per_sm(int D, int config);
 int fmha_config_narrow_rows(int D, int config);
+// 1 where a paged launch of page_size-token pages takes the gather path (cp.async by the producer warps),
+// 0 where TMA boxes inside each page serve it.
+int fmha_paged_gather(long long page_size);
 
 // How a split-KV launch of this head dim / dtype (0 = fp16, 1 = bf16) / configuration with num_splits
 // splits over `clusters` groups (row blocks x KV heads x sequences) of `rows` packed query rows merges
 // on the current device: 0 through the workspace and the combine kernel; inside thread-block clusters
 // (no combine kernel, no workspace) 1 with every split pushing each row to the rank that merges it
 // once all have finished (at most 16 rows), 2 as pairs of CTAs that push as soon as each has finished
-// (two splits). -1: D, dtype or configuration invalid. A paged launch whose pages are no multiple of 8
-// tokens (the gather path) takes 0 where this answers 1; a launch with sinks always takes 0 (the combine
+// (two splits). -1: D, dtype or configuration invalid. A paged launch on the gather path
+// (fmha_paged_gather) takes 0 where this answers 1; a launch with sinks always takes 0 (the combine
 // kernel adds them).
 int fmha_cluster_merge(int D, int dtype, int config, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once (asked of the
@@ -84,7 +89,8 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D:
 // block_table[b][j / page_size], row j % page_size, and S is ignored: sequences hold at most
 // max_blocks_per_seq * page_size tokens (cache_seqlens is clamped to that on the device). Page ids are
 // device data: the kernels clamp each into [0, num_blocks), so a wrong id reads a wrong page, never
-// memory outside the pool. Any page size from 1 up; TMA serves multiples of 8, a gather the rest.
+// memory outside the pool. Any page size from 1 up; TMA serves multiples of 32, a gather the rest
+// (fmha_paged_gather).
 // Head dims: D (the keys', q's) 64, 128, 256, 512 or 576; head_dim_v (0: D) is V's and out's, D or, at
 // D = 576, 512. A shared latent: v == k with k's strides (V is then the first head_dim_v columns of each
 // key row, so v[..., :512] of a 576-wide cache is passed as k itself); the LATENT configurations read it
@@ -116,6 +122,8 @@ int fmha_decode(const FmhaDecodeArgs* args);
 // does not export these.
 int fmha_probe_layout(int* ctas, int* tiles, int* events);
 int fmha_probe_read(void* host_dst, size_t bytes, int clear);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }  // extern "C"

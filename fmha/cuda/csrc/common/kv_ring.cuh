@@ -78,9 +78,10 @@ __device__ __forceinline__ PagedRow paged_row(const DecodeParams& p, int b, int 
 }
 
 // Arrivals that complete a full barrier: the TMA producer's one arrive.expect_tx, or every lane of the
-// gathering producer warp.
+// Tr::kGatherWarps gathering producer warps.
+template <class Tr>
 __device__ __forceinline__ uint32_t ring_full_arrivals(const DecodeParams& p) {
-  return kv_gather(p) ? 32u : kFullArrivals;
+  return kv_gather(p) ? 32u * Tr::kGatherWarps : kFullArrivals;
 }
 
 // The ring's barriers, initialised by one thread: a full barrier expects full_arrivals (ring_full_arrivals),
@@ -143,19 +144,23 @@ __device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][T
   }
 }
 
-// The gather path's rows of one tile, looked up by the producer warp's lanes in turn (lane l: rows l,
-// l + 32, ...; consecutive lanes read consecutive table entries): each row's page and its row in the page,
-// -1 for rows at or past the sequence capacity S. Looked up a tile ahead, like PagedTile, so that the table
-// loads overlap the ring waits; K and V share the lookup.
+// The gather path: Tr::kGatherWarps producer warps share a tile, warp w its rows [w kRows, (w + 1) kRows).
+// A warp's rows, looked up by its lanes in turn (lane l: rows l, l + 32, ... of the warp's share;
+// consecutive lanes read consecutive table entries): each row's page and its row in the page, -1 for rows
+// at or past the sequence capacity S. Looked up a tile ahead, like PagedTile, so that the table loads
+// overlap the ring waits; K and V share the lookup.
 template <class Tr>
 struct GatherRows {
-  static constexpr int kPerLane = (Tr::kBlockN + 31) / 32;
+  static constexpr int kRows = Tr::kBlockN / Tr::kGatherWarps;
+  static constexpr int kPerLane = (kRows + 31) / 32;
+  static_assert(kRows % 4 == 0, "gather: whole 4-row groups per warp");
   int block[kPerLane], row[kPerLane];
+  // token0: the first token of this warp's share.
   __device__ __forceinline__ void lookup(const DecodeParams& p, int b, int token0, int lane) {
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
       const int token = token0 + lane + 32 * i;
-      const bool valid = lane + 32 * i < Tr::kBlockN && token < p.S;
+      const bool valid = lane + 32 * i < kRows && token < p.S;
       const PagedRow pr = paged_row(p, b, valid ? token : 0);
       block[i] = pr.block;
       row[i] = valid ? pr.row : -1;
@@ -163,41 +168,44 @@ struct GatherRows {
   }
 };
 
-// One tile into one ring stage by the 32 lanes of the producer warp (the gather path), four rows per
-// cp.async instruction: lane l copies 16-byte chunk l % 8 of row 4 g + l / 8, so that each instruction
+// One warp's share of a tile (rows r0 .. r0 + kRows - 1) into one ring stage (the gather path), four rows
+// per cp.async instruction: lane l copies 16-byte chunk l % 8 of row 4 g + l / 8, so that each instruction
 // reads four whole 128-byte lines. Chunks go where TMA's 128B swizzle would put them (chunk c of row r
 // at c ^ (r % 8)); rows at or past the sequence capacity S are zero-filled. A row's page comes from the
 // lane that looked it up (GatherRows), by shuffle.
 template <class Tr>
 __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
                                                const void* pool, int64_t s_blk, int64_t s_tok, int64_t s_h,
-                                               const GatherRows<Tr>& rows, int kvh, int lane) {
+                                               const GatherRows<Tr>& rows, int r0, int kvh, int lane) {
   static_assert(Tr::kRowBytes == 128 && Tr::kBlockN % 4 == 0, "gather: 128-byte box rows, 4-row groups");
+  using Rows = GatherRows<Tr>;
   const uint32_t base = ptx::smem_addr(&dst[0][0]);
   const int sub = lane / 8, chunk = lane % 8;
   const uint16_t* head = static_cast<const uint16_t*>(pool) + kvh * s_h + chunk * 8;
   if constexpr (Tr::kLeanProducer) {
-    // One tile of at most 32 rows (kPerLane = 1), its row groups as a loop: setmaxnreg's 24 registers.
-    static_assert(GatherRows<Tr>::kPerLane == 1, "lean gather: one lookup entry per lane");
+    // At most 32 rows a warp (kPerLane = 1), its row groups as a loop: setmaxnreg's 24 registers.
+    static_assert(Rows::kPerLane == 1, "lean gather: one lookup entry per lane");
 #pragma unroll 1
-    for (int g = 0; g < Tr::kBlockN / 4; ++g) {
+    for (int g = 0; g < Rows::kRows / 4; ++g) {
       const int r = 4 * g + sub;
       const int block = __shfl_sync(0xffffffffu, rows.block[0], r);
       const int row = __shfl_sync(0xffffffffu, rows.row[0], r);
       const uint16_t* src = head + block * s_blk + max(row, 0) * s_tok;
-      const uint32_t to = base + r * Tr::kRowBytes + ((chunk ^ (r % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
+      const int rt = r0 + r;  // the row in the tile
+      const uint32_t to = base + rt * Tr::kRowBytes + ((chunk ^ (rt % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
 #pragma unroll
       for (int bx = 0; bx < Tr::kBoxes; ++bx)
         ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
     }
   } else {
 #pragma unroll
-    for (int g = 0; g < Tr::kBlockN / 4; ++g) {
+    for (int g = 0; g < Rows::kRows / 4; ++g) {
       const int r = 4 * g + sub;  // lane r % 32 looked this row up, as entry r / 32 = (4 g) / 32
       const int block = __shfl_sync(0xffffffffu, rows.block[(4 * g) / 32], (4 * g) % 32 + sub);
       const int row = __shfl_sync(0xffffffffu, rows.row[(4 * g) / 32], (4 * g) % 32 + sub);
       const uint16_t* src = head + block * s_blk + max(row, 0) * s_tok;
-      const uint32_t to = base + r * Tr::kRowBytes + ((chunk ^ (r % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
+      const int rt = r0 + r;  // the row in the tile (r0 % 8 == 0 keeps the swizzle phase)
+      const uint32_t to = base + rt * Tr::kRowBytes + ((chunk ^ (rt % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
 #pragma unroll
       for (int bx = 0; bx < Tr::kBoxes; ++bx)
         ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
@@ -205,27 +213,30 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
   }
 }
 
-// The gather path's producer: every lane of the producer warp issues its copies of a tile and arrives
-// on the stage's full barrier when they land (cp.async.mbarrier.arrive; the barrier expects 32 arrivals
-// and no transaction bytes), so the whole ring is in flight as on the TMA path. The consumers' proxy
-// fence after their wait (wait_full_stage, gathered) makes the copies visible to the wgmmas. K is issued before
-// V's stage is waited for: the overlapped loop waits for K(it + 2) before it releases V(it).
+// The gather path's producer, run by each of the Tr::kGatherWarps gathering warps (gw: which one): every
+// lane issues its copies of the warp's share of a tile and arrives on the stage's full barrier when they
+// land (cp.async.mbarrier.arrive; the barrier expects 32 kGatherWarps arrivals and no transaction bytes),
+// so the whole ring is in flight as on the TMA path. The consumers' proxy fence after their wait
+// (wait_full_stage, gathered) makes the copies visible to the wgmmas. K is issued before V's stage is
+// waited for: the overlapped loop waits for K(it + 2) before it releases V(it).
 template <class Tr, class Ss>
 __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams& p, const TileRange& tr, int kvh,
-                                                     int b, int lane) {
-  GatherRows<Tr> rows;  // the next tile's rows
-  if (tr.begin < tr.end) rows.lookup(p, b, tr.begin * Tr::kBlockN, lane);
+                                                     int b, int lane, int gw) {
+  constexpr int kRows = GatherRows<Tr>::kRows;
+  const int r0 = gw * kRows;
+  GatherRows<Tr> rows;  // the next tile's rows of this warp
+  if (tr.begin < tr.end) rows.lookup(p, b, tr.begin * Tr::kBlockN + r0, lane);
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages, stage_v = it % Tr::kStagesV;
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
-    gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, kvh, lane);
+    gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, r0, kvh, lane);
     ptx::cp_async_mbarrier_arrive_noinc(&ss.full_k[stage]);
     if constexpr (!Tr::kSharedKv) {  // (one ring: V is read from the K stage)
       ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
-      gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, rows, kvh, lane);
+      gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, rows, r0, kvh, lane);
       ptx::cp_async_mbarrier_arrive_noinc(&ss.full_v[stage_v]);
     }
-    if (tile + 1 < tr.end) rows.lookup(p, b, (tile + 1) * Tr::kBlockN, lane);
+    if (tile + 1 < tr.end) rows.lookup(p, b, (tile + 1) * Tr::kBlockN + r0, lane);
   }
 }
 

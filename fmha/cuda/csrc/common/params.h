@@ -51,8 +51,8 @@ struct DecodeParams {
   // tensor maps run over the pools (dims D, page_size, Hkv, num_blocks). Page ids are clamped into
   // [0, num_blocks): a wrong id reads a wrong page of the pool, never outside it.
   //   page_box_rows > 0: TMA path, tokens per box (a divisor of page_size and of the tile's TMA rows);
-  //   page_box_rows = 0: gather path (page sizes that are not a multiple of 8), the producer warp copies
-  //   16-byte chunks from k / v with the element strides below.
+  //   page_box_rows = 0: gather path (pages not a multiple of kPagedTmaMinRows tokens), the producer warps
+  //   copy 16-byte chunks from k / v with the element strides below.
   const int* block_table;
   int64_t block_table_stride;
   int page_size;
@@ -87,8 +87,8 @@ inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * Hq * T;
 }
 
-// Whether the producer warp gathers the tiles with cp.async: paged caches whose pages TMA boxes cannot
-// tile (the launch sets page_box_rows). Read by the host launch and by every role of the kernel.
+// Whether the producer warps gather the tiles with cp.async: paged caches whose pages take no TMA boxes
+// (the launch sets page_box_rows, see paged_box_rows). Read by the host launch and by every role of the kernel.
 __host__ __device__ __forceinline__ bool kv_gather(const DecodeParams& p) {
   return p.block_table != nullptr && p.page_box_rows == 0;
 }

@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   const WarpRole role = warp_role<Tr>(warp);
 
   if (threadIdx.x == 0) {
-    init_kv_ring<Tr>(ss, ring_full_arrivals(p), 1, 1);  // a stage is released by one tcgen05.commit
+    init_kv_ring<Tr>(ss, ring_full_arrivals<Tr>(p), 1, 1);  // a stage is released by one tcgen05.commit
     ptx::mbarrier_init(&ss.q_full, Tr::kConsumerThreads);
     for (int i = 0; i < 2; ++i) {
       ptx::mbarrier_init(&ss.s_full[i], 1);
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   const TileRange tr = tile_range<Tr>(p, b, row_block, split);
 
   if (role == WarpRole::kProducer) {
-    if (kv_gather(p)) producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32);
+    if (kv_gather(p)) producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32, 0);
     else if (threadIdx.x % 32 == 0 && p.block_table != nullptr)
       producer_loop<Tr, true>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
     else if (threadIdx.x % 32 == 0)

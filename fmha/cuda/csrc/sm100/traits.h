@@ -55,6 +55,7 @@ struct DecodeTraits {
   static constexpr int kMmaWarp = 4;       // allocates Tensor Memory; one lane issues every tcgen05.mma
   static constexpr int kProducerWarp = 5;  // K/V by TMA (one lane) or the gather (32 lanes), common/kv_ring.cuh
   static constexpr int kThreads = 192;
+  static constexpr int kGatherWarps = 1;  // the gather path: the producer warp alone (common/kv_ring.cuh)
   static constexpr bool kLeanProducer = false;  // the producer warp keeps the kernel's registers
   // Output columns per epilogue pass (store_output's `wg` is the pass): an MMA's N is at most 256.
   static constexpr int kOutCols = D > 256 ? 256 : D;

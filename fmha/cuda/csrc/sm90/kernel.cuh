@@ -82,7 +82,7 @@ namespace fmha {
 namespace sm90 {
 
 template <int D, bool kBf16, int kConfig>
-__global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
+__global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
     decode_kernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
                   const DecodeParams p) {
   using Tr = DecodeTraits<D, kConfig>;
@@ -105,7 +105,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   if (threadIdx.x == 0) {
     // Written out rather than through init_kv_ring (common/kv_ring.cuh): that schedules this prologue
     // differently and would change every sm_90a kernel's SASS.
-    const uint32_t full_arrivals = ring_full_arrivals(p);
+    const uint32_t full_arrivals = ring_full_arrivals<Tr>(p);
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
@@ -147,9 +147,11 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
-    if (warp == Tr::kProducerWarp) {
-      if (kv_gather(p)) producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32);
-      else if (threadIdx.x % 32 == 0 && p.block_table != nullptr)
+    if (kv_gather(p)) {
+      if (warp < Tr::kProducerWarp + Tr::kGatherWarps)
+        producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32, warp - Tr::kProducerWarp);
+    } else if (warp == Tr::kProducerWarp) {
+      if (threadIdx.x % 32 == 0 && p.block_table != nullptr)
         producer_loop<Tr, true>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
       else if (threadIdx.x % 32 == 0)
         producer_loop<Tr, false>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);

@@ -134,7 +134,8 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   if (check_workspace(lp, Tr::kHeadDimV, workspace_size)) return 1;
   // The splits of one (row block, KV head, sequence) form a cluster: blockIdx.x = row_block * num_splits + split.
   const int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;
-  if (launch_decode_kernel(kernel, grid, Tr::kThreads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
+  const int threads = kv_gather(lp) ? Tr::kGatherThreads : Tr::kThreads;  // (the gathering warps)
+  if (launch_decode_kernel(kernel, grid, threads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
                            cluster_x, tmap_k, tmap_v, lp))
     return 1;
   if (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel && !kProbeNoCombine)
