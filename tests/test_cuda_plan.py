@@ -91,7 +91,10 @@ def stub_backend(monkeypatch, clustered):
 
     b._cluster_merge = cluster_merge
     b._ws_bytes = lambda B, T, Hq, D, splits: 4 * splits * B * T * Hq * (D + 1)
-    b._paged_gather = lambda page_size: int((page_size & -page_size) < 32)  # as fmha_paged_gather
+    def paged_gather(D, config, page_size, ctas):  # as fmha_paged_gather on sm_90a (sm90/config.h paged_gathers)
+        return int((page_size & -page_size) < 32 or (D == 128 and config == D_ and ctas > 132))
+
+    b._paged_gather = paged_gather
     return b
 
 
@@ -303,14 +306,17 @@ def test_paged_plan_is_the_contiguous_plan_of_the_capacity(monkeypatch, B, T, Hq
     assert b.launch_plan(p, 0) == b.launch_plan(flat, 0)
     text = b.launch_details(p)
     assert text.startswith(b.launch_details(flat)) and f"; paged ({page_size}-token pages): " in text, text
-    assert ("TMA boxes inside each page" if b._paged_gather(page_size) == 0 else "the producer warps gather") in text, text
+    gathers = b._paged_gather(D, b.launch_plan(p, 0)[0], page_size, B * Hkv * b.launch_plan(p, 0)[1])
+    assert ("the producer warps gather" if gathers else "TMA boxes inside each page") in text, text
 
 
-@pytest.mark.parametrize("B,page_size,max_blocks", ((1, 16, 4096), (1, 13, 5042), (16, 1, 8192), (32, 24, 342)))
+@pytest.mark.parametrize("B,page_size,max_blocks", ((1, 16, 4096), (1, 13, 5042), (16, 1, 8192), (32, 24, 342),
+                                                     (32, 64, 128), (128, 256, 32)))
 def test_gathered_d128_pages_run_deep(monkeypatch, B, page_size, max_blocks):
     """D = 128 pages on the gather path run DEEP (four gathering warps a CTA) where the contiguous plan of the
     capacity takes WIDE or the shallow ring (the split count follows the gather's merge, see
-    test_gathered_pages_merge_by_kernel)."""
+    test_gathered_pages_merge_by_kernel); so do pages TMA could serve when the grid outnumbers the SMs, which
+    the C API then gathers."""
     import dataclasses
 
     b = stub_backend(monkeypatch, clustered={8})

@@ -44,7 +44,7 @@ def declare(lib):
         "fmha_cluster_merge": ([i32, i32, i32, i32, ctypes.c_longlong, i32], i32),
         "fmha_max_active_clusters": ([i32, i32, i32], i32),
         "fmha_workspace_bytes": ([i32] * 5, ctypes.c_size_t),
-        "fmha_paged_gather": ([ctypes.c_longlong], i32),
+        "fmha_paged_gather": ([i32, i32, ctypes.c_longlong, ctypes.c_longlong], i32),
         "fmha_decode": ([vp], i32),
         "fmha_probe_layout": ([ctypes.POINTER(i32)] * 3, i32),
         "fmha_probe_read": ([vp, ctypes.c_size_t, i32], i32),

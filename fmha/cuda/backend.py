@@ -88,8 +88,9 @@ CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA = {128: 1 << 20, 256: 1 << 20}
 # 256 contiguous bytes where single heads would run twice the CTAs on 128-byte pieces (H200, B31 Hq32 Hkv8
 # S8192: 119.0 vs 123.3 us); fewer pairs leave SMs idle.
 HEAD_PAIRS_MIN_FILL = 0.8
-# Gathered pages (fmha_paged_gather) at D = 128 run DEEP: one CTA per SM gathers with four warps where WIDE's
-# and STREAM's CTAs have two (H200, B128 S8192 16-token pages: 1200 -> 958 us); D = 64 measured slower so.
+# Paged caches at D = 128 run DEEP where they gather (fmha_paged_gather): one CTA per SM gathers with four warps
+# where WIDE's and STREAM's CTAs have two (H200, B128 S8192 16-token pages: 1200 -> 958 us); and with more CTAs
+# than SMs at any page size, which the C API then gathers too. D = 64 measured slower so.
 GATHER_DEEP_HEAD_DIMS = (128,)
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
@@ -280,7 +281,8 @@ class CudaBackend(Backend):
         if self._head_pairs(p, index):
             return Config.KV_HEAD_PAIRS, 1
         ctas = _grid_ctas(p)
-        gather_deep = p.head_dim in GATHER_DEEP_HEAD_DIMS and self._gathers(p)
+        gather_deep = p.head_dim in GATHER_DEEP_HEAD_DIMS and p.has_block_table and (
+            ctas > num_sms(index) or self._gathers(p, Config.DEEP, 0))  # (0: by the page size alone)
         if ctas > num_sms(index):
             if p.head_dim >= 512:
                 return d512_config(p, self._arch), 1
@@ -319,20 +321,20 @@ class CudaBackend(Backend):
         device's cluster occupancy)."""
         ctas, rows, dtype = _grid_ctas(p), p.seqlen_q * p.group_size, _DTYPE_CODE[p.dtype]
 
-        gather = self._gathers(p)
-
         def merge_mode(splits: int) -> int:
             if p.has_sinks:
                 return 0  # the combine kernel joins the sinks (fmha_capi.h)
             with torch.cuda.device(index):
                 mode = self._cluster_merge(p.head_dim, dtype, config, splits, ctas, rows)
+                gather = self._gathers(p, config, ctas * splits)
             return 0 if gather and mode == 1 else mode  # the gather path merges by kernel (fmha_capi.h)
 
         return merge_mode
 
-    def _gathers(self, p: Problem) -> bool:
-        """Whether a paged p takes the gather path (cp.async by the producer warps) rather than TMA boxes."""
-        return p.page_size is not None and self._paged_gather(p.page_size) == 1
+    def _gathers(self, p: Problem, config: Config, ctas: int) -> bool:
+        """Whether a paged p launched with `config` in a grid of `ctas` CTAs (splits included) takes the gather
+        path (cp.async by the producer warps) rather than TMA boxes (fmha_paged_gather; current device)."""
+        return p.page_size is not None and self._paged_gather(p.head_dim, int(config), p.page_size, ctas) == 1
 
     def _occupancy_splits(self, p: Problem, index: int) -> int:
         """The split count that fills the GPU's CTA slots with split_config's CTAs (fmha.splits), before
@@ -379,9 +381,10 @@ class CudaBackend(Backend):
                           f"(a short problem: CLUSTER_PLAN_CTAS in fmha/cuda/backend.py)")
         paged = ""
         if p.has_block_table:
+            with torch.cuda.device(index):
+                gathers = self._gathers(p, config, _grid_ctas(p) * num_splits)
             paged = (f"; paged ({p.page_size}-token pages): "
-                     + ("the producer warps gather each tile (cp.async)" if self._gathers(p)
-                        else "TMA boxes inside each page"))
+                     + ("the producer warps gather each tile (cp.async)" if gathers else "TMA boxes inside each page"))
         arch = ""
         if self._arch == 100:
             arch = ("; sm_100a kernel (tcgen05, Tensor Memory): compiled for sm_100a, never run on hardware before "

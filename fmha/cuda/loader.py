@@ -265,7 +265,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     for name in ("fmha_config_tile_n", "fmha_config_ctas_per_sm", "fmha_config_narrow_rows"):
         getattr(lib, name).argtypes = [i32, i32]
         getattr(lib, name).restype = i32
-    lib.fmha_paged_gather.argtypes = [ctypes.c_longlong]
+    lib.fmha_paged_gather.argtypes = [i32, i32, ctypes.c_longlong, ctypes.c_longlong]
     lib.fmha_paged_gather.restype = i32
     lib.fmha_cluster_merge.argtypes = [i32, i32, i32, i32, ctypes.c_longlong, i32]
     lib.fmha_cluster_merge.restype = i32

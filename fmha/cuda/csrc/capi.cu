@@ -150,8 +150,9 @@ int fmha_config_ctas_per_sm(int D, int config) { return config_shape(D, config).
 
 int fmha_config_narrow_rows(int D, int config) { return config_shape(D, config).narrow_rows; }
 
-int fmha_paged_gather(long long page_size) {
-  return page_size >= 1 && page_size <= INT32_MAX && fmha::paged_box_rows(static_cast<int>(page_size), fmha::kPagedTmaMinRows) == 0;
+int fmha_paged_gather(int D, int config, long long page_size, long long ctas) {
+  if (page_size < 1 || page_size > INT32_MAX) return -1;
+  return arch::paged_gathers(D, config, static_cast<int>(page_size), ctas, fmha::sm_count()) ? 1 : 0;
 }
 
 int fmha_max_active_clusters(int D, int config, int cluster_size) {

@@ -56,9 +56,10 @@ int fmha_arch(void);
 int fmha_config_tile_n(int D, int config);
 int fmha_config_ctas_per_sm(int D, int config);
 int fmha_config_narrow_rows(int D, int config);
-// 1 where a paged launch of page_size-token pages takes the gather path (cp.async by the producer warps),
-// 0 where TMA boxes inside each page serve it.
-int fmha_paged_gather(long long page_size);
+// 1 where a paged launch of page_size-token pages on this head dim and configuration, in a grid of `ctas`
+// CTAs (splits included) on the current device, takes the gather path (cp.async by the producer warps), 0
+// where TMA boxes inside each page serve it; -1 for a page size outside [1, 2^31 - 1].
+int fmha_paged_gather(int D, int config, long long page_size, long long ctas);
 
 // How a split-KV launch of this head dim / dtype (0 = fp16, 1 = bf16) / configuration with num_splits
 // splits over `clusters` groups (row blocks x KV heads x sequences) of `rows` packed query rows merges
@@ -89,7 +90,7 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D:
 // block_table[b][j / page_size], row j % page_size, and S is ignored: sequences hold at most
 // max_blocks_per_seq * page_size tokens (cache_seqlens is clamped to that on the device). Page ids are
 // device data: the kernels clamp each into [0, num_blocks), so a wrong id reads a wrong page, never
-// memory outside the pool. Any page size from 1 up; TMA serves multiples of 32, a gather the rest
+// memory outside the pool. Any page size from 1 up; TMA boxes or a gather serve them
 // (fmha_paged_gather).
 // Head dims: D (the keys', q's) 64, 128, 256, 512 or 576; head_dim_v (0: D) is V's and out's, D or, at
 // D = 576, 512. A shared latent: v == k with k's strides (V is then the first head_dim_v columns of each

@@ -24,16 +24,12 @@ struct KvCaches {
   int64_t v_b, v_s, v_h;
 };
 
-// Paged launches take TMA boxes of at least this many tokens, else the producer warps gather (cp.async):
-// smaller boxes stream slower than the gather (H200, D = 128 16-token pages: 1.30x against 1.04x the
-// contiguous time); below 8 rows (a box's 1024-byte swizzle group) TMA cannot serve them at all.
-constexpr int kPagedTmaMinRows = 32;
-
-// Tokens per TMA box of a paged launch: the largest power of two dividing the page size, at most the
-// configuration's TMA rows; 0 (the gather path) below kPagedTmaMinRows.
+// Tokens per TMA box of a paged launch that the gather does not serve (each architecture's paged_gathers
+// sends pages of fewer than 8 rows, a box's 1024-byte swizzle group, to the gather): the largest power of
+// two dividing the page size, at most the configuration's TMA rows.
 constexpr int paged_box_rows(int page_size, int tma_rows) {
   const int low = page_size & -page_size;
-  return low < kPagedTmaMinRows ? 0 : low < tma_rows ? low : tma_rows;
+  return low < tma_rows ? low : tma_rows;
 }
 
 // Dynamic shared memory a decode launch asks for: the kernel's own (`own`), or for an exclusive launch
@@ -43,12 +39,13 @@ constexpr size_t launch_smem_bytes(size_t own, size_t smem_per_sm, bool exclusiv
 }
 
 // The K and V tensor maps of a launch, in boxes of tma_rows tokens, or over the page pools in boxes that
-// stay inside one page (lp.page_box_rows is set for paged caches). 0, or fail() naming the tensor.
+// stay inside one page (lp.page_box_rows is set for paged caches: 0 where `gather`, the architecture's
+// paged_gathers). 0, or fail() naming the tensor.
 // shared_kv (one ring): V is read through K's map, which tmap_v then copies.
-inline int encode_kv_maps(DecodeParams& lp, const KvCaches& kv, int D, bool bf16, int tma_rows, CUtensorMap* tmap_k,
-                          CUtensorMap* tmap_v, bool shared_kv = false) {
+inline int encode_kv_maps(DecodeParams& lp, const KvCaches& kv, int D, bool bf16, int tma_rows, bool gather,
+                          CUtensorMap* tmap_k, CUtensorMap* tmap_v, bool shared_kv = false) {
   const bool paged = lp.block_table != nullptr;
-  if (paged) lp.page_box_rows = paged_box_rows(lp.page_size, tma_rows);
+  if (paged) lp.page_box_rows = gather ? 0 : paged_box_rows(lp.page_size, tma_rows);
   const int map_b = paged ? lp.num_blocks : lp.B, map_s = paged ? lp.page_size : lp.S;
   const int box_rows = !paged ? tma_rows : lp.page_box_rows > 0 ? lp.page_box_rows : 1;
   const int dtype = bf16 ? 1 : 0;

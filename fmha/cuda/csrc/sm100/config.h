@@ -61,6 +61,10 @@ constexpr Config config_table(int D, int config) {
 
 constexpr bool has_config(int D, int config) { return config_table(D, config).tile_n > 0; }
 
+// Paged launches take TMA boxes from a box's 1024-byte swizzle group up (8 rows); smaller pages gather on
+// the one producer warp (sm_90a gathers more with more warps: never measured here).
+constexpr bool paged_gathers(int, int, int page_size, long long, int) { return (page_size & -page_size) < 8; }
+
 // FMHA_DISABLE_PDL (kPdl): common/params.h.
 
 }  // namespace sm100

@@ -52,7 +52,8 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   using Tr = DecodeTraits<D, kConfig>;
   DecodeParams lp = p;
   CUtensorMap tmap_k, tmap_v;
-  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, &tmap_k, &tmap_v)) return 1;
+  const bool gather = p.block_table != nullptr && paged_gathers(D, kConfig, p.page_size, 0, 0);
+  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, gather, &tmap_k, &tmap_v)) return 1;
 
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();

@@ -105,6 +105,17 @@ constexpr int kKvL2PromotionBytes = 128;
 // A warp skips O *= alpha when none of its rows changed its max, from this head dim on (below it the
 // vote costs more than the multiplies).
 constexpr int kSkipUnitRescaleMinD = 128;
+// Paged launches take TMA boxes of at least this many tokens, else the producer warps gather (cp.async):
+// smaller boxes stream slower than the gather (H200, D = 128 16-token pages: 1.30x against 1.04x the
+// contiguous time).
+constexpr int kPagedTmaMinRows = 32;
+
+// Whether a paged launch gathers (cp.async) instead of reading TMA boxes: pages under kPagedTmaMinRows rows,
+// and any page size on the D = 128 DEEP kernel with more CTAs than SMs, where its four gathering warps
+// outpace one TMA thread (H200, B128 S8192 64-token pages: 939 against 980 us). `ctas`: the whole grid's.
+constexpr bool paged_gathers(int D, int config, int page_size, long long ctas, int sms) {
+  return (page_size & -page_size) < kPagedTmaMinRows || (D == 128 && config == FMHA_CONFIG_DEEP && ctas > sms);
+}
 // Registers the D = 512 producer warpgroup keeps (setmaxnreg); the consumers get the rest.
 constexpr int kProducerRegs = 24;
 // Packed query rows (T x Hq/Hkv) up to which split-KV partials merge inside clusters (dealt rows).

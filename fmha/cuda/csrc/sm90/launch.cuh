@@ -111,8 +111,12 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
                                         cudaStream_t stream) {
   using Tr = DecodeTraits<D, kConfig>;
   DecodeParams lp = p;
+  dim3 grid;
+  if (decode_grid(p, Tr::kBlockM, &grid)) return 1;
+  const long long ctas = static_cast<long long>(grid.x) * grid.y * grid.z;
+  const bool gather = p.block_table != nullptr && paged_gathers(D, kConfig, p.page_size, ctas, sm_count());
   CUtensorMap tmap_k, tmap_v;
-  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, &tmap_k, &tmap_v, Tr::kSharedKv)) return 1;
+  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, gather, &tmap_k, &tmap_v, Tr::kSharedKv)) return 1;
 
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
@@ -121,8 +125,6 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   static_assert(merge_capacity_floats<Tr>() > 0, "cluster merge: the K and V rings must be adjacent");
   if (detail::configure_kernel<D, kBf16, kConfig>()) return 1;
 
-  dim3 grid;
-  if (decode_grid(p, Tr::kBlockM, &grid)) return 1;
   const long long clusters = static_cast<long long>(grid.x / p.num_splits) * p.Hkv * p.B;  // one per split group
   // Decided once: the shared memory the launch asks for and the cluster occupancy the merge mode reads.
   const bool exclusive = exclusive_sms(clusters * p.num_splits, p.num_splits);
