@@ -24,7 +24,9 @@
 //   Producer warp (one elected lane, common/kv_ring.cuh): streams K and V tiles of kBlockN tokens
 //     by TMA into rings of kStages (K) and kStagesV (V) stages; full_k/full_v[stage] complete on the TMA
 //     bytes; empty_k[stage] is armed by every consumer warp once its Q K^T
-//     that read the K tile completed, empty_v[stage] once its P V did.
+//     that read the K tile completed, empty_v[stage] once its P V did. Gathered paged launches
+//     (kv_gather) instead run Tr::kGatherWarps producer warps, every lane copying with cp.async (the CTA
+//     then has kGatherThreads threads), and the full barriers complete on their arrivals.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
 //     128B-swizzled K-major layout; at D = 512 three quarters of it as register
 //     fragments instead, see QRegs), then per tile
