@@ -327,6 +327,19 @@ def test_gathered_d128_pages_run_deep(monkeypatch, B, page_size, max_blocks):
     assert "the producer warps gather" in b.launch_details(p)
 
 
+def test_sm100_paged_plan_keeps_the_contiguous_plan(monkeypatch):
+    """The DEEP rule for paged D = 128 is sm_90a's (four gathering warps): an sm_100a library plans a paged
+    problem as the contiguous one of its capacity."""
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered={8})
+    b._arch = 100
+    for B, page_size, max_blocks in ((128, 64, 128), (16, 1, 8192)):
+        p = _paged_problem(B, 1, 32, 8, page_size, max_blocks, 128)
+        flat = dataclasses.replace(p, page_size=None, num_blocks=None, max_blocks_per_seq=None)
+        assert b.launch_plan(p, 0)[0] == b.launch_plan(flat, 0)[0] != Config.DEEP
+
+
 @pytest.mark.parametrize("B,Hq,Hkv", ((32, 32, 8), (128, 32, 8), (43, 18, 6)))
 def test_paged_problems_never_run_as_head_pairs(monkeypatch, B, Hq, Hkv):
     """The C API serves KV_HEAD_PAIRS on contiguous caches only: a paged D = 64 grid the pairs rule would take
@@ -398,3 +411,12 @@ def test_gathered_pages_merge_by_kernel(monkeypatch, page_size, clustered):
     b = stub_backend(monkeypatch, clustered={8})
     p = _paged_problem(1, 1, 32, 8, page_size, 8192 // page_size + 1, 128)
     assert b._merge_modes(p, 0, Config.DEEP)(8) == clustered
+
+
+def test_older_library_answers_the_gather_rule_of_its_time():
+    """tools/variants.py --lib: a library from before fmha_paged_gather gathered pages of no multiple of 8
+    tokens, which is what the plan must believe of it (its merge modes and workspace follow)."""
+    from tools._cuda import _OlderLibrary
+
+    old = _OlderLibrary(object())  # a library without the entry point
+    assert [old.fmha_paged_gather(128, 1, page, 0) for page in (1, 13, 16, 64)] == [1, 1, 0, 0]

@@ -68,6 +68,8 @@ class _OlderLibrary:
         except AttributeError:
             if name in _REQUIRED:
                 raise
+            if name == "fmha_paged_gather":  # libraries before it gathered pages of no multiple of 8 tokens
+                return lambda D, config, page_size, ctas: int(page_size % 8 != 0)
 
             def missing(*args):
                 return 0

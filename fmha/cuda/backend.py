@@ -281,8 +281,9 @@ class CudaBackend(Backend):
         if self._head_pairs(p, index):
             return Config.KV_HEAD_PAIRS, 1
         ctas = _grid_ctas(p)
-        gather_deep = p.head_dim in GATHER_DEEP_HEAD_DIMS and p.has_block_table and (
-            ctas > num_sms(index) or self._gathers(p, Config.DEEP, 0))  # (0: by the page size alone)
+        # (sm_90a's rule: the sm_100a kernel gathers on one warp; ctas = 0 asks by the page size alone)
+        gather_deep = p.head_dim in GATHER_DEEP_HEAD_DIMS and p.has_block_table and self._arch != 100 and (
+            ctas > num_sms(index) or self._gathers(p, Config.DEEP, 0))
         if ctas > num_sms(index):
             if p.head_dim >= 512:
                 return d512_config(p, self._arch), 1
