@@ -273,8 +273,8 @@ class CudaBackend(Backend):
         merge inside clusters (clustered_splits). That grid, unsplit or split, runs the shallow ring where it
         is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and gives each CTA at least
         SHALLOW_RING_MIN_KEYS keys, else DEEP: one CTA per SM with the deeper ring. D = 512 plans its splits
-        the same way and runs the configuration of its row count (d512_config), split or not. Gathered pages at
-        D = 128 run DEEP where WIDE or the shallow ring would (GATHER_DEEP_HEAD_DIMS).
+        the same way and runs the configuration of its row count (d512_config), split or not. Paged D = 128
+        problems run DEEP where they gather or have more CTAs than SMs (GATHER_DEEP_HEAD_DIMS, sm_90a).
         """
         if self._fn is None:
             self._bind()

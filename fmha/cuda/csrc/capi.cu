@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "common/decode_launch.h"
 #include "common/host.h"
 #include "common/params.h"
 #include "fmha_capi.h"

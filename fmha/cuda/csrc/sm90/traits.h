@@ -65,9 +65,8 @@ struct DecodeTraits {
   // 498 us with four). Two where two CTAs share an SM (four would cap the consumer's registers below its
   // need), else four; a gathered launch has kGatherThreads threads, within the launch bounds (kMaxThreads).
   static constexpr int kGatherWarps = kSetMaxNReg ? kProducerThreads / 32 : kCtasPerSm == 2 ? 2 : 4;
-  static constexpr int kGatherThreads = kConsumerThreads + (kProducerThreads > 32 * kGatherWarps ? kProducerThreads
-                                                                                                  : 32 * kGatherWarps);
-  static constexpr int kMaxThreads = kGatherThreads > kThreads ? kGatherThreads : kThreads;
+  static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
+  static constexpr int kMaxThreads = kGatherThreads;  // the largest launch (static_assert below)
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
   static constexpr int kProducerRegs = sm90::kProducerRegs;
   static constexpr bool kLeanProducer = kSetMaxNReg;  // common/kv_ring.cuh PagedTile: no rows kept
@@ -134,6 +133,7 @@ struct DecodeTraits {
                 "seesaw: 32-key P buffers, two to a box; N = 256 P V");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
   static_assert(kBlockN % (8 * kGatherWarps) == 0, "gather: whole swizzle groups per gathering warp");
+  static_assert(kGatherThreads >= kThreads, "a gathered launch holds every warp of a TMA launch");
 };
 
 // The shared-memory plan of one kernel: every buffer, named. The K/V ring (k, v and the four barrier
