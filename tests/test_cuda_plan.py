@@ -227,7 +227,7 @@ def test_shared_latent_runs_a_latent_loop_on_sm90(D, T, Hq):
     import dataclasses
 
     p = dataclasses.replace(problem(8, T, Hq, 1, 4096, D), head_dim_v=512, kv_shared=True)
-    assert d512_config(p, 90) == (Config.LATENT_NARROW if T * Hq <= 16 else Config.LATENT_SEESAW)
+    assert d512_config(p, 90) == (Config.LATENT_NARROW if T * Hq <= 16 else Config.LATENT_SEESAW64)
     if D == 512:  # sm_100a has no latent ring: the plain D = 512 configurations (K and V read separately)
         assert d512_config(p, 100) in (Config.SEESAW, Config.SPLIT_QK)
 

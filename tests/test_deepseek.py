@@ -293,7 +293,7 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 # through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
 # (16, 5, 1).
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
-                ("latent_narrow", 1), ("latent_narrow", 3)]
+                ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 3)]
 LATENT_CUDA_CASES = [
     (576, "slice", 1, (16, 1), 1000, None, True),
     (576, "slice", 3, (28, 4), 129, None, False),
@@ -336,7 +336,7 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
     from fmha.backends import registry
 
     config, _ = registry()["cuda"].launch_plan(p, 0)
-    assert config in (Config.LATENT_SEESAW, Config.LATENT_NARROW)
+    assert config in (Config.LATENT_SEESAW64, Config.LATENT_NARROW)
     assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend="cuda"))
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
 

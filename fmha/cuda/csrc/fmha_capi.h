@@ -31,6 +31,7 @@ extern "C" {
 //                  D = 512 with V = K, and D = 576 with V = K's first 512 columns (DeepSeek's shared
 //                  latent, v == k): SEESAW's and SPLIT_QK's loops over one ring, each tile read once;
 //                  LATENT_NARROW: the narrow loop over that ring, at most 16 packed rows
+//   LATENT_SEESAW64 LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
 // A split grid of at most as many CTAs as SMs (one wave) is launched one CTA per SM whatever its
 // configuration's shared memory.
 enum FmhaConfig {
@@ -43,6 +44,7 @@ enum FmhaConfig {
   FMHA_CONFIG_LATENT_SEESAW = 6,
   FMHA_CONFIG_LATENT_SPLIT_QK = 7,
   FMHA_CONFIG_LATENT_NARROW = 8,
+  FMHA_CONFIG_LATENT_SEESAW64 = 9,
 };
 
 const char* fmha_last_error(void);

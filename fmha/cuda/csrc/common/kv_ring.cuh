@@ -8,7 +8,8 @@
 // and its traits Tr the tile shape (kBlockN, kBoxes, kBoxCols, kRowBytes, kTmaRows, kKvTileBytes,
 // kStages, kStagesV, kConsumerThreads, kHeadDimV). Tr::kSharedKv (one ring, DeepSeek's shared latent): V
 // is the first kHeadDimV columns of the K stage; the V ring, its barriers and its loads go unused, and
-// the consumers release a K stage once P V read it.
+// the consumers release a K stage once P V read it. Tr::kRingHalves (with kSharedKv): a stage fills and
+// frees in two halves, boxes [0, Tr::kHalfBoxes) on full_k / empty_k and the rest on full_v / empty_v.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (types only)
@@ -49,8 +50,8 @@ __device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, 
 // One K or V tile (kBlockN tokens from token0, all boxes) into one ring stage, completing on `full`,
 // with an L2 evict-first policy (the cache is streamed once).
 // Pieces of kTmaRows tokens, box after box within a piece, so the halves of a D = 128 cache row
-// are requested close together when kTmaRows < kBlockN.
-template <class Tr>
+// are requested close together when kTmaRows < kBlockN. Boxes [kBox0, kBox1) only: half a stage (kRingHalves).
+template <class Tr, int kBox0 = 0, int kBox1 = Tr::kBoxes>
 __device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
                                              const CUtensorMap* tmap, uint64_t* full, int token0, int kvh, int b,
                                              int head_major, uint64_t policy) {
@@ -59,7 +60,7 @@ __device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBl
     // Coordinates of dims 1 and 2: (token, head) or (head, token), see DecodeParams.
     const int c1 = head_major ? kvh : token0 + r, c2 = head_major ? token0 + r : kvh;
 #pragma unroll
-    for (int bx = 0; bx < Tr::kBoxes; ++bx) {
+    for (int bx = kBox0; bx < kBox1; ++bx) {
       ptx::tma_load_4d_hint(&dst[bx][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, b, policy);
     }
   }
@@ -104,12 +105,12 @@ __device__ __forceinline__ void init_kv_ring(Ss& ss, uint32_t full_arrivals, uin
 
 // The pages of one tile's TMA boxes (paged caches), looked up a tile ahead so that the latency of the
 // table loads overlaps the ring wait instead of delaying the refill: box i covers tokens token0 + i
-// p.page_box_rows onwards (page_box_rows >= 8, so a tile has at most kBlockN / 8 boxes). Tr::kLeanProducer
+// p.page_box_rows onwards (page_box_rows >= Tr::kPagedMinBoxRows, 8 or more). Tr::kLeanProducer
 // (a producer on setmaxnreg's 24 registers): only the page ids are kept, and a box's row in its page is
 // recomputed when it is issued.
 template <class Tr>
 struct PagedTile {
-  static constexpr int kMaxBoxes = Tr::kBlockN / 8;
+  static constexpr int kMaxBoxes = Tr::kBlockN / Tr::kPagedMinBoxRows;
   PagedRow box[kMaxBoxes];
   __device__ __forceinline__ void lookup(const DecodeParams& p, int b, int token0) {
 #pragma unroll
@@ -122,8 +123,8 @@ struct PagedTile {
 };
 
 // load_kv_tile through the block table: boxes of p.page_box_rows tokens from token0 on, each inside one page
-// (the tensor map's dims 1-3 are then (page row, head) or (head, page row), and the page).
-template <class Tr>
+// (the tensor map's dims 1-3 are then (page row, head) or (head, page row), and the page); boxes [kBox0, kBox1).
+template <class Tr, int kBox0 = 0, int kBox1 = Tr::kBoxes>
 __device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
                                                    const CUtensorMap* tmap, uint64_t* full, const DecodeParams& p,
                                                    const PagedTile<Tr>& pages, int token0, int kvh,
@@ -139,7 +140,7 @@ __device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][T
     }
     const int c1 = head_major ? kvh : pr.row, c2 = head_major ? pr.row : kvh;
 #pragma unroll
-    for (int bx = 0; bx < Tr::kBoxes; ++bx)
+    for (int bx = kBox0; bx < kBox1; ++bx)
       ptx::tma_load_4d_hint(&dst[bx][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, pr.block, policy);
   }
 }
@@ -172,8 +173,8 @@ struct GatherRows {
 // per cp.async instruction: lane l copies 16-byte chunk l % 8 of row 4 g + l / 8, so that each instruction
 // reads four whole 128-byte lines. Chunks go where TMA's 128B swizzle would put them (chunk c of row r
 // at c ^ (r % 8)); rows at or past the sequence capacity S are zero-filled. A row's page comes from the
-// lane that looked it up (GatherRows), by shuffle.
-template <class Tr>
+// lane that looked it up (GatherRows), by shuffle. Boxes [kBox0, kBox1) only: half a stage (kRingHalves).
+template <class Tr, int kBox0 = 0, int kBox1 = Tr::kBoxes>
 __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
                                                const void* pool, int64_t s_blk, int64_t s_tok, int64_t s_h,
                                                const GatherRows<Tr>& rows, int r0, int kvh, int lane) {
@@ -194,7 +195,7 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
       const int rt = r0 + r;  // the row in the tile
       const uint32_t to = base + rt * Tr::kRowBytes + ((chunk ^ (rt % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
 #pragma unroll
-      for (int bx = 0; bx < Tr::kBoxes; ++bx)
+      for (int bx = kBox0; bx < kBox1; ++bx)
         ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
     }
   } else {
@@ -207,7 +208,7 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
       const int rt = r0 + r;  // the row in the tile (r0 % 8 == 0 keeps the swizzle phase)
       const uint32_t to = base + rt * Tr::kRowBytes + ((chunk ^ (rt % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
 #pragma unroll
-      for (int bx = 0; bx < Tr::kBoxes; ++bx)
+      for (int bx = kBox0; bx < kBox1; ++bx)
         ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
     }
   }
@@ -229,8 +230,13 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     const int stage = it % Tr::kStages, stage_v = it % Tr::kStagesV;
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
-    gather_kv_tile<Tr>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, r0, kvh, lane);
+    gather_kv_tile<Tr, 0, Tr::kHalfBoxes>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, r0, kvh, lane);
     ptx::cp_async_mbarrier_arrive_noinc(&ss.full_k[stage]);
+    if constexpr (Tr::kRingHalves) {  // the stage's second half, on its own barriers
+      ptx::mbarrier_wait_parity(&ss.empty_v[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
+      gather_kv_tile<Tr, Tr::kHalfBoxes, Tr::kBoxes>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, r0, kvh, lane);
+      ptx::cp_async_mbarrier_arrive_noinc(&ss.full_v[stage]);
+    }
     if constexpr (!Tr::kSharedKv) {  // (one ring: V is read from the K stage)
       ptx::mbarrier_wait_parity(&ss.empty_v[stage_v], (static_cast<uint32_t>(it / Tr::kStagesV) & 1u) ^ 1u);
       gather_kv_tile<Tr>(ss.v[stage_v], p.v, p.v_blk, p.v_tok, p.v_h, rows, r0, kvh, lane);
@@ -256,12 +262,24 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
     probe_stamp(it, kProbeKEmptyWait);
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
-    ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
+    constexpr int kHalf = Tr::kHalfBoxes;  // (kBoxes but with kRingHalves)
+    ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes / Tr::kBoxes * kHalf);
     if constexpr (kPaged)
-      load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, tile * Tr::kBlockN, kvh, k_head_major,
-                             policy);
+      load_kv_tile_paged<Tr, 0, kHalf>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, tile * Tr::kBlockN, kvh,
+                                       k_head_major, policy);
     else
-      load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major, policy);
+      load_kv_tile<Tr, 0, kHalf>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, kvh, b, k_head_major,
+                                 policy);
+    if constexpr (Tr::kRingHalves) {  // the stage's second half, on its own barriers
+      ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
+      ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes / Tr::kBoxes * (Tr::kBoxes - kHalf));
+      if constexpr (kPaged)
+        load_kv_tile_paged<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], p, pages, tile * Tr::kBlockN,
+                                                  kvh, k_head_major, policy);
+      else
+        load_kv_tile<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], tile * Tr::kBlockN, kvh, b,
+                                            k_head_major, policy);
+    }
     probe_stamp(it, kProbeKIssued);
     if constexpr (!Tr::kSharedKv) {  // (one ring: V is read from the K stage)
       const int stage_v = it % Tr::kStagesV;

@@ -20,8 +20,8 @@ SM90_CONFIGS = {
     64: ("WIDE", "DEEP"),
     128: ("WIDE", "DEEP", "STREAM"),
     256: ("WIDE", "DEEP"),
-    512: ("SEESAW", "SPLIT_QK", "LATENT_SEESAW", "LATENT_SPLIT_QK", "LATENT_NARROW"),
-    576: ("LATENT_SEESAW", "LATENT_SPLIT_QK", "LATENT_NARROW"),
+    512: ("SEESAW", "SPLIT_QK", "LATENT_SEESAW", "LATENT_SPLIT_QK", "LATENT_NARROW", "LATENT_SEESAW64"),
+    576: ("LATENT_SEESAW", "LATENT_SPLIT_QK", "LATENT_NARROW", "LATENT_SEESAW64"),
 }
 # The head dims of V (and of the combine kernels): 576-wide keys have 512-wide values.
 V_HEAD_DIMS = (64, 128, 256, 512)

@@ -41,6 +41,8 @@ struct DecodeTraits {
   static constexpr int kHeadDim = D;
   static constexpr int kHeadDimV = D;       // V of K's head dim (no shared-latent ring here)
   static constexpr bool kSharedKv = false;
+  static constexpr bool kRingHalves = false;  // whole ring stages (common/kv_ring.cuh)
+  static constexpr int kPagedMinBoxRows = 8;  // TMA boxes of paged launches (sm100/config.h paged_gathers)
   static constexpr bool kHeadPairs = false;  // KV-head pairs: sm_90a only
   static constexpr int kBlockM = 64;         // packed query rows per CTA (the MMA's M)
   static constexpr int kBlockN = kCfg.tile_n;
@@ -67,6 +69,7 @@ struct DecodeTraits {
   static constexpr bool kPairMerge = false;
   static constexpr int kBoxCols = 64;            // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row
+  static constexpr int kHalfBoxes = kBoxes;  // (kRingHalves: whole stages)
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
   static constexpr int kKvTileBytes = kBlockN * D * 2;
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;

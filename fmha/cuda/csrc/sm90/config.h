@@ -21,6 +21,7 @@ enum class Mainloop : int {
   kSerial,      // consumer_loop: Q K^T, softmax, P V one tile after another
   kOverlapped,  // consumer_loop_overlapped: Q K^T of the next tile in flight with P V of this one
   kSeesaw,      // consumer_loop_seesaw: D = 512, two warpgroups take turns over the tiles
+  kSeesaw64,    // consumer_loop_seesaw64: the same over 64-key tiles of one ring whose stages free by halves
   kNarrowOnly,  // consumer_loop_narrow alone: at most kNarrowRows packed rows (the host refuses more)
 };
 
@@ -42,7 +43,7 @@ struct Config {
 
 constexpr Config kNoConfig{0, 0, 0, 0, 0, Mainloop::kSerial, false, false, 0, false, false, false};
 constexpr Mainloop kSerial = Mainloop::kSerial, kOverlapped = Mainloop::kOverlapped, kSeesaw = Mainloop::kSeesaw,
-                   kNarrowOnly = Mainloop::kNarrowOnly;
+                   kSeesaw64 = Mainloop::kSeesaw64, kNarrowOnly = Mainloop::kNarrowOnly;
 
 // The table. A rule's reason in one line; its measurement in docs/design-sm90.md.
 //   tile  K  V  CTAs  TMA  loop  narrow  split_qk  Q regs  early wait  cluster merge  pair merge
@@ -78,6 +79,9 @@ constexpr Config config_table(int D, int config) {
       // K = V: the two rings' shared memory as one ring of five stages.
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 5, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 5, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
+      // 64-key tiles: an N = 64 Q K^T reads as many shared-memory bytes as it has math; two stages, one per
+      // warpgroup. 64 Q columns in registers (128 spilled).
+      if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, false, false, true};
       // At most 16 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
@@ -86,6 +90,8 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 4, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 4, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
+      // Two 72 KB stages beside seven boxes of Q (128 columns in registers) and two P tiles.
+      if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 128, false, false, false, true};
       return kNoConfig;
     default:
       return kNoConfig;

@@ -41,7 +41,8 @@
 //   With two consumer warpgroups (D = 512) each computes S over half of the
 //   head dim and they add each other's partial scores through shared memory
 //   (exchange_scores, SPLIT_QK; both then hold the same S and identical softmax
-//   statistics), or take turns over the tiles (consumer_loop_seesaw, SEESAW); each owns half of the
+//   statistics), or take turns over the tiles (consumer_loop_seesaw, SEESAW; consumer_loop_seesaw64 over
+//   64-key tiles of a ring whose stages fill and free by halves, LATENT_SEESAW64); each owns half of the
 //   output columns.
 //   Problems of at most 16 packed rows (T = 1 with up to 16 query heads per KV
 //   head, or T x G <= 16) take consumer_loop_narrow instead, where keys and
@@ -76,6 +77,7 @@
 #include "mainloop_narrow.cuh"
 #include "mainloop_overlapped.cuh"
 #include "mainloop_seesaw.cuh"
+#include "mainloop_seesaw64.cuh"
 #include "mainloop_serial.cuh"
 #include "ptx_sm90.cuh"
 #include "traits.h"
@@ -112,14 +114,15 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
       // One arrival per consumer warp that reads the stage's K tile (the seesaw: one warpgroup's; one
-      // ring: every warp's P V reads it).
-      ptx::mbarrier_init(&ss.empty_k[s], (Tr::kSeesaw && !Tr::kSharedKv ? 128 : Tr::kConsumerThreads) / 32);
+      // ring: every warp's P V reads it; halves: warpgroup 0's P V reads the first).
+      ptx::mbarrier_init(&ss.empty_k[s],
+                         (Tr::kSeesaw && (!Tr::kSharedKv || Tr::kRingHalves) ? 128 : Tr::kConsumerThreads) / 32);
     }
-    if constexpr (!Tr::kSharedKv) {
+    if constexpr (!Tr::kSharedKv || Tr::kRingHalves) {  // (halves: the second half's barriers, warpgroup 1's)
 #pragma unroll
       for (int s = 0; s < Tr::kStagesV; ++s) {
         ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
-        ptx::mbarrier_init(&ss.empty_v[s], Tr::kConsumerThreads / 32);
+        ptx::mbarrier_init(&ss.empty_v[s], (Tr::kRingHalves ? 128 : Tr::kConsumerThreads) / 32);
       }
     }
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
@@ -177,6 +180,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
   } else if (narrow) {
     if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+  } else if constexpr (Tr::kSeesaw64) {
+    consumer_loop_seesaw64<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else if constexpr (Tr::kSeesaw) {
     consumer_loop_seesaw<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else if constexpr (Tr::kOverlap) {

@@ -344,6 +344,28 @@ __device__ __forceinline__ void wgmma_rs_m64n32k16_kmajor(float (&d)[16], const 
 #endif
 }
 
+// m64n64k16, A from registers, B from a K-major descriptor: part of S = Q K^T in the 64-key seesaw
+// (mainloop_seesaw64.cuh), whose last Config::q_reg_cols columns of Q stay in registers.
+template <bool kBf16>
+__device__ __forceinline__ void wgmma_rs_m64n64k16_kmajor(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
+                                                          int scale_d) {
+#if FMHA_SM90_ENABLED
+  if constexpr (kBf16)
+    asm volatile(FMHA_WGMMA_ASM("m64n64k16", "bf16", FMHA_ACC_REGS_32, "{%32, %33, %34, %35}, %36, p, 1, 1, 0", "%37")
+                 : FMHA_ACC_OPERANDS_32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+  else
+    asm volatile(FMHA_WGMMA_ASM("m64n64k16", "f16", FMHA_ACC_REGS_32, "{%32, %33, %34, %35}, %36, p, 1, 1, 0", "%37")
+                 : FMHA_ACC_OPERANDS_32(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+#else
+  (void)d; (void)a; (void)desc_b; (void)scale_d;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
 // m64n16k16, A and B from descriptors, for the narrow (swapped) decode path where the 64 M rows
 // are keys (S^T = K Q^T) or head-dim columns (O^T = V^T P^T) and N = 16 query rows.
 // kTransA = 1: A is MN-major in shared memory (V^T read from the token-major V tile);
@@ -378,6 +400,14 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
   if constexpr (N == 32) wgmma_ss_m64n32k16<kBf16>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 64) wgmma_ss_m64n64k16<kBf16>(d, desc_a, desc_b, scale_d);
   else wgmma_ss_m64n128k16<kBf16>(d, desc_a, desc_b, scale_d);
+}
+
+// A from registers, B K-major (Q K^T with Q fragments held in registers).
+template <int N, bool kBf16>
+__device__ __forceinline__ void wgmma_rs_kmajor(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
+  static_assert(N == 32 || N == 64, "wgmma_rs_kmajor: N not instantiated");
+  if constexpr (N == 32) wgmma_rs_m64n32k16_kmajor<kBf16>(d, a, desc_b, scale_d);
+  else wgmma_rs_m64n64k16_kmajor<kBf16>(d, a, desc_b, scale_d);
 }
 
 template <int N, bool kBf16>

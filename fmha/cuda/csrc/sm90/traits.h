@@ -36,7 +36,13 @@ struct DecodeTraits {
   // Two consumer warpgroups take turns over the tiles (consumer_loop_seesaw: each computes S of every
   // other tile over the whole head dim and shares P), or split the head dim of Q K^T and exchange their
   // partial scores (kSplitQk; otherwise each would compute the full S: 1.5x the MMA work).
-  static constexpr bool kSeesaw = kCfg.loop == Mainloop::kSeesaw;
+  static constexpr bool kSeesaw = kCfg.loop == Mainloop::kSeesaw || kCfg.loop == Mainloop::kSeesaw64;
+  // The seesaw over 64-key tiles (consumer_loop_seesaw64): two ring stages, tile it in stage it % 2.
+  static constexpr bool kSeesaw64 = kCfg.loop == Mainloop::kSeesaw64;
+  // A ring stage fills and frees in two halves (common/kv_ring.cuh): boxes [0, kHalfBoxes) land on full_k
+  // and are freed on empty_k by warpgroup 0 (whose P V reads them), the rest on full_v / empty_v by
+  // warpgroup 1, so that each half reloads as soon as its one reader is done.
+  static constexpr bool kRingHalves = kSeesaw64;
   static constexpr bool kSplitQk = kCfg.split_qk;
   static constexpr bool kOverlap = kCfg.loop == Mainloop::kOverlapped;
   static constexpr bool kSkipUnitRescale = D >= kSkipUnitRescaleMinD;  // see rescale_acc
@@ -49,6 +55,7 @@ struct DecodeTraits {
   static constexpr int kBoxCols = 64;            // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row (K's)
   static constexpr int kBoxesV = kHeadDimV / kBoxCols;
+  static constexpr int kHalfBoxes = kRingHalves ? kBoxesV / 2 : kBoxes;  // the first half of a stage (kRingHalves)
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg can move its registers
@@ -68,13 +75,18 @@ struct DecodeTraits {
   static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
   static constexpr int kMaxThreads = kGatherThreads;  // the largest launch (static_assert below)
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
-  static constexpr int kProducerRegs = sm90::kProducerRegs;
+  // The 64-key seesaw's producer issues each tile in two halves: 24 registers spilled.
+  static constexpr int kProducerRegs = kSeesaw64 ? 32 : sm90::kProducerRegs;
   static constexpr bool kLeanProducer = kSetMaxNReg;  // common/kv_ring.cuh PagedTile: no rows kept
   static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
   static constexpr int kKvTileBytes = kBlockN * D * 2;  // one K (or V) tile, all boxes
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;
   // Tokens per TMA box: a tile's 64-column box is fetched in kBlockN / kTmaRows pieces.
   static constexpr int kTmaRows = kCfg.tma_rows;
+  // The fewest tokens of a paged launch's TMA box (config.h paged_gathers: smaller pages gather), as the
+  // producer's page lookup counts them: the 64-key seesaw's setmaxnreg producer keeps two page ids a
+  // tile instead of eight, which its 24 registers hold.
+  static constexpr int kPagedMinBoxRows = kSeesaw64 ? kPagedTmaMinRows : 8;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread. The
   // seesaw keeps its row states there instead: per parity, 2 float4 per thread (see SeesawSmem).
@@ -94,7 +106,8 @@ struct DecodeTraits {
   static constexpr int kQSmemBoxesPerWg = ((kSeesaw ? D : kWgBoxes * kBoxCols) - kQRegCols) / kBoxCols;
   static constexpr int kQSmemBoxes = kSeesaw ? kQSmemBoxesPerWg : kQSmemBoxesPerWg * kConsumerWGs;
   // The seesaw's P tiles: four 64 x kBlockN buffers (tile it in buffer it % 4), two to a 64-column
-  // box, in boxes kQSmemBoxes and kQSmemBoxes + 1 of the Q array (the same swizzled layout as Q).
+  // box, in boxes kQSmemBoxes and kQSmemBoxes + 1 of the Q array (the same swizzled layout as Q);
+  // kSeesaw64: two 64 x 64 tiles, one a box (tile it in box it % 2).
   static constexpr int kPBoxes = kSeesaw ? 2 : 0;
   // V ring depth: the K ring's, except where Q in registers frees the shared memory of a third V stage;
   // with one ring (kSharedKv), K's.
@@ -124,13 +137,16 @@ struct DecodeTraits {
   // One ring holds a stage until P V: the seesaw waits for K(o + 2) and an early operand wait for K(it + 2)
   // before releasing stage o (it), the overlapped loop for K(it + 1); the serial loop releases K after Q K^T.
   static_assert(!kSharedKv || (kCfg.loop != Mainloop::kSerial && kStages >= 2 &&
-                               ((!kSeesaw && !kEarlyOperandWait) || kStages >= 3)),
+                               ((!kSeesaw && !kEarlyOperandWait) || kStages >= 3 || kSeesaw64)),
                 "one ring: too few stages for the loop, or the serial loop");
+  static_assert(!kSeesaw64 || (kSharedKv && kStages == 2 && kBoxesV % 2 == 0),
+                "64-key seesaw: one ring of two stages (one per warpgroup), halves of whole V boxes");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
-  static_assert(kQRegCols == 0 || kBlockN == 32, "Q in registers: the m64n32k16 register-A wgmma");
+  static_assert(kQRegCols == 0 || kBlockN == 32 || (kSeesaw64 && kBlockN == 64),
+                "Q in registers: the m64n32k16 (m64n64k16 in the 64-key seesaw) register-A wgmma");
   static_assert(kQRegCols == 0 || kSeesaw || kSplitQk, "Q in registers: split Q K^T or seesaw");
-  static_assert(!kSeesaw || (kConsumerWGs == 2 && kBlockN == 32 && kOutCols == 256),
-                "seesaw: 32-key P buffers, two to a box; N = 256 P V");
+  static_assert(!kSeesaw || (kConsumerWGs == 2 && kBlockN == (kSeesaw64 ? 64 : 32) && kOutCols == 256),
+                "seesaw: 32-key P buffers, two to a box (64-key: one a box); N = 256 P V");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
   static_assert(kBlockN % (8 * kGatherWarps) == 0, "gather: whole swizzle groups per gathering warp");
   static_assert(kGatherThreads >= kThreads, "a gathered launch holds every warp of a TMA launch");
@@ -147,9 +163,10 @@ struct SharedStorage {
   alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk),
                                                         // or the seesaw's row states [parity][2][128]
   alignas(8) uint64_t full_k[Tr::kStages];   // TMA bytes of the K tile landed
-  alignas(8) uint64_t full_v[Tr::kSharedKv ? 1 : Tr::kStagesV];  // TMA bytes of the V tile landed (kSharedKv: full_k)
+  // kRingHalves: full_k / empty_k are the first half of the K stage's, full_v / empty_v its second half's.
+  alignas(8) uint64_t full_v[Tr::kSharedKv && !Tr::kRingHalves ? 1 : Tr::kStagesV];  // TMA bytes of the V tile landed (kSharedKv: full_k)
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
-  alignas(8) uint64_t empty_v[Tr::kSharedKv ? 1 : Tr::kStagesV];  // ... with its V tile (kSharedKv: empty_k, after P V)
+  alignas(8) uint64_t empty_v[Tr::kSharedKv && !Tr::kRingHalves ? 1 : Tr::kStagesV];  // ... with its V tile (kSharedKv: empty_k, after P V)
   // kMergePair (store_output_pair): the half of the partner's partial that this CTA merges, pushed by the
   // partner's 64 threads that hold it, slot = the pusher's thread index in those two warps: o
   // [kOutCols / 8][64 slots] float4 (a thread's accumulator order), LSEs [2][64]; complete when the 64

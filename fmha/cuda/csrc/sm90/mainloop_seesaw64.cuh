@@ -1,0 +1,230 @@
+// fmha sm_90a: the 64-key seesaw over one K/V ring whose stages fill and free by halves (DeepSeek's
+// shared latent at D = 512 and 576, FMHA_CONFIG_LATENT_SEESAW64).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "../common/epilogue.cuh"
+#include "mma.cuh"
+
+namespace fmha {
+namespace sm90 {
+
+// ----------------------------------------------------------------------------
+// The seesaw over 64-key tiles (Tr::kSeesaw64)
+// ----------------------------------------------------------------------------
+// Warpgroup w owns the tiles it = w, w + 2, ... and ring stage w: the ring has two stages and tile it
+// lives in stage it % 2. As in consumer_loop_seesaw, the owner computes S = Q K^T of its tile over the
+// whole head dim (an m64n64k16 chain: its shared-memory operands are as many bytes as its math takes
+// cycles to consume, where N = 32 read 1.5x that) and the tile's online softmax, and publishes P(it) and
+// the row state after it; both warpgroups accumulate O += P V of every tile, in tile order, over their own
+// 256 output columns, which are the V columns of their half of the stage (Tr::kRingHalves: warpgroup 0's
+// P V reads boxes [0, kHalfBoxes), warpgroup 1's the rest, which also holds the rope columns of a 576-wide
+// key that only Q K^T reads). The owner's Q K^T completes before it publishes, so each half has one
+// reader left, which frees it as soon as its P V completed; the producer refills it then.
+//   trip(o), o = w, w + 2, ... (on entry S(o) has landed and nothing is in flight):
+//     softmax(o); publish P(o) and the state (p_full)
+//     O *= alpha(o); P V(o); free this warpgroup's half of stage o
+//     take the other's P(o+1) and the state after it (p_full wait)
+//     O *= alpha(o+1); P V(o+1); free this warpgroup's half of stage o+1
+//     Q K^T(o+2): its first half's boxes once that half landed, then the second's
+// A stage is free about one P V after its tile's publish, so its refill overlaps the other tile's softmax
+// and P V; a half freed only after the next p_full wait put a load latency into every tile's chain
+// (H200, B64 Hq128 S4096: 161 us against 153 for the 32-key seesaw).
+// Buffer reuse: P(it) lives in box kQSmemBoxes + it % 2 and the row state in slot it % 2. The owner
+// writes them again for it + 2 after taking P(it + 1), which the other warpgroup publishes only after its
+// P V(it) completed and it took the state after it.
+// No wgmma group is in flight across the loop's back edge (ptxas would serialise them).
+template <class Tr>
+struct Seesaw64Smem {
+  static_assert(Tr::kSeesaw64, "64-key seesaw only");
+  // P(it): one 64 x 64 box after Q's, K-major and 128B-swizzled like Q (the A operand of P V).
+  __device__ static uint16_t* p_box(SharedStorage<Tr>& ss, int it) { return ss.q[Tr::kQSmemBoxes + (it & 1)]; }
+  // Row state after tile it, thread tid_wg's: (m_i[0], m_i[1], l_i[0], l_i[1]) and (alpha[0], alpha[1], -, -).
+  __device__ static float4* state(SharedStorage<Tr>& ss, int it) { return ss.s_exchange + (it & 1) * 256; }
+};
+
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
+                                                       int b, int kvh, int row0, int split, int ctid) {
+  using Sm = Seesaw64Smem<Tr>;
+  constexpr int kSteps = Tr::kHeadDim / 16;                 // k16 steps of Q K^T
+  constexpr int kSmemSteps = kSteps - Tr::kQRegSteps;       // Q from shared memory; the rest from registers
+  constexpr int kHalfSteps = Tr::kHalfBoxes * 4;            // the steps over the stage's first half
+  static_assert(Tr::kRingHalves && kHalfSteps < kSmemSteps, "the second half's first box: Q from shared memory");
+  const int wg = warpgroup_index<Tr>(ctid);
+  const int tid_wg = ctid % 128;
+  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+  const bool gathered = kv_gather(p);
+
+  int limit_abs[2];
+  consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
+  // The quad lane's column offset folded into the key limits (the softmax then masks with constant
+  // columns, ql = 0): the per-element columns spilled a register at 576.
+  limit_abs[0] -= 2 * ql;
+  limit_abs[1] -= 2 * ql;
+  QRegs<Tr> qr;
+  load_q_regs<Tr>(qr, p, b, kvh, row0, wg, tid_wg);
+
+  RowState st;  // the state after the latest tile this warpgroup computed or took
+  st.init();
+  float acc[Tr::kOutCols / 2];
+#pragma unroll
+  for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
+  float s[Tr::kBlockN / 2];
+  const int n = tr.end - tr.begin;
+  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;  // keys below are visible to every row
+
+  // Half h of tile it's stage landed (h = 0: full_k, 1: full_v).
+  auto wait_half = [&](int it, int h) {
+    if (h == 0)
+      wait_full_stage(&ss.full_k[it & 1], static_cast<uint32_t>(it >> 1) & 1u, it, kProbeKFullWait, ctid, gathered);
+    else
+      wait_full_stage(&ss.full_v[it & 1], static_cast<uint32_t>(it >> 1) & 1u, it, kProbeVFullWait, ctid, gathered);
+  };
+  // S = Q K^T of tile it, one group: the first half's boxes as soon as it landed, then the second's.
+  auto issue_qk = [&](int it) {
+    constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups: 1024 B
+    const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);
+    const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[it & 1][0][0]), 16, kSbo);
+    wait_half(it, 0);
+#pragma unroll
+    for (int kk = 0; kk < kSmemSteps; ++kk) {
+      if (kk == kHalfSteps) wait_half(it, 1);  // (ptxas fences the chain after the wait's loop: C7519)
+      const uint32_t in_row = (kk % 4) * 32;
+      ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da.at((kk / 4) * Tr::kQBoxBytes + in_row),
+                                        db.at((kk / 4) * Tr::kKvBoxBytes + in_row), kk > 0 ? 1 : 0);
+    }
+#pragma unroll
+    for (int kk = kSmemSteps; kk < kSteps; ++kk)
+      ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr.r[kk - kSmemSteps],
+                                               db.at((kk / 4) * Tr::kKvBoxBytes + (kk % 4) * 32), 1);
+    ptx::wgmma_commit_group();
+  };
+  // O[:, own columns] += P(it) V(it), one group; V is this warpgroup's half of the stage.
+  auto issue_pv = [&](int it) {
+    constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
+    const ptx::SmemDescSw128 dp(ptx::smem_addr(Sm::p_box(ss, it)), 16, kSbo);
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.k[it & 1][wg * (Tr::kOutCols / Tr::kBoxCols)][0]),
+                                Tr::kKvBoxBytes, kSbo);
+#pragma unroll
+    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
+      ptx::wgmma_ss_m64n256k16_mn_b<kBf16>(acc, dp.at(kk * 32), dv.at(kk * 16 * Tr::kRowBytes), 1);
+    ptx::wgmma_commit_group();
+  };
+  // This warpgroup's P V of tile it completed: its half of the stage has no reader left.
+  auto free_half = [&](int it) { release_stage(wg == 0 ? &ss.empty_k[it & 1] : &ss.empty_v[it & 1], lane); };
+  // Own tile it, S landed: masked online softmax (s becomes P); P into its box; the V rows past the
+  // sequence cleared in both halves (see zero_v_tail: every Q K^T of the stage has completed, and both
+  // P V follow the publish); then the state, published.
+  auto softmax_publish = [&](int it, float (&alpha)[2]) {
+    softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, 0, alpha);
+    // Element i = 4 c + 2 h + e: row 16 w + g + 8 h, column 8 c + 2 ql + e, i.e. 16 B chunk c of the
+    // row, swizzled by the row's (16 w + g + 8 h) % 8 = g; conflict-free per store.
+    uint8_t* box = reinterpret_cast<uint8_t*>(Sm::p_box(ss, it));
+#pragma unroll
+    for (int c = 0; c < Tr::kBlockN / 8; ++c)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<uint32_t*>(box + (16 * w + g + 8 * h) * Tr::kRowBytes + ((c ^ g) * 16) + 4 * ql) =
+            pack2<kBf16>(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]);
+    const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
+    if (valid < Tr::kBlockN) {
+      zero_v_tail<Tr, 128>(ss, it & 1, valid, tid_wg);
+      ptx::fence_proxy_async_shared();
+      ptx::named_barrier_sync(kBarVTail, 128);
+    }
+    float4* state = Sm::state(ss, it);
+    state[tid_wg] = make_float4(st.m_i[0], st.m_i[1], st.l_i[0], st.l_i[1]);
+    state[128 + tid_wg] = make_float4(alpha[0], alpha[1], 0.f, 0.f);
+    ptx::fence_proxy_async_shared();  // P: generic stores -> the other warpgroup's (and our) wgmma reads
+    ptx::mbarrier_arrive(&ss.p_full[it & 1]);
+  };
+  // The other's tile it: wait until it published P(it); take the row state and alpha.
+  auto take = [&](int it, float (&alpha)[2]) {
+    ptx::mbarrier_wait_parity(&ss.p_full[it & 1], static_cast<uint32_t>(it >> 1) & 1u);
+    const float4* state = Sm::state(ss, it);
+    const float4 ml = state[tid_wg], a = state[128 + tid_wg];
+    st.m_i[0] = ml.x;
+    st.m_i[1] = ml.y;
+    st.l_i[0] = ml.z;
+    st.l_i[1] = ml.w;
+    alpha[0] = a.x;
+    alpha[1] = a.y;
+  };
+  // Compile-time shape of a trip: kNext: the other's tile o + 1 exists; kNextQk: so does o + 2, whose
+  // Q K^T is issued. Each P V is waited for and its half freed before anything that may block (the next
+  // p_full wait, a Q K^T that waits for its stage to land), so that no refill waits behind a load.
+  auto trip = [&](int o, auto next, auto next_qk) {
+    constexpr bool kNext = decltype(next)::value, kNextQk = decltype(next_qk)::value;
+    float alpha[2];
+    softmax_publish(o, alpha);
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
+    fence_regs(acc);
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_pv(o);
+    ptx::wgmma_wait_group<0>();
+    fence_regs(acc);
+    fence_regs(s);
+    free_half(o);
+    if constexpr (kNext) {
+      float alpha_next[2];
+      take(o + 1, alpha_next);
+      rescale_acc<Tr::kSkipUnitRescale>(acc, alpha_next);
+      wait_half(o + 1, wg);  // (landed before the owner's Q K^T; the proxy fence of a gathered stage)
+      fence_regs(acc);
+      fence_regs(s);
+      ptx::wgmma_fence();
+      issue_pv(o + 1);
+      ptx::wgmma_wait_group<0>();
+      fence_regs(acc);
+      fence_regs(s);
+      free_half(o + 1);
+    }
+    if constexpr (kNextQk) {
+      ptx::wgmma_fence();
+      issue_qk(o + 2);
+      ptx::wgmma_wait_group<0>();
+      fence_regs(s);
+    }
+  };
+  using True = std::integral_constant<bool, true>;
+  using False = std::integral_constant<bool, false>;
+
+  int o = wg;
+  if (o < n) {  // S of this warpgroup's first tile
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_qk(o);
+    ptx::wgmma_wait_group<0>();
+    fence_regs(s);
+  }
+  if (wg == 1 && n > 0) {  // tile 0 is warpgroup 0's: its P V over this warpgroup's columns (O is zero)
+    float alpha[2];
+    take(0, alpha);
+    wait_half(0, 1);
+    fence_regs(acc);
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_pv(0);
+    ptx::wgmma_wait_group<0>();
+    fence_regs(acc);
+    fence_regs(s);
+    free_half(0);
+  }
+  for (; o + 2 < n; o += 2) trip(o, True{}, True{});
+  if (o + 1 < n)
+    trip(o, True{}, False{});
+  else if (o < n)
+    trip(o, False{}, False{});
+
+  float inv_l[2], lse[2];
+  finalize_rows(st, inv_l, lse);
+  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, epilogue_row0<Tr>(p, row0),
+                          epilogue_split<Tr>(p, split), wg, tid_wg);
+}
+
+}  // namespace sm90
+}  // namespace fmha
