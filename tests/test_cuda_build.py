@@ -41,9 +41,9 @@ def build(tmp_path_factory):
     return out, log
 
 
-# 2 dtypes x (WIDE and DEEP for D = 64, 128, 256; STREAM for D = 128; SEESAW and SPLIT_QK for D = 512; the
-# four LATENT configurations for D = 512 and 576)
-N_DECODE_KERNELS = 2 * (2 * len(HEAD_DIMS) + 1 + 4 * 2)
+# 2 dtypes x (WIDE and DEEP for D = 64, 128, 256; STREAM for D = 128; WIDE_GATHER for D = 64; SEESAW and SPLIT_QK
+# for D = 512; the four LATENT configurations for D = 512 and 576)
+N_DECODE_KERNELS = 2 * (2 * len(HEAD_DIMS) + 1 + 1 + 4 * 2)
 
 
 def _ptxas_properties(log: str) -> dict:

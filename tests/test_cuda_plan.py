@@ -77,7 +77,7 @@ def stub_backend(monkeypatch, clustered):
     # (tile_n, CTAs per SM, narrow rows) of each configuration the library has, as fmha/cuda/csrc/sm90/config.h
     shapes = {(128, D_): (128, 1, 16), (128, W): (64, 2, 0), (128, S_): (64, 2, 16), (64, D_): (128, 1, 16),
               (64, W): (128, 2, 16), (256, D_): (64, 1, 16), (256, W): (64, 1, 16), (64, P): (64, 2, 16),
-              (512, SEESAW): (32, 1, 0), (512, SPLIT_QK): (32, 1, 0)}
+              (512, SEESAW): (32, 1, 0), (512, SPLIT_QK): (32, 1, 0), (64, Config.WIDE_GATHER): (128, 2, 16)}
     keys = [(d, c) for d in (64, 128, 256, 512) for c in Config]
     b._tile_n = {k: shapes.get(k, (0, 0, 0))[0] for k in keys}
     b._ctas_per_sm = {k: shapes.get(k, (0, 0, 0))[1] for k in keys}
@@ -325,6 +325,26 @@ def test_gathered_d128_pages_run_deep(monkeypatch, B, page_size, max_blocks):
     assert b.launch_plan(flat, 0)[0] != Config.DEEP
     assert b.launch_plan(p, 0)[0] == Config.DEEP
     assert "the producer warps gather" in b.launch_details(p)
+
+
+@pytest.mark.parametrize("page_size,max_blocks,expected", ((16, 512, "WIDE_GATHER"), (1, 8192, "WIDE_GATHER"),
+                                                           (13, 631, "WIDE_GATHER"), (64, 128, "WIDE")))
+def test_gathered_d64_wide_runs_wide_gather(monkeypatch, page_size, max_blocks, expected):
+    """A D = 64 launch the plan gives WIDE runs WIDE_GATHER (four gathering warps) where it gathers, on sm_90a;
+    pages TMA serves keep WIDE, and so does an sm_100a library (no such kernel there)."""
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered={8})
+    b._arch = 90
+    p = _paged_problem(32, 1, 32, 8, page_size, max_blocks, 64, adjacent=False)
+    flat = dataclasses.replace(p, page_size=None, num_blocks=None, max_blocks_per_seq=None)
+    assert b.launch_plan(flat, 0)[0] == Config.WIDE
+    assert b.launch_plan(p, 0) == (Config[expected], 1)
+    text = b.launch_details(p)
+    assert text.startswith(f"config {expected.lower()} ("), text
+    assert ("the producer warps gather" if expected == "WIDE_GATHER" else "TMA boxes inside each page") in text, text
+    b._arch = 100
+    assert b.launch_plan(p, 0)[0] == Config.WIDE
 
 
 def test_sm100_paged_plan_keeps_the_contiguous_plan(monkeypatch):

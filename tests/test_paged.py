@@ -381,7 +381,7 @@ def test_cuda_paged_grid(D, page_size, T, S):
 @pytest.mark.parametrize("page_size", (13, 16, 64, 256))
 def test_cuda_paged_split_kv(D, page_size):
     """Long sequences: the plan splits the keys (the same plan as a contiguous cache of the capacity, except that
-    gathered pages at D = 128 run DEEP); varlen inside the split path."""
+    gathered pages at D = 128 run DEEP, and WIDE_GATHER for WIDE at D = 64); varlen inside the split path."""
     Hq, Hkv = (16, 1) if D == 512 else (8, 8)
     q, k, v, sl = make_inputs(2, 2, Hq, Hkv, 32768, D, device="cuda", seqlens=[32768, 1000], seed=D + page_size)
     kp, vp, bt = make_paged(k, v, page_size, sl, seed=page_size)
@@ -395,6 +395,8 @@ def test_cuda_paged_split_kv(D, page_size):
     plan, flat = b.launch_plan(p_paged, 0), b.launch_plan(p_flat, 0)
     if D == 128 and cuda_gathers(page_size):  # GATHER_DEEP_HEAD_DIMS
         assert plan == (Config.DEEP, flat[1]) and plan[1] > 1, (plan, flat)
+    elif D == 64 and cuda_gathers(page_size) and flat[0] == Config.WIDE:  # four gathering warps
+        assert plan == (Config.WIDE_GATHER, flat[1]) and plan[1] > 1, (plan, flat)
     else:
         assert plan == flat and plan[1] > 1, (plan, flat)
     check_backend("cuda", q, kp, vp, sl, block_table=bt, what=f"split page={page_size} D={D}")
@@ -404,7 +406,7 @@ def test_cuda_paged_split_kv(D, page_size):
 @pytest.mark.parametrize("D,config,num_splits", [(D, c, n) for D in (64, 128, 256) for c in ("wide", "deep")
                                                  for n in (1, 3, 20)]
                          + [(512, c, n) for c in ("seesaw", "split_qk") for n in (1, 3)]
-                         + [(128, "stream", n) for n in (1, 3)])
+                         + [(128, "stream", n) for n in (1, 3)] + [(64, "wide_gather", n) for n in (1, 3, 20)])
 @pytest.mark.parametrize("page_size", (13, 64))
 def test_cuda_paged_each_configuration(D, config, num_splits, page_size, monkeypatch):
     """Every configuration, split and unsplit (clusters or the combine kernel), through the TMA path (64) and the

@@ -45,6 +45,7 @@ class Config(enum.IntEnum):
     LATENT_SPLIT_QK = 7  # SPLIT_QK over that ring
     LATENT_NARROW = 8  # the narrow loop over that ring (at most 16 packed rows)
     LATENT_SEESAW64 = 9  # LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
+    WIDE_GATHER = 10  # D = 64: WIDE with four gathering producer warps (paged launches that gather)
 
 
 # What explain() says of each configuration (the CTAs-per-SM clause is filled in per launch).
@@ -59,6 +60,7 @@ _DESCRIPTION = {
     Config.LATENT_SEESAW: "latent_seesaw (seesaw over one K/V ring: the latent is read once, {per_sm})",
     Config.LATENT_SPLIT_QK: "latent_split_qk (split_qk over one K/V ring: the latent is read once, {per_sm})",
     Config.LATENT_NARROW: "latent_narrow (one consumer warpgroup over one K/V ring: the latent is read once, {per_sm})",
+    Config.WIDE_GATHER: "wide_gather (the wide configuration with four gathering producer warps, {per_sm})",
     Config.LATENT_SEESAW64: ("latent_seesaw64 (seesaw over 64-key tiles of one K/V ring: the latent is read once, "
                              "{per_sm})"),
 }
@@ -292,13 +294,20 @@ class CudaBackend(Backend):
         if ctas > num_sms(index):
             if p.head_dim >= 512:
                 return d512_config(p, self._arch), 1
-            return (Config.DEEP if gather_deep else Config.WIDE), 1
+            return self._wide_gather(p, Config.DEEP if gather_deep else Config.WIDE, ctas), 1
         splits = clustered_splits(p, ctas, self._occupancy_splits(p, index),
                                   self._merge_modes(p, index, self._split_config(p)))
         if p.head_dim >= 512:
             return d512_config(p, self._arch), splits
         shallow = None if gather_deep else self._shallow_ring_config(p, index, splits)
-        return (Config.DEEP if shallow is None else shallow), splits
+        return (Config.DEEP if shallow is None else self._wide_gather(p, shallow, ctas * splits)), splits
+
+    def _wide_gather(self, p: Problem, config: Config, ctas: int) -> Config:
+        """WIDE_GATHER for a D = 64 WIDE launch that gathers (sm_90a): its four gathering warps outpace WIDE's two
+        (H200, B32 S8192 16-token pages: 137 against 144 us), and only gathered launches pay its register cap."""
+        if config == Config.WIDE and p.head_dim == 64 and self._arch == 90 and self._gathers(p, config, ctas):
+            return Config.WIDE_GATHER
+        return config
 
     def _head_pairs(self, p: Problem, index: int) -> bool:
         """Whether p runs as KV-head pairs (KV_HEAD_PAIRS, see HEAD_PAIRS_MIN_FILL): D = 64 with its KV heads side
@@ -366,7 +375,8 @@ class CudaBackend(Backend):
         else:  # a split grid of at most one wave runs one CTA per SM whatever its shared memory (the C API)
             one_per_sm = self._ctas_per_sm[(p.head_dim, config)] == 1 or (num_splits > 1 and ctas * num_splits <= sms)
         kind = _DESCRIPTION[config].format(per_sm="one CTA per SM" if one_per_sm else "several CTAs per SM")
-        if config == self._shallow_ring_config(p, index, num_splits):
+        shallow = self._shallow_ring_config(p, index, num_splits)
+        if config == shallow or (shallow == Config.WIDE and config == Config.WIDE_GATHER):
             kind += f", shallow ring for {'an unsplit' if num_splits == 1 else 'a split'} grid of one wave"
         rows = p.seqlen_q * p.group_size
         if rows <= self._narrow_rows[(p.head_dim, config)]:

@@ -81,6 +81,7 @@ int with_instance(int D, int config, int fallback, F&& f) {
     case 64:
       if (config == FMHA_CONFIG_WIDE) return f(Dim<64>{}, Cfg<FMHA_CONFIG_WIDE>{});
       if (config == FMHA_CONFIG_DEEP) return f(Dim<64>{}, Cfg<FMHA_CONFIG_DEEP>{});
+      if (config == FMHA_CONFIG_WIDE_GATHER) return f(Dim<64>{}, Cfg<FMHA_CONFIG_WIDE_GATHER>{});
       return fallback;
     case 128:
       if (config == FMHA_CONFIG_WIDE) return f(Dim<128>{}, Cfg<FMHA_CONFIG_WIDE>{});
@@ -132,7 +133,7 @@ const char* kConfigHelp =
     "0 = WIDE (D = 64, 128, 256), 1 = DEEP (D = 64, 128, 256), 2 = STREAM (D = 128), 3 = KV_HEAD_PAIRS (D = 64), "
     "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576; sm_90a), "
     "7 = LATENT_SPLIT_QK (D = 512, 576; sm_90a), 8 = LATENT_NARROW (D = 512, 576, at most 16 packed rows; sm_90a), "
-    "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a)";
+    "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }
 bool bad_stride(int64_t s) { return s < 0 || (s * 2) % 16 != 0; }
@@ -247,7 +248,7 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->causal != 0 && a->causal != 1) return fail("causal=%lld invalid (0 or 1)", (long long)a->causal);
   if (a->num_splits < 1 || a->num_splits > 1024) return fail("num_splits=%lld out of range [1, 1024]", (long long)a->num_splits);
   const int num_splits = static_cast<int>(a->num_splits);
-  if (a->config < 0 || a->config > FMHA_CONFIG_LATENT_SEESAW64 ||
+  if (a->config < 0 || a->config > FMHA_CONFIG_WIDE_GATHER ||
       config_shape(D, static_cast<int>(a->config)).tile_n == 0)
     return fail("config=%lld invalid for D=%d (%s)", (long long)a->config, D, kConfigHelp);
   const int config = static_cast<int>(a->config);

@@ -32,6 +32,7 @@ extern "C" {
 //                  latent, v == k): SEESAW's and SPLIT_QK's loops over one ring, each tile read once;
 //                  LATENT_NARROW: the narrow loop over that ring, at most 16 packed rows
 //   LATENT_SEESAW64 LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
+//   WIDE_GATHER    D = 64: WIDE with four gathering producer warps (paged launches that gather; sm_90a)
 // A split grid of at most as many CTAs as SMs (one wave) is launched one CTA per SM whatever its
 // configuration's shared memory.
 enum FmhaConfig {
@@ -45,6 +46,7 @@ enum FmhaConfig {
   FMHA_CONFIG_LATENT_SPLIT_QK = 7,
   FMHA_CONFIG_LATENT_NARROW = 8,
   FMHA_CONFIG_LATENT_SEESAW64 = 9,
+  FMHA_CONFIG_WIDE_GATHER = 10,
 };
 
 const char* fmha_last_error(void);

@@ -17,7 +17,7 @@ HERE = Path(__file__).resolve().parent
 DTYPES = {"bf16": "true", "fp16": "false"}
 # Head dim -> its configurations (FmhaConfig names of fmha_capi.h); must match sm90/config.h.
 SM90_CONFIGS = {
-    64: ("WIDE", "DEEP"),
+    64: ("WIDE", "DEEP", "WIDE_GATHER"),
     128: ("WIDE", "DEEP", "STREAM"),
     256: ("WIDE", "DEEP"),
     512: ("SEESAW", "SPLIT_QK", "LATENT_SEESAW", "LATENT_SPLIT_QK", "LATENT_NARROW", "LATENT_SEESAW64"),

@@ -69,9 +69,11 @@ struct DecodeTraits {
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   // Producer warps that gather a paged tile with cp.async (common/kv_ring.cuh; the gather path only): one
   // warp's copies fall short of the bytes in flight the ring allows (H200, D = 256 token-level pages: 659 ->
-  // 498 us with four). Two where two CTAs share an SM (four would cap the consumer's registers below its
-  // need), else four; a gathered launch has kGatherThreads threads, within the launch bounds (kMaxThreads).
-  static constexpr int kGatherWarps = kSetMaxNReg ? kProducerThreads / 32 : kCtasPerSm == 2 ? 2 : 4;
+  // 498 us with four). Two where two CTAs share an SM (four cap every launch's registers: D = 64 WIDE's
+  // consumer from 167 to 128), else four, or the configuration's own count (Config::gather_warps); a gathered
+  // launch has kGatherThreads threads, within the launch bounds (kMaxThreads).
+  static constexpr int kGatherWarps =
+      kCfg.gather_warps ? kCfg.gather_warps : kSetMaxNReg ? kProducerThreads / 32 : kCtasPerSm == 2 ? 2 : 4;
   static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
   static constexpr int kMaxThreads = kGatherThreads;  // the largest launch (static_assert below)
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
