@@ -80,8 +80,14 @@ def test_no_spills(build):
     # touching an accumulator of a wgmma in flight, e.g. one kept in flight across a loop's back edge; C7512,
     # C7514 and C7515 were met while writing the D = 512 loop, perf/RESULTS.md): correct results, a silent slowdown.
     serialised = [l for l in log.splitlines()
-                  if re.search(r"C751\d", l) or "wgmma.mma_async instructions are serialized" in l]
+                  if re.search(r"C751[0-5]", l) or "wgmma.mma_async instructions are serialized" in l]
     assert not serialised, "ptxas serialises wgmma:\n" + "\n".join(serialised)
+    # C7519 (ptxas injects a warpgroup.arrive, i.e. one more wgmma fence; nothing is serialised) only where a
+    # Q K^T chain spins on its ring stage's barriers after its fence (before each half's boxes): the 64-key
+    # latent seesaw (config 9), whose timings include it. Elsewhere it would be an unintended branch in a wgmma
+    # sequence.
+    injected = [l for l in log.splitlines() if "C7519" in l and not re.search(r"decode_kernelILi5(12|76)ELb[01]ELi9E", l)]
+    assert not injected, "ptxas injects warpgroup.arrive:\n" + "\n".join(injected)
 
 
 def test_sass_uses_wgmma_and_tma(build):
