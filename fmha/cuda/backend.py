@@ -149,7 +149,9 @@ def d512_config(p: Problem, arch: int = 90) -> Config:
 
 def split_config(head_dim: int, latent: bool = False) -> Config:
     """The one-CTA-per-SM configuration whose tile and occupancy plan the split count: DEEP, or at D = 512
-    SPLIT_QK (D = 512's configurations share their tile and CTAs per SM; LATENT_SPLIT_QK for the latent ring)."""
+    SPLIT_QK (D = 512's configurations share their CTAs per SM; LATENT_SPLIT_QK for the latent ring, whose
+    32-key tile also plans LATENT_SEESAW64's splits: each split then gets at least one of its 64-key tiles, the
+    plan measured against the 32-key seesaw in docs/deepseek.md)."""
     if head_dim >= 512:
         return Config.LATENT_SPLIT_QK if latent else Config.SPLIT_QK
     return Config.DEEP
