@@ -140,8 +140,8 @@ def latent_ring(p: Problem, arch: int = 90) -> bool:
 def d512_config(p: Problem, arch: int = 90) -> Config:
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
-    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, else LATENT_SEESAW64, which beat
-    LATENT_SEESAW (by up to 5%) and LATENT_SPLIT_QK at every row count measured (docs/deepseek.md)."""
+    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, else LATENT_SEESAW64, the
+    fastest of the latent loops at every row count measured (docs/deepseek.md)."""
     if latent_ring(p, arch):
         return Config.LATENT_NARROW if p.seqlen_q * p.group_size <= LATENT_NARROW_ROWS else Config.LATENT_SEESAW64
     return Config.SEESAW if p.seqlen_q * p.group_size > BLOCK_M else Config.SPLIT_QK
@@ -305,8 +305,8 @@ class CudaBackend(Backend):
         return (Config.DEEP if shallow is None else self._wide_gather(p, shallow, ctas * splits)), splits
 
     def _wide_gather(self, p: Problem, config: Config, ctas: int) -> Config:
-        """WIDE_GATHER for a D = 64 WIDE launch that gathers (sm_90a): its four gathering warps outpace WIDE's two
-        (H200, B32 S8192 16-token pages: 137 against 144 us), and only gathered launches pay its register cap."""
+        """WIDE_GATHER for a D = 64 WIDE launch that gathers (sm_90a): its four gathering warps outpace WIDE's two,
+        and only gathered launches pay its register cap (docs/paged.md)."""
         if config == Config.WIDE and p.head_dim == 64 and self._arch == 90 and self._gathers(p, config, ctas):
             return Config.WIDE_GATHER
         return config
@@ -378,7 +378,7 @@ class CudaBackend(Backend):
             one_per_sm = self._ctas_per_sm[(p.head_dim, config)] == 1 or (num_splits > 1 and ctas * num_splits <= sms)
         kind = _DESCRIPTION[config].format(per_sm="one CTA per SM" if one_per_sm else "several CTAs per SM")
         shallow = self._shallow_ring_config(p, index, num_splits)
-        if config == shallow or (shallow == Config.WIDE and config == Config.WIDE_GATHER):
+        if shallow is not None and config == self._wide_gather(p, shallow, _grid_ctas(p) * num_splits):
             kind += f", shallow ring for {'an unsplit' if num_splits == 1 else 'a split'} grid of one wave"
         rows = p.seqlen_q * p.group_size
         if rows <= self._narrow_rows[(p.head_dim, config)]:

@@ -55,8 +55,8 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_WIDE) return {128, 2, 2, 2, 128, kSerial, true, false, 0, false, true, false};
       // One CTA per SM, a 192 KB ring: bytes in flight set the bandwidth of small and split grids.
       if (config == FMHA_CONFIG_DEEP) return {128, 6, 6, 1, 32, kOverlapped, true, false, 0, false, true, true};
-      // WIDE for paged launches that gather: four gathering warps outpace two at the cost of the registers every
-      // launch of the kernel gets (H200, B32 S8192 16-token pages: 137 against 144 us; contiguous T = 4 +3.5%).
+      // WIDE for paged launches that gather: four gathering warps outpace two, at the cost of the registers
+      // every launch of the kernel gets (128), which is why contiguous and TMA launches keep WIDE.
       if (config == FMHA_CONFIG_WIDE_GATHER)
         return {128, 2, 2, 2, 128, kSerial, true, false, 0, false, true, false, false, 4};
       return kNoConfig;
@@ -85,7 +85,7 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 5, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 5, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
       // 64-key tiles: an N = 64 Q K^T reads as many shared-memory bytes as it has math; two stages, one per
-      // warpgroup. 64 Q columns in registers (128 spilled).
+      // warpgroup. 64 Q columns in registers (128 leave the consumer too few).
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, false, false, true};
       // At most 16 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};

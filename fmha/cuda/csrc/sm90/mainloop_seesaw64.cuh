@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "../common/epilogue.cuh"
+#include "mainloop_seesaw.cuh"  // SeesawSmem: the P tiles and the hand-off
 #include "mma.cuh"
 
 namespace fmha {
@@ -30,25 +31,15 @@ namespace sm90 {
 //     O *= alpha(o+1); P V(o+1); free this warpgroup's half of stage o+1
 //     Q K^T(o+2): its first half's boxes once that half landed, then the second's
 // A stage is free about one P V after its tile's publish, so its refill overlaps the other tile's softmax
-// and P V; a half freed only after the next p_full wait put a load latency into every tile's chain
-// (H200, B64 Hq128 S4096: 161 us against 153 for the 32-key seesaw).
-// Buffer reuse: P(it) lives in box kQSmemBoxes + it % 2 and the row state in slot it % 2. The owner
+// and P V; a half freed only after the next p_full wait would put a load latency into every tile's chain.
+// Buffer reuse (SeesawSmem): P(it) lives in box kQSmemBoxes + it % 2 and the row state in slot it % 2. The owner
 // writes them again for it + 2 after taking P(it + 1), which the other warpgroup publishes only after its
 // P V(it) completed and it took the state after it.
 // No wgmma group is in flight across the loop's back edge (ptxas would serialise them).
-template <class Tr>
-struct Seesaw64Smem {
-  static_assert(Tr::kSeesaw64, "64-key seesaw only");
-  // P(it): one 64 x 64 box after Q's, K-major and 128B-swizzled like Q (the A operand of P V).
-  __device__ static uint16_t* p_box(SharedStorage<Tr>& ss, int it) { return ss.q[Tr::kQSmemBoxes + (it & 1)]; }
-  // Row state after tile it, thread tid_wg's: (m_i[0], m_i[1], l_i[0], l_i[1]) and (alpha[0], alpha[1], -, -).
-  __device__ static float4* state(SharedStorage<Tr>& ss, int it) { return ss.s_exchange + (it & 1) * 256; }
-};
-
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                                        int b, int kvh, int row0, int split, int ctid) {
-  using Sm = Seesaw64Smem<Tr>;
+  using Sm = SeesawSmem<Tr>;
   constexpr int kSteps = Tr::kHeadDim / 16;                 // k16 steps of Q K^T
   constexpr int kSmemSteps = kSteps - Tr::kQRegSteps;       // Q from shared memory; the rest from registers
   constexpr int kHalfSteps = Tr::kHalfBoxes * 4;            // the steps over the stage's first half
@@ -61,7 +52,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   int limit_abs[2];
   consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
   // The quad lane's column offset folded into the key limits (the softmax then masks with constant
-  // columns, ql = 0): the per-element columns spilled a register at 576.
+  // columns, ql = 0): per-element columns need a register the 576-wide kernel does not have.
   limit_abs[0] -= 2 * ql;
   limit_abs[1] -= 2 * ql;
   QRegs<Tr> qr;
@@ -120,39 +111,16 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   // P V follow the publish); then the state, published.
   auto softmax_publish = [&](int it, float (&alpha)[2]) {
     softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, 0, alpha);
-    // Element i = 4 c + 2 h + e: row 16 w + g + 8 h, column 8 c + 2 ql + e, i.e. 16 B chunk c of the
-    // row, swizzled by the row's (16 w + g + 8 h) % 8 = g; conflict-free per store.
-    uint8_t* box = reinterpret_cast<uint8_t*>(Sm::p_box(ss, it));
-#pragma unroll
-    for (int c = 0; c < Tr::kBlockN / 8; ++c)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        *reinterpret_cast<uint32_t*>(box + (16 * w + g + 8 * h) * Tr::kRowBytes + ((c ^ g) * 16) + 4 * ql) =
-            pack2<kBf16>(s[4 * c + 2 * h], s[4 * c + 2 * h + 1]);
+    Sm::template store_p<kBf16>(ss, it, s, w, g, ql);
     const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
     if (valid < Tr::kBlockN) {
       zero_v_tail<Tr, 128>(ss, it & 1, valid, tid_wg);
       ptx::fence_proxy_async_shared();
       ptx::named_barrier_sync(kBarVTail, 128);
     }
-    float4* state = Sm::state(ss, it);
-    state[tid_wg] = make_float4(st.m_i[0], st.m_i[1], st.l_i[0], st.l_i[1]);
-    state[128 + tid_wg] = make_float4(alpha[0], alpha[1], 0.f, 0.f);
-    ptx::fence_proxy_async_shared();  // P: generic stores -> the other warpgroup's (and our) wgmma reads
-    ptx::mbarrier_arrive(&ss.p_full[it & 1]);
+    Sm::publish(ss, it, st, alpha, tid_wg);
   };
-  // The other's tile it: wait until it published P(it); take the row state and alpha.
-  auto take = [&](int it, float (&alpha)[2]) {
-    ptx::mbarrier_wait_parity(&ss.p_full[it & 1], static_cast<uint32_t>(it >> 1) & 1u);
-    const float4* state = Sm::state(ss, it);
-    const float4 ml = state[tid_wg], a = state[128 + tid_wg];
-    st.m_i[0] = ml.x;
-    st.m_i[1] = ml.y;
-    st.l_i[0] = ml.z;
-    st.l_i[1] = ml.w;
-    alpha[0] = a.x;
-    alpha[1] = a.y;
-  };
+  auto take = [&](int it, float (&alpha)[2]) { Sm::take(ss, it, st, alpha, tid_wg); };  // the other's tile it
   // Compile-time shape of a trip: kNext: the other's tile o + 1 exists; kNextQk: so does o + 2, whose
   // Q K^T is issued. Each P V is waited for and its half freed before anything that may block (the next
   // p_full wait, a Q K^T that waits for its stage to land), so that no refill waits behind a load.

@@ -243,18 +243,20 @@ __device__ __forceinline__ void wgmma_ss_m64n128k16(float (&d)[64], uint64_t des
 #endif
 }
 
-template <bool kBf16>
+// kTransB: B MN-major (imm-trans-b = 1: V in P V, the default) or K-major (0: K in Q K^T, with Q fragments
+// held in registers, as the 64-key seesaw does).
+template <bool kBf16, bool kTransB = true>
 __device__ __forceinline__ void wgmma_rs_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
 #if FMHA_SM90_ENABLED
   if constexpr (kBf16)
-    asm volatile(FMHA_WGMMA_ASM("m64n64k16", "bf16", FMHA_ACC_REGS_32, "{%32, %33, %34, %35}, %36, p, 1, 1, 1", "%37")
+    asm volatile(FMHA_WGMMA_ASM("m64n64k16", "bf16", FMHA_ACC_REGS_32, "{%32, %33, %34, %35}, %36, p, 1, 1, %38", "%37")
                  : FMHA_ACC_OPERANDS_32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB ? 1 : 0)
                  : "memory");
   else
-    asm volatile(FMHA_WGMMA_ASM("m64n64k16", "f16", FMHA_ACC_REGS_32, "{%32, %33, %34, %35}, %36, p, 1, 1, 1", "%37")
+    asm volatile(FMHA_WGMMA_ASM("m64n64k16", "f16", FMHA_ACC_REGS_32, "{%32, %33, %34, %35}, %36, p, 1, 1, %38", "%37")
                  : FMHA_ACC_OPERANDS_32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB ? 1 : 0)
                  : "memory");
 #else
   (void)d; (void)a; (void)desc_b; (void)scale_d;
@@ -344,28 +346,6 @@ __device__ __forceinline__ void wgmma_rs_m64n32k16_kmajor(float (&d)[16], const 
 #endif
 }
 
-// m64n64k16, A from registers, B from a K-major descriptor: part of S = Q K^T in the 64-key seesaw
-// (mainloop_seesaw64.cuh), whose last Config::q_reg_cols columns of Q stay in registers.
-template <bool kBf16>
-__device__ __forceinline__ void wgmma_rs_m64n64k16_kmajor(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b,
-                                                          int scale_d) {
-#if FMHA_SM90_ENABLED
-  if constexpr (kBf16)
-    asm volatile(FMHA_WGMMA_ASM("m64n64k16", "bf16", FMHA_ACC_REGS_32, "{%32, %33, %34, %35}, %36, p, 1, 1, 0", "%37")
-                 : FMHA_ACC_OPERANDS_32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
-                 : "memory");
-  else
-    asm volatile(FMHA_WGMMA_ASM("m64n64k16", "f16", FMHA_ACC_REGS_32, "{%32, %33, %34, %35}, %36, p, 1, 1, 0", "%37")
-                 : FMHA_ACC_OPERANDS_32(d)
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
-                 : "memory");
-#else
-  (void)d; (void)a; (void)desc_b; (void)scale_d;
-  FMHA_TRAP_UNSUPPORTED();
-#endif
-}
-
 // m64n16k16, A and B from descriptors, for the narrow (swapped) decode path where the 64 M rows
 // are keys (S^T = K Q^T) or head-dim columns (O^T = V^T P^T) and N = 16 query rows.
 // kTransA = 1: A is MN-major in shared memory (V^T read from the token-major V tile);
@@ -407,7 +387,7 @@ template <int N, bool kBf16>
 __device__ __forceinline__ void wgmma_rs_kmajor(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
   static_assert(N == 32 || N == 64, "wgmma_rs_kmajor: N not instantiated");
   if constexpr (N == 32) wgmma_rs_m64n32k16_kmajor<kBf16>(d, a, desc_b, scale_d);
-  else wgmma_rs_m64n64k16_kmajor<kBf16>(d, a, desc_b, scale_d);
+  else wgmma_rs_m64n64k16<kBf16, false>(d, a, desc_b, scale_d);
 }
 
 template <int N, bool kBf16>

@@ -77,7 +77,7 @@ struct DecodeTraits {
   static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
   static constexpr int kMaxThreads = kGatherThreads;  // the largest launch (static_assert below)
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
-  // The 64-key seesaw's producer issues each tile in two halves: 24 registers spilled.
+  // The 64-key seesaw's producer issues each tile in two halves: 24 registers are too few for its live ranges.
   static constexpr int kProducerRegs = kSeesaw64 ? 32 : sm90::kProducerRegs;
   static constexpr bool kLeanProducer = kSetMaxNReg;  // common/kv_ring.cuh PagedTile: no rows kept
   static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
@@ -87,7 +87,7 @@ struct DecodeTraits {
   static constexpr int kTmaRows = kCfg.tma_rows;
   // The fewest tokens of a paged launch's TMA box (config.h paged_gathers: smaller pages gather), as the
   // producer's page lookup counts them: the 64-key seesaw's setmaxnreg producer keeps two page ids a
-  // tile instead of eight, which its 24 registers hold.
+  // tile instead of eight, which its registers hold.
   static constexpr int kPagedMinBoxRows = kSeesaw64 ? kPagedTmaMinRows : 8;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread. The
