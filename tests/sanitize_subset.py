@@ -67,6 +67,20 @@ for page_size in (64, 13):
     valid = out[[0, 2]]
     print("ran paged out-of-range ids", page_size, "nan in valid sequences" if torch.isnan(valid).any() else "ok",
           flush=True)
+# The paged plans of their own (B = 32, Hkv = 8): KV-head pairs through TMA boxes (D = 64) and STREAM above the
+# SMs (D = 128 T = 4), 64-token pages and the gather (13), with out-of-range ids in sequence 1.
+for (D, T) in ((64, 1), (128, 4)):
+    for page_size in (64, 13):
+        q, k, v, cs = make_inputs(32, T, 32, 8, 300, D, device="cuda", seqlens=[300, 300, 0] + [129] * 29)
+        kp, vp, bt = make_paged(k, v, page_size, cs)
+        bt[1] = torch.tensor([-1, kp.shape[0], 2 ** 31 - 1], dtype=torch.int32, device="cuda").repeat(
+            bt.shape[1] // 3 + 1)[:bt.shape[1]]
+        launch = fmha.explain(q, kp, vp, cs, block_table=bt, backend="cuda").launch
+        out, lse = fmha.attention(q, kp, vp, cs, block_table=bt, backend="cuda", return_lse=True)
+        torch.cuda.synchronize()
+        valid = torch.cat([out[:1], out[2:]])
+        print("ran paged own plan", D, T, page_size, launch.split(",")[0], launch.split("; ")[-1],
+              "nan in valid sequences" if torch.isnan(valid).any() else "ok", flush=True)
 if ONLY == "paged":
     sys.exit(0)
 

@@ -310,13 +310,13 @@ def test_paged_plan_is_the_contiguous_plan_of_the_capacity(monkeypatch, B, T, Hq
     assert ("the producer warps gather" if gathers else "TMA boxes inside each page") in text, text
 
 
-@pytest.mark.parametrize("B,page_size,max_blocks", ((1, 16, 4096), (1, 13, 5042), (16, 1, 8192), (32, 24, 342),
-                                                     (32, 64, 128), (128, 256, 32)))
+@pytest.mark.parametrize("B,page_size,max_blocks", ((1, 16, 4096), (1, 13, 5042), (16, 1, 8192), (64, 24, 342),
+                                                     (64, 64, 128), (128, 256, 32)))
 def test_gathered_d128_pages_run_deep(monkeypatch, B, page_size, max_blocks):
     """D = 128 pages on the gather path run DEEP (four gathering warps a CTA) where the contiguous plan of the
     capacity takes WIDE or the shallow ring (the split count follows the gather's merge, see
-    test_gathered_pages_merge_by_kernel); so do pages TMA could serve when the grid outnumbers the SMs, which
-    the C API then gathers."""
+    test_gathered_pages_merge_by_kernel); so do pages TMA could serve when the grid outnumbers the SMs (by more
+    than STREAM holds at once), which the C API then gathers."""
     import dataclasses
 
     b = stub_backend(monkeypatch, clustered={8})
@@ -325,6 +325,25 @@ def test_gathered_d128_pages_run_deep(monkeypatch, B, page_size, max_blocks):
     assert b.launch_plan(flat, 0)[0] != Config.DEEP
     assert b.launch_plan(p, 0)[0] == Config.DEEP
     assert "the producer warps gather" in b.launch_details(p)
+
+
+@pytest.mark.parametrize("B,T,Hq,page_size,expected", (
+    (32, 4, 32, 64, "STREAM"),   # 256 CTAs of 16 rows: one wave of STREAM (2 CTAs per SM)
+    (32, 4, 32, 16, "STREAM"),   # gathered pages too (STREAM's two gathering warps)
+    (32, 1, 32, 1, "STREAM"),
+    (33, 1, 32, 256, "STREAM"),  # 264 CTAs: every slot
+    (34, 1, 32, 64, "DEEP"),     # 272 CTAs: more than one wave
+    (32, 8, 32, 64, "DEEP"),     # 32 rows: beyond the narrow loop
+))
+def test_paged_narrow_grids_of_one_stream_wave_run_stream(monkeypatch, B, T, Hq, page_size, expected):
+    """Paged D = 128 grids of more CTAs than SMs, at most the narrow loop's rows and at most the CTAs STREAM holds
+    at once, run STREAM at every page size (else DEEP, which gathers them); an sm_100a library keeps its plan."""
+    b = stub_backend(monkeypatch, clustered={8})
+    p = _paged_problem(B, T, Hq, 8, page_size, 4096 // page_size, 128)
+    assert b.launch_plan(p, 0) == (Config[expected], 1)
+    assert b.launch_details(p).startswith(f"config {expected.lower()} ("), b.launch_details(p)
+    b._arch = 100
+    assert b.launch_plan(p, 0)[0] != Config.STREAM
 
 
 @pytest.mark.parametrize("page_size,max_blocks,expected", ((16, 512, "WIDE_GATHER"), (1, 8192, "WIDE_GATHER"),
@@ -361,16 +380,22 @@ def test_sm100_paged_plan_keeps_the_contiguous_plan(monkeypatch):
 
 
 @pytest.mark.parametrize("B,Hq,Hkv", ((32, 32, 8), (128, 32, 8), (43, 18, 6)))
-def test_paged_problems_never_run_as_head_pairs(monkeypatch, B, Hq, Hkv):
-    """The C API serves KV_HEAD_PAIRS on contiguous caches only: a paged D = 64 grid the pairs rule would take
-    runs as single heads."""
+@pytest.mark.parametrize("page_size", (64, 256, 96, 16, 1))
+def test_paged_problems_run_as_head_pairs_through_tma(monkeypatch, B, Hq, Hkv, page_size):
+    """A paged D = 64 grid the pairs rule takes runs as KV-head pairs where its pages are TMA boxes; gathered
+    pages run as single heads (WIDE_GATHER's four gathering warps)."""
     import dataclasses
 
     b = stub_backend(monkeypatch, clustered=())
-    p = _paged_problem(B, 1, Hq, Hkv, 64, 128, 64)
+    b._arch = 90
+    p = _paged_problem(B, 1, Hq, Hkv, page_size, 8192 // page_size, 64)
     flat = dataclasses.replace(p, page_size=None, num_blocks=None, max_blocks_per_seq=None)
     assert b.launch_plan(flat, 0) == (Config.KV_HEAD_PAIRS, 1)
-    assert b.launch_plan(p, 0)[0] != Config.KV_HEAD_PAIRS and "KV-head pairs" not in b.launch_details(p)
+    if page_size % 32 == 0:
+        assert b.launch_plan(p, 0) == (Config.KV_HEAD_PAIRS, 1)
+        assert "KV-head pairs" in b.launch_details(p) and "TMA boxes inside each page" in b.launch_details(p)
+    else:
+        assert b.launch_plan(p, 0) == (Config.WIDE_GATHER, 1) and "KV-head pairs" not in b.launch_details(p)
 
 
 def test_packed_tail_describes_a_paged_cache(monkeypatch):

@@ -421,6 +421,25 @@ def test_cuda_paged_each_configuration(D, config, num_splits, page_size, monkeyp
 
 
 @hopper
+@pytest.mark.parametrize("Hq,Hkv,T", ((8, 2, 2), (16, 4, 1), (6, 6, 2)))
+@pytest.mark.parametrize("page_size", (1, 13, 16, 64, 256))
+def test_cuda_paged_head_pairs(Hq, Hkv, T, page_size, monkeypatch):
+    """D = 64 KV heads read in pairs from the pools (KV_HEAD_PAIRS, the D = 128 stream kernel over the pool as
+    128-wide heads): TMA boxes and the gather, causal, the awkward lengths, varlen with an empty sequence, a
+    shared prefix page, NaN in every slot no sequence owns."""
+    from test_cuda import force_launch_plan
+
+    force_launch_plan(monkeypatch, "kv_head_pairs", 1)
+    q, k, v, sl = make_inputs(3, T, Hq, Hkv, 1000, 64, device="cuda", seqlens=[1000, 0, 129], seed=Hq + page_size)
+    kp, vp, bt = make_paged(k, v, page_size, sl, shared_pages=1, seed=page_size + T)
+    assert "KV-head pairs" in fmha.explain(q, kp, vp, sl, block_table=bt, backend="cuda").launch
+    out, lse = check_backend("cuda", q, kp, vp, sl, block_table=bt, what=f"pairs {Hq}/{Hkv} T={T} page={page_size}")
+    ref, ref_lse = attention_reference(q, k, v, sl, 64 ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what="cuda pairs paged vs contiguous")
+    assert (out[1] == 0).all() and torch.isneginf(lse[1]).all()
+
+
+@hopper
 @pytest.mark.parametrize("layout", PAGED_LAYOUTS)
 @pytest.mark.parametrize("page_size", (16, 13))
 def test_cuda_pool_layouts(layout, page_size, monkeypatch):
@@ -527,3 +546,21 @@ def test_cuda_paged_matches_contiguous(B, T, Hq, Hkv, S, D, page_size):
     flat = fmha.attention(q, k, v, sl, backend="cuda", out=poisoned_out(q))
     paged = fmha.attention(q, kp, vp, sl, block_table=bt, backend="cuda", out=poisoned_out(q))
     assert (flat.float() - paged.float()).abs().max().item() <= 2 * tolerance(q.dtype, v.abs().max().item())
+
+
+@hopper
+@pytest.mark.parametrize("T,Hq,D,page_size,config", ((4, 32, 128, 64, "stream"), (4, 32, 128, 16, "stream"),
+                                                      (1, 32, 64, 64, "kv_head_pairs"),
+                                                      (1, 32, 64, 16, "wide_gather")))
+def test_cuda_paged_plans_of_their_own(T, Hq, D, page_size, config):
+    """The plans a paged grid gets where the contiguous one of its capacity differs (B = 32, Hkv = 8: STREAM for
+    a narrow grid of more CTAs than SMs, KV-head pairs through TMA boxes, WIDE_GATHER where D = 64 gathers), as
+    planned, against the reference and the contiguous call; varlen with empty and 1-token sequences."""
+    seqlens = [777, 0, 1, 129] + [(37 * i) % 778 for i in range(28)]
+    q, k, v, sl = make_inputs(32, T, Hq, 8, 777, D, device="cuda", seqlens=seqlens, seed=T + D + page_size)
+    kp, vp, bt = make_paged(k, v, page_size, sl, seed=page_size)
+    assert fmha.explain(q, kp, vp, sl, block_table=bt, backend="cuda").launch.startswith(f"config {config} (")
+    out, lse = check_backend("cuda", q, kp, vp, sl, block_table=bt, what=f"{config} page={page_size}")
+    flat = fmha.attention(q, k, v, sl, backend="cuda", out=poisoned_out(q))
+    assert (flat.float() - out.float()).abs().max().item() <= 2 * tolerance(q.dtype, v.abs().max().item())
+    assert (out[1] == 0).all() and torch.isneginf(lse[1]).all()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 # The C API's configurations (enum FmhaConfig in fmha/cuda/csrc/fmha_capi.h), by the names plan tokens use.
-CONFIGS = {"wide": 0, "deep": 1, "stream": 2, "pairs": 3, "seesaw": 4, "split_qk": 5}
+CONFIGS = {"wide": 0, "deep": 1, "stream": 2, "pairs": 3, "seesaw": 4, "split_qk": 5, "wide_gather": 10}
 KV_HEAD_PAIRS = CONFIGS["pairs"]
 CONFIG_NAMES = {v: k for k, v in CONFIGS.items()}
 
@@ -161,7 +161,7 @@ def variant_backend(v: Variant):
 
 
 def force_plan(b, lib, tokens):
-    """Override b.launch_plan by plan tokens: @<config> (wide, deep, stream, pairs, seesaw, split_qk) runs the
+    """Override b.launch_plan by plan tokens: @<config> (a CONFIGS name) runs the
     problems whose head dim has that configuration with it (the plan's choice elsewhere; @pairs unsplit, D = 64
     caches with their KV heads side by side), @splits=N with N KV splits (else the plan's count)."""
     plan = dict(w[1:].partition("=")[::2] for w in tokens)

@@ -5,7 +5,7 @@ The library is built for one architecture (`fmha_arch()` says which: the current
 capability 10.0, else sm_90a) and exposes the same C API
 (fmha_capi.h) on every one; this module chooses a configuration and a split count per problem. A paged
 problem (a block table over page pools) is planned as the contiguous one of S = its capacity
-(max_blocks_per_seq * page_size), never as KV-head pairs (the C API serves those contiguous only).
+(max_blocks_per_seq * page_size), with the paged exceptions of launch_plan.
 
 DeepSeek's shared latent (a v_cache that is k_cache's memory: `Problem.kv_shared`) at (512, 512) and
 (576, 512) runs the LATENT configurations on sm_90a: one K/V ring, each latent tile read once. (576, 512)
@@ -99,6 +99,10 @@ HEAD_PAIRS_MIN_FILL = 0.8
 # where WIDE's and STREAM's CTAs have two (H200, B128 S8192 16-token pages: 1200 -> 958 us); and with more CTAs
 # than SMs at any page size, which the C API then gathers too. D = 64 measured slower so.
 GATHER_DEEP_HEAD_DIMS = (128,)
+# Except paged narrow grids that STREAM holds in one wave (two CTAs per SM), which stream faster at every page
+# size through its ring and narrow loop (H200, B32 T4 S4096 64-token pages: DEEP 130.6, STREAM 127.3 us,
+# contiguous 126.3); grids of more waves keep DEEP (B128 S8192: 960 against 968 us).
+PAGED_STREAM_HEAD_DIMS = (128,)
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -283,7 +287,9 @@ class CudaBackend(Backend):
         is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and gives each CTA at least
         SHALLOW_RING_MIN_KEYS keys, else DEEP: one CTA per SM with the deeper ring. D = 512 plans its splits
         the same way and runs the configuration of its row count (d512_config), split or not. Paged D = 128
-        problems run DEEP where they gather or have more CTAs than SMs (GATHER_DEEP_HEAD_DIMS, sm_90a).
+        problems run DEEP where they gather or have more CTAs than SMs (GATHER_DEEP_HEAD_DIMS, sm_90a), except
+        narrow grids of more CTAs than SMs that STREAM holds in one wave (_paged_stream); paged D = 64 runs as
+        pairs only through TMA boxes (_head_pairs).
         """
         if self._fn is None:
             self._bind()
@@ -296,6 +302,8 @@ class CudaBackend(Backend):
         if ctas > num_sms(index):
             if p.head_dim >= 512:
                 return d512_config(p, self._arch), 1
+            if gather_deep and self._paged_stream(p, index, ctas):
+                return Config.STREAM, 1
             return self._wide_gather(p, Config.DEEP if gather_deep else Config.WIDE, ctas), 1
         splits = clustered_splits(p, ctas, self._occupancy_splits(p, index),
                                   self._merge_modes(p, index, self._split_config(p)))
@@ -311,15 +319,27 @@ class CudaBackend(Backend):
             return Config.WIDE_GATHER
         return config
 
+    def _paged_stream(self, p: Problem, index: int, ctas: int) -> bool:
+        """Whether a paged grid of `ctas` > SMs CTAs runs STREAM (PAGED_STREAM_HEAD_DIMS, sm_90a): at most the
+        narrow loop's rows, and at most the CTAs STREAM holds at once."""
+        key = (p.head_dim, Config.STREAM)
+        return (p.head_dim in PAGED_STREAM_HEAD_DIMS and self._arch != 100 and p.has_block_table
+                and p.seqlen_q * p.group_size <= self._narrow_rows[key]
+                and ctas <= self._ctas_per_sm[key] * num_sms(index))
+
     def _head_pairs(self, p: Problem, index: int) -> bool:
         """Whether p runs as KV-head pairs (KV_HEAD_PAIRS, see HEAD_PAIRS_MIN_FILL): D = 64 with its KV heads side
         by side, an even number of them, at most the narrow loop's rows a pair, and at least HEAD_PAIRS_MIN_FILL x
-        SMs pairs (unsplit)."""
-        if p.head_dim != 64 or p.heads_kv % 2 or not p.kv_heads_adjacent or p.has_block_table:
+        SMs pairs (unsplit); paged, only through TMA boxes: gathered pages run faster on WIDE_GATHER's four
+        warps than on the pairs kernel's two (H200, B32 S8192 16-token pages: 134.8 against 146.5 us)."""
+        if p.head_dim != 64 or p.heads_kv % 2 or not p.kv_heads_adjacent:
             return False
         if 2 * p.seqlen_q * p.group_size > self._narrow_rows[(64, Config.KV_HEAD_PAIRS)]:
             return False
-        return p.batch * p.heads_kv // 2 >= HEAD_PAIRS_MIN_FILL * num_sms(index)
+        pairs = p.batch * p.heads_kv // 2
+        if p.has_block_table and self._gathers(p, Config.KV_HEAD_PAIRS, pairs):
+            return False
+        return pairs >= HEAD_PAIRS_MIN_FILL * num_sms(index)
 
     def _shallow_ring_config(self, p: Problem, index: int, num_splits: int) -> Optional[Config]:
         """The configuration of launch_plan's shallow-ring rule for p in num_splits splits (WIDE at D = 64, STREAM

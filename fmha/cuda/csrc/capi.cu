@@ -261,7 +261,6 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (pairs) {
     const int max_rows = config_shape(D, config).narrow_rows;
     if (num_splits != 1) return fail("config KV_HEAD_PAIRS runs unsplit, got num_splits=%d", num_splits);
-    if (paged) return fail("config KV_HEAD_PAIRS serves contiguous caches only (block_table given)");
     if (Hkv % 2 != 0) return fail("config KV_HEAD_PAIRS needs an even Hkv, got Hkv=%d", Hkv);
     if (2LL * T * G > max_rows)
       return fail("config KV_HEAD_PAIRS serves at most %d packed rows a pair, got 2 x T x Hq/Hkv = %lld", max_rows,
@@ -289,6 +288,15 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   const int map_s = paged ? static_cast<int>(a->page_size) : S, map_b = paged ? static_cast<int>(a->num_blocks) : B;
   fmha::sanitize_kv_strides(map_s, Hkv, D, map_b, kv.k_b, kv.k_s, kv.k_h);
   fmha::sanitize_kv_strides(map_s, Hkv, D, map_b, kv.v_b, kv.v_s, kv.v_h);
+  if (pairs) {  // read the cache (or the pools) as D = 128 with Hkv / 2 heads (DecodeParams::head_pairs)
+    if (kv.k_h != D || kv.v_h != D)
+      return fail("config KV_HEAD_PAIRS needs the KV heads of a token side by side (head stride %d elements); "
+                  "k_cache has %lld, v_cache %lld", D, (long long)kv.k_h, (long long)kv.v_h);
+    p.head_pairs = 1;
+    p.Hkv = Hkv / 2;
+    p.rows = 2 * T * G;
+    kv.k_h = kv.v_h = 2 * D;
+  }
   if (paged) {
     p.block_table = reinterpret_cast<const int*>(a->block_table);
     p.block_table_stride = a->block_table_stride;
@@ -299,15 +307,6 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     p.v = kv.v;
     p.k_blk = kv.k_b; p.k_tok = kv.k_s; p.k_h = kv.k_h;
     p.v_blk = kv.v_b; p.v_tok = kv.v_s; p.v_h = kv.v_h;
-  }
-  if (pairs) {  // read the cache as D = 128 with Hkv / 2 heads (DecodeParams::head_pairs)
-    if (kv.k_h != D || kv.v_h != D)
-      return fail("config KV_HEAD_PAIRS needs the KV heads of a token side by side (head stride %d elements); "
-                  "k_cache has %lld, v_cache %lld", D, (long long)kv.k_h, (long long)kv.v_h);
-    p.head_pairs = 1;
-    p.Hkv = Hkv / 2;
-    p.rows = 2 * T * G;
-    kv.k_h = kv.v_h = 2 * D;
   }
   p.k_head_major = fmha::head_major_order(kv.k_s, kv.k_h, p.Hkv);
   p.v_head_major = fmha::head_major_order(kv.v_s, kv.v_h, p.Hkv);

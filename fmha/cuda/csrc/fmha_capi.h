@@ -24,7 +24,8 @@ extern "C" {
 //   STREAM         D = 128: WIDE's ring with the narrow loop (grids of at most 16 packed rows
 //                  that fill one wave, unsplit or split)
 //   KV_HEAD_PAIRS  D = 64, unsplit, at most 8 packed rows a head, KV heads side by side in
-//                  memory: STREAM's D = 128 kernel reads KV heads 2i and 2i + 1 as one 128-wide head
+//                  memory (in the cache or in each page): STREAM's D = 128 kernel reads KV heads 2i
+//                  and 2i + 1 as one 128-wide head
 //   SEESAW         D = 512: the two consumer warpgroups take turns over the tiles (more than 64 packed rows)
 //   SPLIT_QK       D = 512: the two consumer warpgroups split Q K^T's head dim (one 64-row block)
 //   LATENT_SEESAW, LATENT_SPLIT_QK, LATENT_NARROW
