@@ -422,7 +422,7 @@ def test_cuda_paged_each_configuration(D, config, num_splits, page_size, monkeyp
 
 @hopper
 @pytest.mark.parametrize("Hq,Hkv,T", ((8, 2, 2), (16, 4, 1), (6, 6, 2)))
-@pytest.mark.parametrize("page_size", (1, 13, 16, 64, 256))
+@pytest.mark.parametrize("page_size", (1, 13, 16, 64, 96, 256))
 def test_cuda_paged_head_pairs(Hq, Hkv, T, page_size, monkeypatch):
     """D = 64 KV heads read in pairs from the pools (KV_HEAD_PAIRS, the D = 128 stream kernel over the pool as
     128-wide heads): TMA boxes and the gather, causal, the awkward lengths, varlen with an empty sequence, a
@@ -549,15 +549,16 @@ def test_cuda_paged_matches_contiguous(B, T, Hq, Hkv, S, D, page_size):
 
 
 @hopper
-@pytest.mark.parametrize("T,Hq,D,page_size,config", ((4, 32, 128, 64, "stream"), (4, 32, 128, 16, "stream"),
-                                                      (1, 32, 64, 64, "kv_head_pairs"),
+@pytest.mark.parametrize("T,Hq,D,page_size,config", ((4, 32, 128, 64, "stream"), (4, 32, 128, 96, "stream"),
+                                                      (4, 32, 128, 16, "stream"), (1, 32, 64, 64, "kv_head_pairs"),
                                                       (1, 32, 64, 16, "wide_gather")))
 def test_cuda_paged_plans_of_their_own(T, Hq, D, page_size, config):
-    """The plans a paged grid gets where the contiguous one of its capacity differs (B = 32, Hkv = 8: STREAM for
-    a narrow grid of more CTAs than SMs, KV-head pairs through TMA boxes, WIDE_GATHER where D = 64 gathers), as
-    planned, against the reference and the contiguous call; varlen with empty and 1-token sequences."""
-    seqlens = [777, 0, 1, 129] + [(37 * i) % 778 for i in range(28)]
-    q, k, v, sl = make_inputs(32, T, Hq, 8, 777, D, device="cuda", seqlens=seqlens, seed=T + D + page_size)
+    """The plans a paged grid gets where the contiguous one of its capacity differs (Hkv = 8, B = SMs / 4: STREAM
+    for a narrow grid of more CTAs than SMs, KV-head pairs through TMA boxes, WIDE_GATHER where D = 64 gathers),
+    as planned, against the reference and the contiguous call; varlen with empty and 1-token sequences."""
+    B = torch.cuda.get_device_properties(0).multi_processor_count // 4  # 8 B CTAs: more than the SMs, one wave
+    seqlens = [777, 0, 1, 129] + [(37 * i) % 778 for i in range(B - 4)]
+    q, k, v, sl = make_inputs(B, T, Hq, 8, 777, D, device="cuda", seqlens=seqlens, seed=T + D + page_size)
     kp, vp, bt = make_paged(k, v, page_size, sl, seed=page_size)
     assert fmha.explain(q, kp, vp, sl, block_table=bt, backend="cuda").launch.startswith(f"config {config} (")
     out, lse = check_backend("cuda", q, kp, vp, sl, block_table=bt, what=f"{config} page={page_size}")

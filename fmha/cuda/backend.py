@@ -101,7 +101,7 @@ HEAD_PAIRS_MIN_FILL = 0.8
 GATHER_DEEP_HEAD_DIMS = (128,)
 # Except paged narrow grids that STREAM holds in one wave (two CTAs per SM), which stream faster at every page
 # size through its ring and narrow loop (H200, B32 T4 S4096 64-token pages: DEEP 130.6, STREAM 127.3 us,
-# contiguous 126.3); grids of more waves keep DEEP (B128 S8192: 960 against 968 us).
+# contiguous 126.3); B128 S8192 (eight waves of DEEP) keeps DEEP: 960 against 968 us.
 PAGED_STREAM_HEAD_DIMS = (128,)
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
@@ -337,9 +337,9 @@ class CudaBackend(Backend):
         if 2 * p.seqlen_q * p.group_size > self._narrow_rows[(64, Config.KV_HEAD_PAIRS)]:
             return False
         pairs = p.batch * p.heads_kv // 2
-        if p.has_block_table and self._gathers(p, Config.KV_HEAD_PAIRS, pairs):
+        if pairs < HEAD_PAIRS_MIN_FILL * num_sms(index):
             return False
-        return pairs >= HEAD_PAIRS_MIN_FILL * num_sms(index)
+        return not (p.has_block_table and self._gathers(p, Config.KV_HEAD_PAIRS, pairs))
 
     def _shallow_ring_config(self, p: Problem, index: int, num_splits: int) -> Optional[Config]:
         """The configuration of launch_plan's shallow-ring rule for p in num_splits splits (WIDE at D = 64, STREAM

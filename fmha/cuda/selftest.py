@@ -92,10 +92,13 @@ CASES = [
     ("paged-fp16-d128-p64", 2, 2, 8, 2, 384, 128, torch.float16, [384, 100], True, False, 64),
     ("paged-split-d128-p64-s65536", 1, 1, 8, 8, 65536, 128, torch.bfloat16, [65536], True, False, 64),
     ("paged-split-d64-p13-s16384", 2, 1, 8, 8, 16384, 64, torch.bfloat16, [16384, 5000], True, False, 13),
-    # the gather with more CTAs than SMs (D = 128 runs it DEEP, D = 64 WIDE: two CTAs an SM, two gathering
-    # warps each): the overlapped loop waits for K two tiles ahead
+    # the gather with more CTAs than SMs (D = 128 runs it DEEP, D = 64 WIDE_GATHER: two CTAs per SM, four
+    # gathering warps each): the overlapped loop waits for K two tiles ahead
     ("paged-d128-p13-gather-wide", 160, 1, 32, 8, 1000, 128, torch.bfloat16, None, True, False, 13),
     ("paged-d64-p13-gather-wide", 160, 1, 32, 8, 1000, 64, torch.bfloat16, None, True, False, 13),
+    # paged plans of their own on a 132-SM GPU: KV-head pairs over 64-token pages, STREAM for 256 CTAs of 16 rows
+    ("paged-d64-p64-head-pairs", 32, 1, 32, 8, 300, 64, torch.bfloat16, [300, 0] * 16, True, False, 64),
+    ("paged-d128-p96-t4-stream", 32, 4, 32, 8, 300, 128, torch.bfloat16, [300, 1] * 16, True, False, 96),
 ]
 
 

@@ -155,6 +155,10 @@ int fmha_config_narrow_rows(int D, int config) { return config_shape(D, config).
 
 int fmha_paged_gather(int D, int config, long long page_size, long long ctas) {
   if (page_size < 1 || page_size > INT32_MAX) return -1;
+  if (config == FMHA_CONFIG_KV_HEAD_PAIRS) {  // answered for the kernel that runs them (D = 128 STREAM)
+    D = 128;
+    config = FMHA_CONFIG_STREAM;
+  }
   return arch::paged_gathers(D, config, static_cast<int>(page_size), ctas, fmha::sm_count()) ? 1 : 0;
 }
 

@@ -22,7 +22,7 @@ extern "C" {
 //                  (grids that fill the GPU)
 //   DEEP           D = 64, 128, 256: one CTA per SM, a deeper ring (small grids, split-KV)
 //   STREAM         D = 128: WIDE's ring with the narrow loop (grids of at most 16 packed rows
-//                  that fill one wave, unsplit or split)
+//                  that fill one wave, unsplit or split; paged, up to two CTAs per SM)
 //   KV_HEAD_PAIRS  D = 64, unsplit, at most 8 packed rows a head, KV heads side by side in
 //                  memory (in the cache or in each page): STREAM's D = 128 kernel reads KV heads 2i
 //                  and 2i + 1 as one 128-wide head

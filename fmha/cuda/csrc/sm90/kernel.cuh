@@ -18,6 +18,7 @@
 // The C API launches a split grid of one wave one CTA per SM (exclusive_sms). D = 64 caches whose KV
 // heads lie side by side run on the D = 128 STREAM kernel as KV-head pairs where the pairs fill most
 // SMs (DecodeParams::head_pairs, pair_row; FMHA_CONFIG_KV_HEAD_PAIRS): blockIdx.y is then a pair.
+// Paged caches add their own choices (docs/paged.md): DEEP or STREAM at D = 128, WIDE_GATHER at D = 64.
 //
 // Roles (kConsumerWGs consumer warpgroups, then the producer: one warp, or a
 // warpgroup of which one warp works when setmaxnreg is used)
