@@ -11,10 +11,14 @@ columns, V = the first 512) or (512, 512) for V4 (K = V). Timed in one run:
   (q and K of 512 columns, a V of its own: 2 x 512 columns read per token);
 - flashinfer-mla: `flashinfer.mla.BatchMLAPagedAttentionWrapper` on the same page pool, its
   ckv and kpe caches the pool's columns [:D_v] and [D_v:] (kpe 0 columns wide for V4), q split
-  the same way, plan() once per input set outside the timed region.
+  the same way, plan() once per input set outside the timed region;
+- flashmla: FlashMLA's SM90 dense decode (`flash_mla.flash_mla_with_kvcache`; FlashMLA built from source
+  and importable, docs/deepseek.md says how) on the same page pool [num_pages, 64, 1, D_qk] and block table,
+  get_mla_metadata() once per input set and one untimed call per set (which fills FlashMLA's tile-scheduler
+  metadata) in prepare(); its kernel is compiled for D_qk 576 / D_v 512 only, so the V4 shapes say so.
 
 Every call gets softmax_scale = 1/sqrt(D_qk) and cache_seqlens = S. A contender that cannot serve
-a shape (a backend refusing the shared latent, FlashInfer missing or refusing) shows its reason;
+a shape (a backend refusing the shared latent, FlashInfer or FlashMLA missing or refusing) shows its reason;
 the rest runs. Timing, rotation (cold L2), the correctness gate and the ceilings are the suite's
 own (perf/timing.py, perf/bench.py), run through the paged preset's helpers (perf/paged.py).
 Results: deepseek.json and deepseek.md next to the suite's results, the table printed at the end.
@@ -22,6 +26,7 @@ Results: deepseek.json and deepseek.md next to the suite's results, the table pr
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 
@@ -30,9 +35,9 @@ import torch
 from perf import paged
 from perf.paged import (FLASHINFER_WORKSPACE_BYTES, FlashInferPaged, _cell, _note, _ok_us, _run,
                         flashinfer_plan_args, flashinfer_version, import_flashinfer, log, page_pools)
-from perf.peers import FmhaBackendContender, Unsupported
+from perf.peers import Contender, FmhaBackendContender, Unsupported
 
-CONTENDERS = ("fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla")
+CONTENDERS = ("fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla", "flashmla")
 PAGE_SIZE = 64
 SEPARATE_D = 512  # the separate call's head dim: q, K and V of 512 columns
 ELEMENT_BYTES = 2  # bf16 and fp16
@@ -222,6 +227,111 @@ class FlashInferMLA(FlashInferPaged):
         return fn
 
 
+_FLASH_MLA = {}  # "module" or "reason", once the import was tried
+# What FlashMLA's SM90 dense decode serves (flash_mla 9241ae3: csrc/sm90/decode/dense/config.h and the checks of
+# csrc/api/dense_decode.h). Its kernel is compiled for 576 / 512 and stops the whole process (exit(1), no
+# exception) on another head dim, so the adapter refuses such shapes before calling it.
+FLASH_MLA_D_QK, FLASH_MLA_D_V, FLASH_MLA_PAGE = 576, 512, 64
+
+
+def import_flash_mla():
+    """The flash_mla module (FlashMLA's Python package), imported once; raises Unsupported with the reason when it
+    cannot be (FlashMLA not built or not on the PYTHONPATH)."""
+    if "module" not in _FLASH_MLA and "reason" not in _FLASH_MLA:
+        t0 = time.perf_counter()
+        try:
+            import flash_mla
+            import flash_mla.cuda  # the compiled extension: fail here, not at the first call
+            _FLASH_MLA["module"] = flash_mla
+            log(f"  flash_mla {getattr(flash_mla, '__version__', '?')} imported from "
+                f"{os.path.dirname(getattr(flash_mla, '__file__', '') or '?')} ({time.perf_counter() - t0:.1f} s)")
+        except BaseException as e:  # ImportError, an extension built for another torch (undefined symbol), ...
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            first = (str(e).strip().splitlines() or [""])[0][:200]
+            _FLASH_MLA["reason"] = (f"import flash_mla failed: {type(e).__name__}: {first} (build FlashMLA "
+                                    "and put its package on the PYTHONPATH)")
+            log(f"  flash_mla: unavailable ({_FLASH_MLA['reason']}); its column says so, the rest runs")
+    if "reason" in _FLASH_MLA:
+        raise Unsupported(_FLASH_MLA["reason"])
+    return _FLASH_MLA["module"]
+
+
+def flash_mla_version():
+    m = _FLASH_MLA.get("module")
+    return getattr(m, "__version__", "?") if m is not None else None
+
+
+class FlashMLA(Contender):
+    """FlashMLA's SM90 dense decode (flash_mla.flash_mla_with_kvcache) on the same page pools as flashinfer-mla:
+    q [B, T, Hq, 576] and the pool [num_pages, 64, 1, 576] as they are, the block table and cache_seqlens of the
+    suite. get_mla_metadata() once per input set in prepare(), and one call per set there too (outside timing):
+    FlashMLA's current API returns an empty FlashMLASchedMeta that its first call fills (the scheduling kernel);
+    the older one returned (tile_scheduler_metadata, num_splits) tensors. Both are called the same way here."""
+    name = "flashmla"
+    layout, reference = "paged", "latent"
+
+    def __init__(self, loader=import_flash_mla, require_cuda: bool = True):
+        self.loader, self.require_cuda = loader, require_cuda
+        self.note = ("flash_mla.flash_mla_with_kvcache(q, kv_pool, block_table, cache_seqlens, head_dim_v=D_v, "
+                     "sched_meta, softmax_scale=1/sqrt(D_qk), causal=T > 1) (SM90 dense decode) on the "
+                     f"{PAGE_SIZE}-token page pool [num_pages, {PAGE_SIZE}, 1, D_qk] of flashinfer-mla, "
+                     "get_mla_metadata() and a first call per input set outside timing")
+
+    def prepare(self, inputs):
+        fm = self.loader()
+        s, dev, dtype, P = inputs.shape, inputs.device, inputs.dtype, inputs.page_size
+        if dev.type != "cuda" and self.require_cuda:
+            raise Unsupported("FlashMLA runs on CUDA GPUs only (dry run on the CPU)")
+        get_meta, attend = (getattr(fm, n, None) for n in ("get_mla_metadata", "flash_mla_with_kvcache"))
+        if get_meta is None or attend is None:
+            raise Unsupported(f"flash_mla {getattr(fm, '__version__', '?')} has no get_mla_metadata / "
+                              "flash_mla_with_kvcache")
+        if (s.D, s.Dv) != (FLASH_MLA_D_QK, FLASH_MLA_D_V):
+            raise Unsupported(f"FlashMLA's dense decode takes D_qk {FLASH_MLA_D_QK} with D_v {FLASH_MLA_D_V} only "
+                              f"(its SM90 kernel is compiled for them); this shape is {s.D}/{s.Dv}")
+        if dtype not in (torch.bfloat16, torch.float16):
+            raise Unsupported(f"FlashMLA's dense decode takes bf16 or fp16, not {dtype}")
+        if P != FLASH_MLA_PAGE:
+            raise Unsupported(f"FlashMLA's dense decode takes {FLASH_MLA_PAGE}-token pages, not {P}")
+        if s.Hq % s.Hkv:
+            raise Unsupported(f"FlashMLA needs Hq a multiple of Hkv ({s.Hq} / {s.Hkv})")
+        if dev.type == "cuda":
+            cc = torch.cuda.get_device_capability(dev)
+            if cc != (9, 0):  # its C++ says so too, but only after the metadata calls
+                raise Unsupported(f"FlashMLA's dense decode runs on SM90 (Hopper) only; this GPU is sm_{cc[0]}{cc[1]}")
+        seqlens, scale, causal = inputs.cache_seqlens, inputs.softmax_scale, s.masked
+        T, Hq, Hkv = s.T, s.Hq, s.Hkv
+        calls = []
+        for q, pool, bt in inputs.paged_sets:
+            # old API: (cache_seqlens, q rows per KV head, KV heads) -> tensors; current: arguments ignored
+            meta, splits = get_meta(seqlens, T * Hq // Hkv, Hkv)
+            calls.append((q, pool, bt, meta, splits))
+
+        def fn(i):
+            q, pool, bt, meta, splits = calls[i]
+            out, _lse = attend(q, pool, bt, seqlens, s.Dv, meta, splits, softmax_scale=scale, causal=causal)
+            return out
+
+        try:
+            for i in range(len(calls)):  # fills each set's scheduling metadata outside timing (current API)
+                fn(i)
+            if dev.type == "cuda":
+                torch.cuda.synchronize(dev)
+        except Exception as e:
+            from perf.peers import short_reason
+            raise Unsupported(f"{type(e).__name__}: {short_reason(e, 160)}") from e
+        fn.calls = calls  # kept alive with fn
+        return fn
+
+    def first_call(self, fn, i=0):
+        try:
+            return fn(i)
+        except Exception as e:
+            from perf.peers import short_reason
+            raise Unsupported(f"{type(e).__name__}: {short_reason(e, 160)}") from e
+
+
 def make_contenders(args) -> list:
     """The contenders of --preset deepseek, from --contenders / --no-flashinfer."""
     names = paged.chosen_contenders(args, CONTENDERS, "deepseek", "flashinfer-mla")
@@ -229,7 +339,8 @@ def make_contenders(args) -> list:
             "fmha-cuda-paged64": lambda: FmhaCall("fmha-cuda-paged64", "cuda", "paged"),
             "fmha-triton": lambda: FmhaCall("fmha-triton", "triton", "latent"),
             "fmha-cuda-separate": lambda: FmhaCall("fmha-cuda-separate", "cuda", "separate"),
-            "flashinfer-mla": FlashInferMLA}
+            "flashinfer-mla": FlashInferMLA,
+            "flashmla": FlashMLA}
     return [made[n]() for n in names]
 
 
@@ -414,6 +525,9 @@ def markdown(results) -> str:
     fi = sorted({r["note"] for rec in results["shapes"] for n, r in rec["results"].items()
                  if n == "flashinfer-mla" and r.get("status") == "ok" and r.get("note")})
     L += [f"- flashinfer-mla as run: {n}" for n in fi]
+    if meta.get("flash_mla") or meta.get("flash_mla_unavailable"):
+        L += [f"- flashmla: flash_mla {meta['flash_mla']}" if meta.get("flash_mla")
+              else f"- flashmla: {meta['flash_mla_unavailable']}"]
     return "\n".join(L) + "\n"
 
 
@@ -443,6 +557,11 @@ def main(args, argv) -> int:
             import_flashinfer()
         except Unsupported:
             pass  # said so; the flashinfer-mla column carries the reason
+    if any(isinstance(c, FlashMLA) for c in contenders) and not args.dry_run:
+        try:
+            import_flash_mla()
+        except Unsupported:
+            pass  # said so; the flashmla column carries the reason
     torch.manual_seed(args.seed)
     t0 = time.monotonic()
     # the dry run leaves the Triton read kernel out: under the interpreter it takes longer than the rest
@@ -453,6 +572,8 @@ def main(args, argv) -> int:
     records = sweep(shapes, contenders, args, device, ceilings, t_start)
     env["flashinfer"] = flashinfer_version()
     env["flashinfer_unavailable"] = paged._FLASHINFER.get("reason")
+    env["flash_mla"] = flash_mla_version()
+    env["flash_mla_unavailable"] = _FLASH_MLA.get("reason")
     results = {"meta": {**env, "elapsed_s": round(time.monotonic() - t_start, 1)},
                "ceilings": ceilings,
                "targets": {"faster_than_flashinfer_mla": "mla shapes: fmha-cuda time < flashinfer-mla time",

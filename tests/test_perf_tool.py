@@ -565,6 +565,55 @@ def test_flashinfer_mla_refusals(monkeypatch):
     assert _deepseek_run(c, LatentShape("v4", **_DS_SHAPES["v4"]))[0]["status"] == "ok"
 
 
+class _FakeFlashMLA:
+    """Stands in for `flash_mla` (its current API): get_mla_metadata() returns an empty scheduling object that the
+    first flash_mla_with_kvcache() fills; the call computes the attention its arguments describe (page pool, block
+    table, lengths, causal, softmax_scale) with fmha's reference, so a wrong argument fails the correctness gate."""
+    __version__ = "fake"
+
+    def __init__(self):
+        self.metas, self.calls = [], []
+
+    def get_mla_metadata(self, *args, **kwargs):
+        import types
+        self.metas.append(types.SimpleNamespace(filled=False))
+        return self.metas[-1], None
+
+    def flash_mla_with_kvcache(self, q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata,
+                               num_splits=None, softmax_scale=None, causal=False):
+        from fmha.reference import attention_reference
+        assert num_splits is None and k_cache.shape[1] == 64 and k_cache.shape[-1] == q.shape[-1] == 576
+        self.calls.append((q, k_cache, block_table, (head_dim_v, softmax_scale, causal), tile_scheduler_metadata.filled))
+        tile_scheduler_metadata.filled = True
+        out, lse = attention_reference(q, k_cache, k_cache[..., :head_dim_v], cache_seqlens, softmax_scale, causal,
+                                       block_table=block_table)
+        return out.to(q.dtype), lse
+
+
+@pytest.mark.parametrize("kind", list(_DS_SHAPES))
+def test_flashmla_adapter_with_a_fake_module(kind, monkeypatch):
+    from perf import deepseek
+    from perf.shapes import LatentShape
+    fake = _FakeFlashMLA()
+    s = LatentShape(kind.split("-")[0], **_DS_SHAPES[kind])
+    r, inp = _deepseek_run(deepseek.FlashMLA(loader=lambda: fake, require_cuda=False), s)
+    if kind == "v4":  # K = V of 512 columns: FlashMLA's kernel is compiled for 576 / 512 only
+        assert r["status"] == "unsupported" and "576" in r["reason"] and not fake.calls, r
+        return
+    assert r["status"] == "ok" and r["cosine"] >= 0.9999, r
+    assert len(fake.metas) == 2 and all(m.filled for m in fake.metas)  # filled in prepare(), outside timing
+    assert [filled for *_, filled in fake.calls[:2]] == [False, False]  # the untimed first call of each set
+    for q, pool, bt, kw, _ in fake.calls:  # the same q, pool and table objects flashinfer-mla and fmha read
+        assert any(q is q0 and pool is p0 and bt is b0 for q0, p0, b0 in inp.paged_sets)
+        assert kw == (512, 1 / math.sqrt(576), s.T > 1)
+    monkeypatch.setattr(deepseek, "_FLASH_MLA", {})
+    monkeypatch.setitem(sys.modules, "flash_mla", None)
+    r, _ = _deepseek_run(deepseek.FlashMLA(), s)
+    assert r["status"] == "unsupported" and "import flash_mla failed" in r["reason"]
+    r, _ = _deepseek_run(deepseek.FlashMLA(loader=lambda: fake), s)
+    assert r["status"] == "unsupported" and "CUDA" in r["reason"]
+
+
 def test_deepseek_summary_and_targets():
     from perf.deepseek import markdown, summary_rows
     read = 4652.0
@@ -613,9 +662,10 @@ def test_dry_run_deepseek(tmp_path):
     res = json.loads((out / "deepseek.json").read_text())
     (shape,) = res["shapes"]
     results = shape["results"]
-    assert list(results) == ["fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla"]
+    assert list(results) == ["fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla",
+                             "flashmla"]
     assert results["fmha-triton"]["status"] == "ok" and results["fmha-triton"]["cosine"] >= 0.9999, log
-    for name in ("fmha-cuda", "fmha-cuda-paged64", "fmha-cuda-separate", "flashinfer-mla"):
+    for name in ("fmha-cuda", "fmha-cuda-paged64", "fmha-cuda-separate", "flashinfer-mla", "flashmla"):
         assert results[name]["status"] == "unsupported" and results[name]["reason"], (name, results[name])
     (row,) = res["rows"]
     assert [t["met"] for t in row["targets"]] == [None, None]
