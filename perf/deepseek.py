@@ -26,7 +26,6 @@ Results: deepseek.json and deepseek.md next to the suite's results, the table pr
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 
@@ -35,7 +34,7 @@ import torch
 from perf import paged
 from perf.paged import (FLASHINFER_WORKSPACE_BYTES, FlashInferPaged, _cell, _note, _ok_us, _run,
                         flashinfer_plan_args, flashinfer_version, import_flashinfer, log, page_pools)
-from perf.peers import Contender, FmhaBackendContender, Unsupported
+from perf.peers import FmhaBackendContender, PeerLibraryContender, Unsupported
 
 CONTENDERS = ("fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla", "flashmla")
 PAGE_SIZE = 64
@@ -235,26 +234,10 @@ FLASH_MLA_D_QK, FLASH_MLA_D_V, FLASH_MLA_PAGE = 576, 512, 64
 
 
 def import_flash_mla():
-    """The flash_mla module (FlashMLA's Python package), imported once; raises Unsupported with the reason when it
-    cannot be (FlashMLA not built or not on the PYTHONPATH)."""
-    if "module" not in _FLASH_MLA and "reason" not in _FLASH_MLA:
-        t0 = time.perf_counter()
-        try:
-            import flash_mla
-            import flash_mla.cuda  # the compiled extension: fail here, not at the first call
-            _FLASH_MLA["module"] = flash_mla
-            log(f"  flash_mla {getattr(flash_mla, '__version__', '?')} imported from "
-                f"{os.path.dirname(getattr(flash_mla, '__file__', '') or '?')} ({time.perf_counter() - t0:.1f} s)")
-        except BaseException as e:  # ImportError, an extension built for another torch (undefined symbol), ...
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            first = (str(e).strip().splitlines() or [""])[0][:200]
-            _FLASH_MLA["reason"] = (f"import flash_mla failed: {type(e).__name__}: {first} (build FlashMLA "
-                                    "and put its package on the PYTHONPATH)")
-            log(f"  flash_mla: unavailable ({_FLASH_MLA['reason']}); its column says so, the rest runs")
-    if "reason" in _FLASH_MLA:
-        raise Unsupported(_FLASH_MLA["reason"])
-    return _FLASH_MLA["module"]
+    """The flash_mla module (FlashMLA's Python package) with its compiled extension, imported once; raises
+    Unsupported with the reason when it cannot be (FlashMLA not built or not on the PYTHONPATH)."""
+    return paged.import_peer(_FLASH_MLA, "flash_mla", extension="cuda",
+                             hint=" (build FlashMLA and put its package on the PYTHONPATH)")
 
 
 def flash_mla_version():
@@ -262,7 +245,7 @@ def flash_mla_version():
     return getattr(m, "__version__", "?") if m is not None else None
 
 
-class FlashMLA(Contender):
+class FlashMLA(PeerLibraryContender):
     """FlashMLA's SM90 dense decode (flash_mla.flash_mla_with_kvcache) on the same page pools as flashinfer-mla:
     q [B, T, Hq, 576] and the pool [num_pages, 64, 1, 576] as they are, the block table and cache_seqlens of the
     suite. get_mla_metadata() once per input set in prepare(), and one call per set there too (outside timing):
@@ -313,23 +296,12 @@ class FlashMLA(Contender):
             out, _lse = attend(q, pool, bt, seqlens, s.Dv, meta, splits, softmax_scale=scale, causal=causal)
             return out
 
-        try:
-            for i in range(len(calls)):  # fills each set's scheduling metadata outside timing (current API)
-                fn(i)
-            if dev.type == "cuda":
-                torch.cuda.synchronize(dev)
-        except Exception as e:
-            from perf.peers import short_reason
-            raise Unsupported(f"{type(e).__name__}: {short_reason(e, 160)}") from e
+        for i in range(len(calls)):  # fills each set's scheduling metadata outside timing (current API)
+            self.first_call(fn, i)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
         fn.calls = calls  # kept alive with fn
         return fn
-
-    def first_call(self, fn, i=0):
-        try:
-            return fn(i)
-        except Exception as e:
-            from perf.peers import short_reason
-            raise Unsupported(f"{type(e).__name__}: {short_reason(e, 160)}") from e
 
 
 def make_contenders(args) -> list:

@@ -22,6 +22,7 @@ results (perf/results/<gpu-key>-<date>/), the table printed at the end.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
@@ -29,7 +30,7 @@ import time
 
 import torch
 
-from perf.peers import Contender, FmhaBackendContender, Unsupported
+from perf.peers import FmhaBackendContender, PeerLibraryContender, Unsupported
 
 PAGED_CONTENDERS = ("cuda", "triton", "sdpa-cudnn", "flashinfer")
 FMHA_BACKENDS = ("cuda", "triton")
@@ -200,26 +201,36 @@ class FmhaCall(FmhaBackendContender):
 _FLASHINFER = {}  # "module" or "reason", once the import was tried
 
 
-def import_flashinfer():
-    """The flashinfer module, imported once; raises Unsupported with the reason when it cannot be."""
-    if "module" not in _FLASHINFER and "reason" not in _FLASHINFER:
+def import_peer(cache: dict, name: str, extension: str = "", hint: str = "", detail: str = ""):
+    """A peer library's module, imported once into `cache` ("module", or "reason" once it failed), with its
+    compiled `extension` submodule if named (so a broken build fails here, not at the first call); raises
+    Unsupported with the reason (and `hint`) when it cannot be. `detail` joins the log line of a success."""
+    if "module" not in cache and "reason" not in cache:
         t0 = time.perf_counter()
-        log("  flashinfer: importing ...")
+        log(f"  {name}: importing ...")
         try:
-            import flashinfer
-            _FLASHINFER["module"] = flashinfer
-            log(f"  flashinfer {getattr(flashinfer, '__version__', '?')} imported from "
-                f"{os.path.dirname(getattr(flashinfer, '__file__', '') or '?')} ({time.perf_counter() - t0:.1f} s); "
-                f"FLASHINFER_CUDA_ARCH_LIST={os.environ.get('FLASHINFER_CUDA_ARCH_LIST', '(unset)')}")
-        except BaseException as e:  # ImportError, a broken dependency, a missing CUDA toolkit, ...
+            module = importlib.import_module(name)
+            if extension:
+                importlib.import_module(f"{name}.{extension}")
+            cache["module"] = module
+            log(f"  {name} {getattr(module, '__version__', '?')} imported from "
+                f"{os.path.dirname(getattr(module, '__file__', '') or '?')} ({time.perf_counter() - t0:.1f} s)"
+                + (f"; {detail}" if detail else ""))
+        except BaseException as e:  # ImportError, a broken dependency or build, a missing CUDA toolkit, ...
             if isinstance(e, KeyboardInterrupt):
                 raise
             first = (str(e).strip().splitlines() or [""])[0][:200]
-            _FLASHINFER["reason"] = f"import flashinfer failed: {type(e).__name__}: {first}"
-            log(f"  flashinfer: unavailable ({_FLASHINFER['reason']}); its column says so, the rest runs")
-    if "reason" in _FLASHINFER:
-        raise Unsupported(_FLASHINFER["reason"])
-    return _FLASHINFER["module"]
+            cache["reason"] = f"import {name} failed: {type(e).__name__}: {first}{hint}"
+            log(f"  {name}: unavailable ({cache['reason']}); its column says so, the rest runs")
+    if "reason" in cache:
+        raise Unsupported(cache["reason"])
+    return cache["module"]
+
+
+def import_flashinfer():
+    """The flashinfer module, imported once; raises Unsupported with the reason when it cannot be."""
+    arch_list = os.environ.get("FLASHINFER_CUDA_ARCH_LIST", "(unset)")
+    return import_peer(_FLASHINFER, "flashinfer", detail=f"FLASHINFER_CUDA_ARCH_LIST={arch_list}")
 
 
 def flashinfer_version():
@@ -230,7 +241,7 @@ def flashinfer_version():
 _BUILD_FAILURE = re.compile(r"ninja|nvcc|compil|build|\.so\b|undefined symbol|no module|jit", re.I)
 
 
-class FlashInferPaged(Contender):
+class FlashInferPaged(PeerLibraryContender):
     """FlashInfer's paged attention on the same pools and block tables: one wrapper per input set,
     planned in prepare() (outside any timing; the first plan of a head dim JIT-compiles its module),
     sharing one zeroed float workspace."""
@@ -314,13 +325,6 @@ class FlashInferPaged(Contender):
 
         fn.wrappers, fn.workspace = wrappers, workspace  # kept alive with fn
         return fn
-
-    def first_call(self, fn, i=0):
-        try:
-            return fn(i)
-        except Exception as e:
-            from perf.peers import short_reason
-            raise Unsupported(f"{type(e).__name__}: {short_reason(e, 160)}") from e
 
 
 def chosen_contenders(args, known, preset: str, flashinfer: str) -> list:

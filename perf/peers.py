@@ -73,6 +73,16 @@ class FmhaBackendContender(Contender):
             raise Unsupported(str(e)) from e
 
 
+class PeerLibraryContender(Contender):
+    """Another library's kernel (FlashInfer, FlashMLA): any exception of its first call is the column's reason."""
+
+    def first_call(self, fn, i=0):
+        try:
+            return fn(i)
+        except Exception as e:
+            raise Unsupported(f"{type(e).__name__}: {short_reason(e, 160)}") from e
+
+
 class SdpaContender(Contender):
     def __init__(self, name: str):
         self.name = name
