@@ -61,4 +61,16 @@ __device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,
   }
 }
 
+// The end of a 64-row loop: the rows' 1 / l_i and LSE from the final state, then store_output for the row block
+// and split the epilogue serves (epilogue_row0, epilogue_split).
+template <class Tr, bool kBf16, class Ss>
+__device__ __forceinline__ void finish_output(Ss& ss, const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
+                                              RowState& st, int b, int kvh, int row0, int split, int wg,
+                                              int tid_wg) {
+  float inv_l[2], lse[2];
+  finalize_rows(st, inv_l, lse);
+  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, epilogue_row0<Tr>(p, row0), epilogue_split<Tr>(p, split),
+                          wg, tid_wg);
+}
+
 }  // namespace fmha

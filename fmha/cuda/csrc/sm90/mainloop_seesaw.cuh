@@ -73,6 +73,19 @@ struct SeesawSmem {
     ptx::fence_proxy_async_shared();  // P: generic stores -> the other warpgroup's (and our) wgmma reads
     ptx::mbarrier_arrive(&ss.p_full[it & 1]);
   }
+  // O[:, this warpgroup's 256 columns] += P(it) V, one group; v_box: the warpgroup's first V box of the tile's
+  // stage (kBlockN rows).
+  template <bool kBf16>
+  __device__ __forceinline__ static void issue_pv(SharedStorage<Tr>& ss, int it, float (&acc)[Tr::kOutCols / 2],
+                                                  const uint16_t* v_box) {
+    constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
+    const ptx::SmemDescSw128 dp(ptx::smem_addr(p_box(ss, it)), 16, kSbo);
+    const ptx::SmemDescSw128 dv(ptx::smem_addr(v_box), Tr::kKvBoxBytes, kSbo);
+#pragma unroll
+    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
+      ptx::wgmma_ss_m64n256k16_mn_b<kBf16>(acc, dp.at(p_in_row(it) + kk * 32), dv.at(kk * 16 * Tr::kRowBytes), 1);
+    ptx::wgmma_commit_group();
+  }
   // The other warpgroup: wait until P(it) is published; take the row state after tile it and its alpha.
   __device__ static void take(SharedStorage<Tr>& ss, int it, RowState& st, float (&alpha)[2], int tid_wg) {
     ptx::mbarrier_wait_parity(&ss.p_full[it & 1], static_cast<uint32_t>(it >> 1) & 1u);
@@ -115,14 +128,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
     ptx::wgmma_commit_group();
   };
   auto issue_pv = [&](int it) {  // O[:, own columns] += P(it) V(it), one group
-    constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
-    const ptx::SmemDescSw128 dp(ptx::smem_addr(Sm::p_box(ss, it)), 16, kSbo);
-    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.v_stage(it % Tr::kStagesV)[wg * (Tr::kOutCols / Tr::kBoxCols)][0]),
-                                Tr::kKvBoxBytes, kSbo);
-#pragma unroll
-    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
-      ptx::wgmma_ss_m64n256k16_mn_b<kBf16>(acc, dp.at(Sm::p_in_row(it) + kk * 32), dv.at(kk * 16 * Tr::kRowBytes), 1);
-    ptx::wgmma_commit_group();
+    Sm::template issue_pv<kBf16>(ss, it, acc, &ss.v_stage(it % Tr::kStagesV)[wg * (Tr::kOutCols / Tr::kBoxCols)][0]);
   };
   // V(it) landed. The owner of tile it also clears V's rows past the sequence (see zero_v_tail) for both
   // warpgroups, before it publishes P(it): the other one's P V(it) follows its p_full wait. (A barrier of
@@ -199,10 +205,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
     drain_pv(n - 1);
   }
 
-  float inv_l[2], lse[2];
-  finalize_rows(st, inv_l, lse);
-  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, epilogue_row0<Tr>(p, row0),
-                          epilogue_split<Tr>(p, split), wg, tid_wg);
+  finish_output<Tr, kBf16>(ss, p, acc, st, b, kvh, row0, split, wg, tid_wg);
 }
 
 }  // namespace sm90

@@ -95,14 +95,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   };
   // O[:, own columns] += P(it) V(it), one group; V is this warpgroup's half of the stage.
   auto issue_pv = [&](int it) {
-    constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
-    const ptx::SmemDescSw128 dp(ptx::smem_addr(Sm::p_box(ss, it)), 16, kSbo);
-    const ptx::SmemDescSw128 dv(ptx::smem_addr(&ss.k[it & 1][wg * (Tr::kOutCols / Tr::kBoxCols)][0]),
-                                Tr::kKvBoxBytes, kSbo);
-#pragma unroll
-    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
-      ptx::wgmma_ss_m64n256k16_mn_b<kBf16>(acc, dp.at(kk * 32), dv.at(kk * 16 * Tr::kRowBytes), 1);
-    ptx::wgmma_commit_group();
+    Sm::template issue_pv<kBf16>(ss, it, acc, &ss.k[it & 1][wg * (Tr::kOutCols / Tr::kBoxCols)][0]);
   };
   // This warpgroup's P V of tile it completed: its half of the stage has no reader left.
   auto free_half = [&](int it) { release_stage(wg == 0 ? &ss.empty_k[it & 1] : &ss.empty_v[it & 1], lane); };
@@ -188,10 +181,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   else if (o < n)
     trip(o, False{}, False{});
 
-  float inv_l[2], lse[2];
-  finalize_rows(st, inv_l, lse);
-  store_output<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, epilogue_row0<Tr>(p, row0),
-                          epilogue_split<Tr>(p, split), wg, tid_wg);
+  finish_output<Tr, kBf16>(ss, p, acc, st, b, kvh, row0, split, wg, tid_wg);
 }
 
 }  // namespace sm90
