@@ -99,10 +99,9 @@ HEAD_PAIRS_MIN_FILL = 0.8
 # where WIDE's and STREAM's CTAs have two (H200, B128 S8192 16-token pages: 1200 -> 958 us); and with more CTAs
 # than SMs at any page size, which the C API then gathers too. D = 64 measured slower so.
 GATHER_DEEP_HEAD_DIMS = (128,)
-# Except paged narrow grids that STREAM holds in one wave (two CTAs per SM), which stream faster at every page
-# size through its ring and narrow loop (H200, B32 T4 S4096 64-token pages: DEEP 130.6, STREAM 127.3 us,
-# contiguous 126.3); B128 S8192 (eight waves of DEEP) keeps DEEP: 960 against 968 us.
-PAGED_STREAM_HEAD_DIMS = (128,)
+# Except narrow grids of more CTAs than SMs that STREAM holds in one wave (two CTAs per SM), which stream faster
+# at every page size through its ring and narrow loop (H200, B32 T4 S4096 64-token pages: DEEP 130.6, STREAM
+# 127.3 us, contiguous 126.3); B128 S8192 (eight waves of DEEP) keeps DEEP: 960 against 968 us.
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -320,11 +319,10 @@ class CudaBackend(Backend):
         return config
 
     def _paged_stream(self, p: Problem, index: int, ctas: int) -> bool:
-        """Whether a paged grid of `ctas` > SMs CTAs runs STREAM (PAGED_STREAM_HEAD_DIMS, sm_90a): at most the
-        narrow loop's rows, and at most the CTAs STREAM holds at once."""
+        """Whether a grid of `ctas` > SMs CTAs that the GATHER_DEEP_HEAD_DIMS rule would run DEEP runs STREAM
+        instead: at most the narrow loop's rows, and at most the CTAs STREAM holds at once."""
         key = (p.head_dim, Config.STREAM)
-        return (p.head_dim in PAGED_STREAM_HEAD_DIMS and self._arch != 100 and p.has_block_table
-                and p.seqlen_q * p.group_size <= self._narrow_rows[key]
+        return (p.seqlen_q * p.group_size <= self._narrow_rows[key]
                 and ctas <= self._ctas_per_sm[key] * num_sms(index))
 
     def _head_pairs(self, p: Problem, index: int) -> bool:
