@@ -34,9 +34,10 @@ for D in (64, 128, 256, 512):
     if D == 128:  # 64 rows on the deep configuration (the T=16 plan), odd and even tile counts
         cases.append((2, 16, 32, 8, 1000, D, [1000, 300]))
         cases.append((6, 13, 28, 4, 700, D, [700, 0, 13, 650, 129, 700]))  # 2 splits, 2184 rows: a combine grid of many CTAs
-# FMHA_SANITIZE_ONLY=paged: the paged cases alone (a shorter run after a change to the paged producer).
+# FMHA_SANITIZE_ONLY=paged: the paged cases alone (a shorter run after a change to the paged producer);
+# =latent: the shared-latent and sinks cases alone (after a change to a latent loop).
 ONLY = os.environ.get("FMHA_SANITIZE_ONLY", "")
-for (B, T, Hq, Hkv, S, D, sl) in ([] if ONLY == "paged" else cases):
+for (B, T, Hq, Hkv, S, D, sl) in ([] if ONLY in ("paged", "latent") else cases):
     q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
     out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
     torch.cuda.synchronize()
@@ -45,7 +46,7 @@ for (B, T, Hq, Hkv, S, D, sl) in ([] if ONLY == "paged" else cases):
 # Paged caches: shuffled pages of NaN-filled pools (NaN past each sequence's length: "nan" below is a failure
 # except where ids are out of range), TMA boxes (64) and the gather (13), causal T=3 with an empty sequence,
 # split-KV, more CTAs than SMs; then ids below 0 and past num_blocks in one sequence.
-for D in (64, 128, 256, 512):
+for D in ((64, 128, 256, 512) if ONLY != "latent" else ()):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     for page_size in (64, 13):
         for (B, T, S, sl) in ((3, 3, 300, [300, 0, 129]), (1, 1, 8192, [8000]), (48, 1, 300, [300, 0] * 24)):
@@ -56,7 +57,7 @@ for D in (64, 128, 256, 512):
             torch.cuda.synchronize()
             print("ran paged", B, T, Hq, Hkv, S, D, page_size, launch.split("; ")[-1],
                   "nan" if torch.isnan(out).any() else "ok", flush=True)
-for page_size in (64, 13):
+for page_size in ((64, 13) if ONLY != "latent" else ()):
     q, k, v, cs = make_inputs(3, 2, 32, 8, 700, 128, device="cuda", seqlens=[700, 700, 129])
     kp, vp, bt = make_paged(k, v, page_size, cs)
     nb = kp.shape[0]
@@ -69,7 +70,7 @@ for page_size in (64, 13):
           flush=True)
 # The paged plans of their own (B = 32, Hkv = 8): KV-head pairs through TMA boxes (D = 64) and STREAM above the
 # SMs (D = 128 T = 4), 64-token pages and the gather (13), with out-of-range ids in sequence 1.
-for (D, T) in ((64, 1), (128, 4)):
+for (D, T) in (((64, 1), (128, 4)) if ONLY != "latent" else ()):
     for page_size in (64, 13):
         q, k, v, cs = make_inputs(32, T, 32, 8, 300, D, device="cuda", seqlens=[300, 300, 0] + [129] * 29)
         kp, vp, bt = make_paged(k, v, page_size, cs)
