@@ -97,7 +97,8 @@ def nan_past(k, sl):
 
 for Dqk in (576, 512):
     for (B, T, Hq, S, sl, page_size) in ((3, 1, 16, 300, [300, 0, 129], None), (2, 1, 128, 4000, [4000, 33], None),
-                                         (3, 2, 16, 300, [300, 0, 129], 64), (2, 1, 16, 300, [300, 7], 13)):
+                                         (3, 2, 16, 300, [300, 0, 129], 64), (2, 1, 16, 300, [300, 7], 13),
+                                         (2, 2, 64, 1000, [1000, 129], 64)):  # (two row blocks, paged)
         q, kv, _, cs = make_inputs(B, T, Hq, 1, S, Dqk, device="cuda", seqlens=sl)
         sinks = torch.linspace(-20, 20, Hq, device="cuda")
         kv = nan_past(kv, cs)

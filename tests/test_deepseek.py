@@ -306,6 +306,11 @@ LATENT_CUDA_CASES = [
     (576, "slice", 1, (16, 1), 129, 64, True),
     (576, "slice", 2, (8, 1), 1000, None, False),
     (512, "self", 1, (4, 1), 129, 1, True),
+    # two and four 64-row blocks of one KV head (causal blocks that see different numbers of keys), paged by
+    # TMA boxes (64, 32)
+    (576, "slice", 2, (64, 1), 1000, None, True),
+    (512, "self", 4, (64, 1), 129, 64, False),
+    (576, "slice", 1, (128, 1), 1000, 32, False),
 ]
 
 
