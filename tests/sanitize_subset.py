@@ -37,7 +37,15 @@ for D in (64, 128, 256, 512):
 # FMHA_SANITIZE_ONLY=paged: the paged cases alone (a shorter run after a change to the paged producer);
 # =latent: the shared-latent and sinks cases alone (after a change to a latent loop).
 ONLY = os.environ.get("FMHA_SANITIZE_ONLY", "")
-for (B, T, Hq, Hkv, S, D, sl) in ([] if ONLY in ("paged", "latent") else cases):
+if ONLY not in ("", "paged", "latent"):
+    sys.exit(f"FMHA_SANITIZE_ONLY: got {ONLY!r}; allowed: paged, latent, or unset (every case)")
+
+
+def wanted(part):
+    return ONLY in ("", part)
+
+
+for (B, T, Hq, Hkv, S, D, sl) in ([] if ONLY else cases):
     q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
     out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True)
     torch.cuda.synchronize()
@@ -46,7 +54,7 @@ for (B, T, Hq, Hkv, S, D, sl) in ([] if ONLY in ("paged", "latent") else cases):
 # Paged caches: shuffled pages of NaN-filled pools (NaN past each sequence's length: "nan" below is a failure
 # except where ids are out of range), TMA boxes (64) and the gather (13), causal T=3 with an empty sequence,
 # split-KV, more CTAs than SMs; then ids below 0 and past num_blocks in one sequence.
-for D in ((64, 128, 256, 512) if ONLY != "latent" else ()):
+for D in ((64, 128, 256, 512) if wanted("paged") else ()):
     Hq, Hkv = (16, 1) if D == 512 else (28, 4)
     for page_size in (64, 13):
         for (B, T, S, sl) in ((3, 3, 300, [300, 0, 129]), (1, 1, 8192, [8000]), (48, 1, 300, [300, 0] * 24)):
@@ -57,7 +65,7 @@ for D in ((64, 128, 256, 512) if ONLY != "latent" else ()):
             torch.cuda.synchronize()
             print("ran paged", B, T, Hq, Hkv, S, D, page_size, launch.split("; ")[-1],
                   "nan" if torch.isnan(out).any() else "ok", flush=True)
-for page_size in ((64, 13) if ONLY != "latent" else ()):
+for page_size in ((64, 13) if wanted("paged") else ()):
     q, k, v, cs = make_inputs(3, 2, 32, 8, 700, 128, device="cuda", seqlens=[700, 700, 129])
     kp, vp, bt = make_paged(k, v, page_size, cs)
     nb = kp.shape[0]
@@ -70,7 +78,7 @@ for page_size in ((64, 13) if ONLY != "latent" else ()):
           flush=True)
 # The paged plans of their own (B = 32, Hkv = 8): KV-head pairs through TMA boxes (D = 64) and STREAM above the
 # SMs (D = 128 T = 4), 64-token pages and the gather (13), with out-of-range ids in sequence 1.
-for (D, T) in (((64, 1), (128, 4)) if ONLY != "latent" else ()):
+for (D, T) in (((64, 1), (128, 4)) if wanted("paged") else ()):
     for page_size in (64, 13):
         q, k, v, cs = make_inputs(32, T, 32, 8, 300, D, device="cuda", seqlens=[300, 300, 0] + [129] * 29)
         kp, vp, bt = make_paged(k, v, page_size, cs)
@@ -82,9 +90,6 @@ for (D, T) in (((64, 1), (128, 4)) if ONLY != "latent" else ()):
         valid = torch.cat([out[:1], out[2:]])
         print("ran paged own plan", D, T, page_size, launch.split(",")[0], launch.split("; ")[-1],
               "nan in valid sequences" if torch.isnan(valid).any() else "ok", flush=True)
-if ONLY == "paged":
-    sys.exit(0)
-
 # DeepSeek's shared latent (one K/V ring: V read from the K stage) at 576/512 and 512/512, each latent loop
 # (narrow: 16 rows; seesaw: 128 rows, split), with sinks, NaN past every length, paged (TMA, gather); and sinks
 # in the plain loops (narrow, 64-row, split through the combine kernel).
@@ -95,7 +100,7 @@ def nan_past(k, sl):
     return k
 
 
-for Dqk in (576, 512):
+for Dqk in ((576, 512) if wanted("latent") else ()):
     for (B, T, Hq, S, sl, page_size) in ((3, 1, 16, 300, [300, 0, 129], None), (2, 1, 128, 4000, [4000, 33], None),
                                          (3, 2, 16, 300, [300, 0, 129], 64), (2, 1, 16, 300, [300, 7], 13),
                                          (2, 2, 64, 1000, [1000, 129], 64)):  # (two row blocks, paged)
@@ -112,13 +117,16 @@ for Dqk in (576, 512):
         torch.cuda.synchronize()
         print("ran latent", Dqk, B, T, Hq, S, page_size, launch.split(",")[0], "nan" if torch.isnan(out).any() else "ok",
               flush=True)
-for (B, T, Hq, Hkv, S, D, sl) in ((2, 1, 8, 2, 300, 128, [300, 0]), (2, 3, 28, 4, 129, 64, [129, 0]),
-                                   (1, 1, 8, 8, 16384, 128, None)):
+for (B, T, Hq, Hkv, S, D, sl) in (((2, 1, 8, 2, 300, 128, [300, 0]), (2, 3, 28, 4, 129, 64, [129, 0]),
+                                   (1, 1, 8, 8, 16384, 128, None)) if wanted("latent") else ()):
     q, k, v, cs = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=sl)
     out, lse = fmha.attention(q, k, v, cs, backend="cuda", return_lse=True,
                               sinks=torch.linspace(-20, 20, Hq, device="cuda"))
     torch.cuda.synchronize()
     print("ran sinks", B, T, Hq, Hkv, S, D, "nan" if torch.isnan(out).any() else "ok", flush=True)
+
+if ONLY:
+    sys.exit(0)
 
 # The in-cluster merge of split partials, forced (as tests/test_cuda.py::test_cluster_merge does):
 # 8 packed rows, two merge chunks (5 splits) and the 16-CTA cluster limit, empty splits in the short row.
