@@ -82,7 +82,11 @@ struct RowState {
 // kMask = false: the caller knows every key of the tile is visible to every row (key_limit unused).
 // qk_scale > 0 (the host checks the softmax scale), so the row max is taken on the raw scores and
 // scaled once, and each P is one FFMA and an ex2.
-template <int N, bool kMask = true>
+// kLazyMax: a row's reference m_i moves only when the tile's max exceeds it by more than kLazyMaxSlack
+// (log2 units), so that most tiles leave alpha = 1 and the accumulator unscaled; P stays below
+// 2^kLazyMaxSlack and out = acc / l_i is unchanged, l_i and acc sharing the reference.
+constexpr float kLazyMaxSlack = 8.f;
+template <int N, bool kMask = true, bool kLazyMax = false>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState& st, const int (&key_limit)[2],
                                                     float qk_scale, int quad_lane, float (&alpha)[2]) {
   float mx[2] = {-INFINITY, -INFINITY};
@@ -95,7 +99,8 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState&
   float neg_ref[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float m_new = fmaxf(st.m_i[h], quad_max(mx[h]) * qk_scale);
+    float m_new = fmaxf(st.m_i[h], quad_max(mx[h]) * qk_scale);
+    if (kLazyMax && !(m_new - st.m_i[h] > kLazyMaxSlack)) m_new = st.m_i[h];  // (-inf - -inf: NaN, kept)
     const float ref = (m_new == -INFINITY) ? 0.f : m_new;
     alpha[h] = exp2_approx(st.m_i[h] - ref);  // m_i = -inf -> 0
     neg_ref[h] = -ref;

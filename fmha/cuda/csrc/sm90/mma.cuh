@@ -163,9 +163,9 @@ __device__ __forceinline__ void softmax_ring_tile(float (&s)[Tr::kBlockN / 2], R
   const int key0 = (tr.begin + it) * Tr::kBlockN;
   const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
   if (key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
-    online_softmax_tile<Tr::kBlockN, false>(s, st, key_limit, p.qk_scale, ql, alpha);
+    online_softmax_tile<Tr::kBlockN, false, Tr::kSeesaw64>(s, st, key_limit, p.qk_scale, ql, alpha);
   else
-    online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
+    online_softmax_tile<Tr::kBlockN, true, Tr::kSeesaw64>(s, st, key_limit, p.qk_scale, ql, alpha);
 }
 
 // The consumer warpgroup of thread ctid, read from lane 0 so that the compiler knows it is warp-uniform:
