@@ -155,7 +155,8 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
 
 
 // The online softmax of ring position `it` (s becomes P), masked only where a key of the tile is past some
-// row's limit (unmasked_until: keys below it are visible to every row).
+// row's limit (unmasked_until: keys below it are visible to every row). The 64-key seesaw keeps a lazy
+// reference max (kLazyMax): its accumulator rescales lie on the hand-off chain between its warpgroups.
 template <class Tr>
 __device__ __forceinline__ void softmax_ring_tile(float (&s)[Tr::kBlockN / 2], RowState& st, const DecodeParams& p,
                                                   const TileRange& tr, int it, const int (&limit_abs)[2],
