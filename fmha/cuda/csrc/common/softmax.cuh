@@ -61,8 +61,8 @@ __device__ __forceinline__ uint16_t half_bits(float x) {
 }
 
 // Per-row running state of the online softmax for the two rows a thread owns.
-// m_i: running max of the scaled scores (log2 domain), -inf while no key was
-// visible; l_i: this thread's partial running sum of 2^(s - m_i) (summed over
+// m_i: running max of the scaled scores (log2 domain; with kLazyMax a reference
+// within kLazyMaxSlack of it), -inf while no key was visible; l_i: this thread's partial running sum of 2^(s - m_i) (summed over
 // the quad only once, in finalize).
 struct RowState {
   float m_i[2];
@@ -83,8 +83,9 @@ struct RowState {
 // qk_scale > 0 (the host checks the softmax scale), so the row max is taken on the raw scores and
 // scaled once, and each P is one FFMA and an ex2.
 // kLazyMax: a row's reference m_i moves only when the tile's max exceeds it by more than kLazyMaxSlack
-// (log2 units), so that most tiles leave alpha = 1 and the accumulator unscaled; P stays below
-// 2^kLazyMaxSlack and out = acc / l_i is unchanged, l_i and acc sharing the reference.
+// (log2 units), so that most tiles leave alpha = 1 and the accumulator unscaled; P is at most
+// 2^kLazyMaxSlack, and out = acc / l_i and the LSE are unchanged in exact arithmetic (l_i and acc share the
+// reference; P is rounded to 16 bits for P V as before, now at values up to 2^8).
 constexpr float kLazyMaxSlack = 8.f;
 template <int N, bool kMask = true, bool kLazyMax = false>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState& st, const int (&key_limit)[2],
