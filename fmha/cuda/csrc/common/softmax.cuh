@@ -62,8 +62,8 @@ __device__ __forceinline__ uint16_t half_bits(float x) {
 
 // Per-row running state of the online softmax for the two rows a thread owns.
 // m_i: running max of the scaled scores (log2 domain; with kLazyMax a reference
-// within kLazyMaxSlack of it), -inf while no key was visible; l_i: this thread's partial running sum of 2^(s - m_i) (summed over
-// the quad only once, in finalize).
+// within kLazyMaxSlack of it), -inf while no key was visible; l_i: this thread's
+// partial running sum of 2^(s - m_i) (summed over the quad only once, in finalize).
 struct RowState {
   float m_i[2];
   float l_i[2];

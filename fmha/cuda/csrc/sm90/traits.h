@@ -43,6 +43,9 @@ struct DecodeTraits {
   // and are freed on empty_k by warpgroup 0 (whose P V reads them), the rest on full_v / empty_v by
   // warpgroup 1, so that each half reloads as soon as its one reader is done.
   static constexpr bool kRingHalves = kSeesaw64;
+  // The softmax keeps a lazy reference max (online_softmax_tile): the 64-key seesaw's accumulator rescales lie
+  // on the hand-off chain between its warpgroups.
+  static constexpr bool kLazyMax = kSeesaw64;
   static constexpr bool kSplitQk = kCfg.split_qk;
   static constexpr bool kOverlap = kCfg.loop == Mainloop::kOverlapped;
   static constexpr bool kSkipUnitRescale = D >= kSkipUnitRescaleMinD;  // see rescale_acc
