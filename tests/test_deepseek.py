@@ -291,9 +291,11 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 
 # (config, num_splits) x (D_qk, v_mode, T, (Hq, Hkv), S, page_size, sinks): both latent loops, unsplit and split
 # through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
-# (16, 5, 1).
+# (16, 5, 1); the 64-key seesaw's splits also inside clusters (contiguous and TMA-paged: rows dealt 22, 22, 20
+# to three ranks, 16 to each of four), with and without sinks.
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
-                ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 3)]
+                ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 3),
+                ("latent_seesaw64", 4)]
 LATENT_CUDA_CASES = [
     (576, "slice", 1, (16, 1), 1000, None, True),
     (576, "slice", 3, (28, 4), 129, None, False),
@@ -327,6 +329,23 @@ def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk
                                             use_sinks):
     force_launch_plan(monkeypatch, config, num_splits)
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=Dqk + S + T + num_splits)
+
+
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("use_sinks", [False, True])
+@pytest.mark.parametrize("Dqk,num_splits,page_size", [(576, 4, None), (512, 4, 64), (576, 2, None), (512, 3, None)])
+def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, Dqk, num_splits, page_size, use_sinks):
+    """The 64-key seesaw's splits merge inside clusters (no combine kernel, no workspace) where the GPU holds
+    every cluster at once, sinks or not, the 512-wide ring's receive buffer included; results as the reference."""
+    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
+    q, k, v, sl = latent_inputs(2, 1, 128, 1, 1000, Dqk, 512, "slice" if Dqk == 576 else "self", [1000, 0],
+                                device="cuda")
+    sinks = sinks_for(128, device="cuda") if use_sinks else None
+    assert f"merged inside clusters of {num_splits} CTAs" in str(fmha.explain(q, k, v, sl, sinks=sinks,
+                                                                             backend="cuda"))
+    check_cuda_case(Dqk, 512, "slice" if Dqk == 576 else "self", 1, (128, 1), 1000, page_size, use_sinks,
+                    seed=Dqk + num_splits)
 
 
 @sm90_kernel

@@ -357,12 +357,12 @@ class CudaBackend(Backend):
         ctas, rows, dtype = _grid_ctas(p), p.seqlen_q * p.group_size, _DTYPE_CODE[p.dtype]
 
         def merge_mode(splits: int) -> int:
-            if p.has_sinks:
-                return 0  # the combine kernel joins the sinks (fmha_capi.h)
             with torch.cuda.device(index):
                 mode = self._cluster_merge(p.head_dim, dtype, config, splits, ctas, rows)
                 gather = self._gathers(p, config, ctas * splits)
-            return 0 if gather and mode == 1 else mode  # the gather path merges by kernel (fmha_capi.h)
+            if gather and mode == 1:
+                return 0  # the gather path merges by kernel (fmha_capi.h)
+            return 0 if p.has_sinks and mode == 2 else mode  # the pair merge has no sinks (fmha_capi.h)
 
         return merge_mode
 

@@ -70,10 +70,10 @@ int fmha_paged_gather(int D, int config, long long page_size, long long ctas);
 // splits over `clusters` groups (row blocks x KV heads x sequences) of `rows` packed query rows merges
 // on the current device: 0 through the workspace and the combine kernel; inside thread-block clusters
 // (no combine kernel, no workspace) 1 with every split pushing each row to the rank that merges it
-// once all have finished (at most 16 rows), 2 as pairs of CTAs that push as soon as each has finished
-// (two splits). -1: D, dtype or configuration invalid. A paged launch on the gather path
-// (fmha_paged_gather) takes 0 where this answers 1; a launch with sinks always takes 0 (the combine
-// kernel adds them).
+// once all have finished (at most 16 rows; any number in LATENT_SEESAW64), 2 as pairs of CTAs that push as
+// soon as each has finished (two splits). -1: D, dtype or configuration invalid. A paged launch on the
+// gather path (fmha_paged_gather) takes 0 where this answers 1; a launch with sinks takes 0 where this
+// answers 2 (the pair merge has no sinks; the dealt rows and the combine kernel add them).
 int fmha_cluster_merge(int D, int dtype, int config, int num_splits, long long clusters, int rows);
 // How many clusters of cluster_size CTAs of that kernel the current device holds at once (asked of the
 // bf16 kernel; the fp16 one has the same shared memory and threads), launched with the kernel's own

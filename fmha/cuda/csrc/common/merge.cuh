@@ -174,7 +174,7 @@ __device__ __forceinline__ void store_output_pair(Ss& ss, const DecodeParams& p,
 // ----------------------------------------------------------------------------
 // This rank's rows, from its own receive buffer, with combine_splits_kernel's merge step (SplitMerge,
 // common/combine.cuh) over chunks of kMergeChunk splits (the combine kernel takes 4 or 16 at a time, so
-// beyond 4 splits the two paths round differently).
+// beyond 4 splits the two paths round differently), then the row's sink where the launch has sinks.
 template <class Tr, bool kBf16, class Ss>
 __device__ __forceinline__ void merge_cluster_splits(Ss& ss, const DecodeParams& p, int b, int kvh,
                                                      int row0, int ctid) {
@@ -204,6 +204,11 @@ __device__ __forceinline__ void merge_cluster_splits(Ss& ss, const DecodeParams&
       merge.add(ls, o);
     }
     const OutRow orow(p, b, kvh, row0 + first + lr);
+    if (p.sinks != nullptr) {  // the sink: a partial of LSE sinks[hq] and no output, as in the combine kernel
+      const float ls[1] = {__ldg(p.sinks + orow.hq)};
+      const float4 o[1] = {make_float4(0.f, 0.f, 0.f, 0.f)};
+      merge.add(ls, o);
+    }
     *reinterpret_cast<uint2*>(orow.out(p, b) + col) = merge.packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B
     if (col == 0) p.lse[orow.lse_idx] = merge.lse();
   }

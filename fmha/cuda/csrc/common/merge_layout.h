@@ -11,9 +11,9 @@ namespace fmha {
 // Most CTAs in one cluster merge (p.cluster_merge): the non-portable maximum on sm_90.
 constexpr int kMaxClusterSplits = 16;
 
-// Floats between two received rows of o: rows are padded by 4 floats at D <= 256 so that the fragment
-// stores of several rows do not fall on one bank.
-__host__ __device__ constexpr int merge_stride(int head_dim) { return head_dim + (head_dim <= 256 ? 4 : 0); }
+// Floats between two received rows of o: rows are padded by 4 floats so that the fragment stores of
+// several rows do not fall on one bank.
+__host__ __device__ constexpr int merge_stride(int head_dim) { return head_dim + 4; }
 
 // Whether a receive buffer of `capacity_floats` holds num_splits x ceil(rows / num_splits) rows of o and
 // their LSEs, rows = the packed rows of the fullest row block of block_m rows.

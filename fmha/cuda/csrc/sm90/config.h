@@ -85,8 +85,9 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 5, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 5, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
       // 64-key tiles: an N = 64 Q K^T reads as many shared-memory bytes as it has math; two stages, one per
-      // warpgroup. 64 Q columns in registers (128 leave the consumer too few).
-      if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, false, false, true};
+      // warpgroup. 64 Q columns in registers (128 leave the consumer too few). Splits merge inside clusters:
+      // the idle ring receives them.
+      if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, true, false, true};
       // At most 16 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
@@ -96,7 +97,7 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 4, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       // Two 72 KB stages beside seven boxes of Q (128 columns in registers) and two P tiles.
-      if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 128, false, false, false, true};
+      if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 128, false, true, false, true};
       return kNoConfig;
     default:
       return kNoConfig;

@@ -90,14 +90,15 @@ int Instance<D, kBf16, kConfig>::max_active_clusters(int cluster, bool exclusive
 
 // A split-KV grid merges in clusters only when the GPU holds every cluster at once (a second wave would
 // cost more than the combine kernel saves): dealt rows for at most kClusterMergeMaxRows packed rows
-// (64-row problems measured slower that way), else pairs for two splits of the 64-row loop (the narrow
-// loop has its own epilogue), else the combine kernel. `exclusive`: the launch runs one CTA per SM
+// (64-row problems measured slower that way at D = 128), or for any rows in the 64-key seesaw (whose fp32
+// partials of 512 columns cost more to round-trip through the workspace), else pairs for two splits of the
+// 64-row loop (the narrow loop has its own epilogue), else the combine kernel. `exclusive`: the launch runs one CTA per SM
 // (exclusive_sms), so the occupancy query asks as the launch will.
 template <int D, bool kBf16, int kConfig>
 int Instance<D, kBf16, kConfig>::merge_mode(int num_splits, long long clusters, int rows, bool exclusive) {
   using Tr = DecodeTraits<D, kConfig>;
   if (!kClusterMergeEnabled || kProbeNoCombine || num_splits < 2) return kMergeByKernel;
-  if (Tr::kClusterMerge && rows <= kClusterMergeMaxRows && num_splits <= kMaxClusterSplits &&
+  if (Tr::kClusterMerge && (rows <= kClusterMergeMaxRows || Tr::kSeesaw64) && num_splits <= kMaxClusterSplits &&
       merge_fits<Tr>(num_splits, rows) && max_active_clusters(num_splits, exclusive) >= clusters)
     return kMergeDealtRows;
   const bool narrow = Tr::kNarrow && rows <= Tr::kNarrowRows;
@@ -132,7 +133,8 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   // The gather path's cp.async writes into the ring, which the dealt-rows merge then receives into:
   // racecheck reports them as racing with the pushes, so gathered launches merge by kernel.
   if (kv_gather(lp) && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
-  if (lp.sinks != nullptr) lp.cluster_merge = kMergeByKernel;  // the combine kernel joins the sinks
+  // The pair merge has no sinks (the dealt-rows merge and the combine kernel join them).
+  if (lp.sinks != nullptr && lp.cluster_merge == kMergePair) lp.cluster_merge = kMergeByKernel;
   if (check_workspace(lp, Tr::kHeadDimV, workspace_size)) return 1;
   // The splits of one (row block, KV head, sequence) form a cluster: blockIdx.x = row_block * num_splits + split.
   const int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;

@@ -137,8 +137,10 @@ struct DecodeTraits {
   static_assert(!kSplitQk || (kConsumerWGs == 2 && kOverlapBoxes * kBoxCols <= kQRegCols),
                 "split Q K^T: whole boxes; warpgroup 0's zero boxes in registers");
   static_assert(kHeadDimV == D || kSharedKv, "a V head dim of its own: the shared-latent ring only");
-  static_assert(!kSharedKv || ((kConsumerWGs == 2 || kNarrowOnly) && !kCfg.cluster_merge && !kCfg.pair_merge),
-                "one ring: the D = 512 loops or the narrow one, merged by the combine kernel");
+  static_assert(!kSharedKv || ((kConsumerWGs == 2 || kNarrowOnly) && (!kCfg.cluster_merge || kSeesaw64) &&
+                               !kCfg.pair_merge),
+                "one ring: the D = 512 loops or the narrow one, merged by the combine kernel (the 64-key seesaw "
+                "also inside clusters)");
   // One ring holds a stage until P V: the seesaw waits for K(o + 2) and an early operand wait for K(it + 2)
   // before releasing stage o (it), the overlapped loop for K(it + 1); the serial loop releases K after Q K^T.
   static_assert(!kSharedKv || (kCfg.loop != Mainloop::kSerial && kStages >= 2 &&
@@ -184,8 +186,8 @@ struct SharedStorage {
   // (it / 2) % 2; every thread of the publishing warpgroup arrives (release), the other waits (acquire).
   static constexpr uint32_t kPublishArrivals = 128;
   alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
-  // kMergeDealtRows: the K and V rings (idle by then) receive the rows this CTA merges, from every
-  // split of its cluster (see ClusterMerge, common/merge.cuh).
+  // kMergeDealtRows: the K and V rings and the score exchange (idle by then) receive the rows this CTA
+  // merges, from every split of its cluster (see ClusterMerge, common/merge.cuh; merge_capacity_floats).
   static constexpr int kMergeStride = merge_stride(Tr::kHeadDimV);
   __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
   // The V tile of a ring stage: its own ring's, or (kSharedKv) the K stage's first kBoxesV boxes.
@@ -199,13 +201,15 @@ struct SharedStorage {
   }
 };
 
-// Floats of the K and V rings together (the cluster merge's receive buffer), or 0 when they are not
-// adjacent.
+// Floats of the K and V rings together, and of the score exchange where it follows them (the cluster
+// merge's receive buffer, all idle once the loop is done), or 0 when the rings are not adjacent. (The 512-wide
+// shared-latent ring alone is 256 B short of four splits' 64 rows and their LSEs.)
 template <class Tr>
 constexpr size_t merge_capacity_floats() {
-  return offsetof(SharedStorage<Tr>, v) == offsetof(SharedStorage<Tr>, k) + sizeof(SharedStorage<Tr>::k)
-             ? (sizeof(SharedStorage<Tr>::k) + sizeof(SharedStorage<Tr>::v)) / sizeof(float)
-             : 0;
+  using Ss = SharedStorage<Tr>;
+  constexpr size_t rings_end = offsetof(Ss, v) + sizeof(Ss::v);
+  constexpr size_t end = offsetof(Ss, s_exchange) == rings_end ? rings_end + sizeof(Ss::s_exchange) : rings_end;
+  return offsetof(Ss, v) == offsetof(Ss, k) + sizeof(Ss::k) ? (end - offsetof(Ss, k)) / sizeof(float) : 0;
 }
 
 // Whether the cluster merge's receive buffer holds num_splits x ceil(rows / num_splits) rows of o and
