@@ -448,6 +448,19 @@ def test_run_packs_the_paged_call(monkeypatch, layout, B):
     assert sent[-1][32:] == (0, 0, 0, 64, 0, 0, 0)
 
 
+@pytest.mark.parametrize("answer", (0, 1, 2))
+def test_sinks_keep_the_dealt_rows_merge_but_not_the_pair_merge(monkeypatch, answer):
+    """With sinks, a launch merges in clusters of dealt rows as without them (the merge adds the sinks, as the
+    combine kernel does), but never as a pair (store_output_pair has no sinks): the plan sees mode 0 there."""
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered=())
+    b._cluster_merge = lambda D, dtype, config, splits, clusters, rows: answer
+    p = problem(1, 1, 32, 8, 8192, 128, device="cuda:0")
+    assert b._merge_modes(p, 0, Config.DEEP)(8) == answer
+    assert b._merge_modes(dataclasses.replace(p, has_sinks=True), 0, Config.DEEP)(8) == (0 if answer == 2 else answer)
+
+
 @pytest.mark.parametrize("page_size, clustered", ((13, 0), (1, 0), (16, 0), (32, 1), (64, 1)))
 def test_gathered_pages_merge_by_kernel(monkeypatch, page_size, clustered):
     """Pages that are no multiple of 32 tokens take the gather path, whose launches merge split partials by
