@@ -92,7 +92,7 @@ for (D, T) in (((64, 1), (128, 4)) if wanted("paged") else ()):
               "nan in valid sequences" if torch.isnan(valid).any() else "ok", flush=True)
 # DeepSeek's shared latent (one K/V ring: V read from the K stage) at 576/512 and 512/512, each latent loop
 # (narrow: 16 rows; seesaw: 128 rows, split), with sinks, NaN past every length, paged (TMA, gather); and sinks
-# in the plain loops (narrow, 64-row, split through the combine kernel).
+# in the plain loops (narrow, 64-row, split through the combine kernel or inside clusters).
 def nan_past(k, sl):
     k = k.clone()
     for i, n in enumerate(sl.tolist()):

@@ -411,7 +411,8 @@ def test_cuda_latent_views_of_one_kv_head():
 
 
 # Sinks in every other loop and merge: the narrow loop (D <= 256, <= 16 rows), the 64-row loops, KV-head pairs,
-# D = 512 with a V of its own, splits merged by the combine kernel (the backend's own split plans).
+# D = 512 with a V of its own, splits merged by the combine kernel or inside clusters of dealt rows (the backend's
+# own split plans; test_cuda_sinks_merge_inside_clusters names the merge).
 @cuda_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("D,T,heads,S,seqlens", [
@@ -420,6 +421,23 @@ def test_cuda_latent_views_of_one_kv_head():
     (256, 3, (16, 8), 129, None), (512, 1, (16, 1), 7, None), (512, 2, (128, 1), 129, None)])
 def test_cuda_sinks_against_reference(D, T, heads, S, seqlens):
     check_cuda_case(D, D, "separate", T, heads, S, None, True, seed=D + T + S, seqlens=seqlens)
+
+
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("D,T,heads,splits,merge", [
+    (128, 1, (8, 8), 4, "merged inside clusters of 4 CTAs"), (256, 1, (16, 8), 4, "merged inside clusters of 4 CTAs"),
+    (128, 3, (28, 4), 2, "+ combine kernel")])  # 21 rows, two splits: a cluster pair without sinks
+def test_cuda_sinks_merge_inside_clusters(monkeypatch, D, T, heads, splits, merge):
+    """Split launches with sinks merge inside clusters of dealt rows, which join the sinks as the combine kernel
+    does; the pair merge has no sinks, so its launches take the combine kernel instead."""
+    force_launch_plan(monkeypatch, "deep", splits)
+    Hq, Hkv = heads
+    q, k, v, sl = latent_inputs(3, T, Hq, Hkv, 1000, D, D, "separate", [1000, 0, 7], device="cuda")
+    assert merge in str(fmha.explain(q, k, v, sl, sinks=sinks_for(Hq, device="cuda"), backend="cuda"))
+    if T == 3:
+        assert "merged inside clusters of 2 CTAs as each finishes" in str(fmha.explain(q, k, v, sl, backend="cuda"))
+    check_cuda_case(D, D, "separate", T, heads, 1000, None, True, seed=D + splits)
 
 
 def test_cuda_refuses_a_576_value_of_its_own_and_auto_takes_triton(cuda_as_if_present):

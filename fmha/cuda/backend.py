@@ -10,7 +10,8 @@ problem (a block table over page pools) is planned as the contiguous one of S = 
 DeepSeek's shared latent (a v_cache that is k_cache's memory: `Problem.kv_shared`) at (512, 512) and
 (576, 512) runs the LATENT configurations on sm_90a: one K/V ring, each latent tile read once. (576, 512)
 with a V tensor of its own is refused (`auto` takes Triton); a shared latent at D <= 256, or on sm_100a, is
-read twice (as K and as V). Attention sinks join in the epilogue, or in the combine kernel of split launches.
+read twice (as K and as V). Attention sinks join in the epilogue, or in the merge of split launches (the
+combine kernel or the dealt-rows cluster merge; never the pair merge).
 """
 from __future__ import annotations
 
@@ -163,7 +164,8 @@ def split_config(head_dim: int, latent: bool = False) -> Config:
 def clustered_splits(p: Problem, ctas: int, num_splits: int, merge_mode) -> int:
     """`num_splits`, or CLUSTER_PLAN_CTAS // ctas splits where those merge inside clusters and the plan's
     splits would need the combine kernel (see CLUSTER_PLAN_CTAS). merge_mode(splits) is the C API's
-    cluster merge mode of a split_config launch of `ctas` x splits CTAs (0: combine kernel, 1: inside clusters)."""
+    cluster merge mode of a split_config launch of `ctas` x splits CTAs (0: combine kernel, 1: inside clusters of
+    dealt rows, 2: as cluster pairs)."""
     max_bytes = CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA.get(p.head_dim)
     if max_bytes is None or ctas < CLUSTER_PLAN_MIN_CLUSTERS or CLUSTER_PLAN_CTAS % ctas:
         return num_splits

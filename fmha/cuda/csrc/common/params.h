@@ -65,14 +65,14 @@ struct DecodeParams {
   int64_t v_blk, v_tok, v_h;
   int head_dim_v;  // V's and the output's head dim (D, or 512 where D = 576)
   // Per-query-head sink logits (natural log) that join every row's softmax denominator, or nullptr. Joined
-  // in the epilogue of unsplit launches (add_sink, softmax.cuh) and by the combine kernel of split ones
-  // (the host merges split launches with sinks by kernel).
+  // in the epilogue of unsplit launches (add_sink, softmax.cuh) and by the merge of split ones: the combine
+  // kernel or the dealt-rows cluster merge (the host never sends a launch with sinks to the pair merge).
   const float* sinks;
 };
 
 enum ClusterMergeMode : int {
   kMergeByKernel = 0,     // combine_splits_kernel
-  kMergeDealtRows = 1,    // every split pushes each row to the rank that merges it, once all have finished (<= 16 rows)
+  kMergeDealtRows = 1,    // every split pushes each row to the rank that merges it, once all have finished (<= 16 rows; any in the 64-key seesaw)
   kMergePair = 2,         // two splits: each pushes the rows the other merges as soon as it has finished (64-row loop)
 };
 

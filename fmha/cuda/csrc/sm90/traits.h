@@ -186,7 +186,7 @@ struct SharedStorage {
   // (it / 2) % 2; every thread of the publishing warpgroup arrives (release), the other waits (acquire).
   static constexpr uint32_t kPublishArrivals = 128;
   alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
-  // kMergeDealtRows: the K and V rings and the score exchange (idle by then) receive the rows this CTA
+  // kMergeDealtRows: the K and V rings and the score exchange behind them (idle by then) receive the rows this CTA
   // merges, from every split of its cluster (see ClusterMerge, common/merge.cuh; merge_capacity_floats).
   static constexpr int kMergeStride = merge_stride(Tr::kHeadDimV);
   __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
@@ -203,7 +203,7 @@ struct SharedStorage {
 
 // Floats of the K and V rings together, and of the score exchange where it follows them (the cluster
 // merge's receive buffer, all idle once the loop is done), or 0 when the rings are not adjacent. (The 512-wide
-// shared-latent ring alone is 256 B short of four splits' 64 rows and their LSEs.)
+// shared-latent ring alone is 1,264 B short of four splits' 64 rows and their LSEs.)
 template <class Tr>
 constexpr size_t merge_capacity_floats() {
   using Ss = SharedStorage<Tr>;
