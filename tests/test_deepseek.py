@@ -339,13 +339,12 @@ def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, Dqk, num_splits
     """The 64-key seesaw's splits merge inside clusters (no combine kernel, no workspace) where the GPU holds
     every cluster at once, sinks or not, the 512-wide ring's receive buffer included; results as the reference."""
     force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
-    q, k, v, sl = latent_inputs(2, 1, 128, 1, 1000, Dqk, 512, "slice" if Dqk == 576 else "self", [1000, 0],
-                                device="cuda")
+    v_mode = "slice" if Dqk == 576 else "self"
+    q, k, v, sl = latent_inputs(2, 1, 128, 1, 1000, Dqk, 512, v_mode, [1000, 0], device="cuda")
     sinks = sinks_for(128, device="cuda") if use_sinks else None
     assert f"merged inside clusters of {num_splits} CTAs" in str(fmha.explain(q, k, v, sl, sinks=sinks,
                                                                              backend="cuda"))
-    check_cuda_case(Dqk, 512, "slice" if Dqk == 576 else "self", 1, (128, 1), 1000, page_size, use_sinks,
-                    seed=Dqk + num_splits)
+    check_cuda_case(Dqk, 512, v_mode, 1, (128, 1), 1000, page_size, use_sinks, seed=Dqk + num_splits)
 
 
 @sm90_kernel

@@ -130,7 +130,8 @@ constexpr bool paged_gathers(int D, int config, int page_size, long long ctas, i
 }
 // Registers the D = 512 producer warpgroup keeps (setmaxnreg); the consumers get the rest.
 constexpr int kProducerRegs = 24;
-// Packed query rows (T x Hq/Hkv) up to which split-KV partials merge inside clusters (dealt rows).
+// Packed query rows (T x Hq/Hkv) up to which split-KV partials merge inside clusters (dealt rows; 64-row
+// problems measured slower that way at D = 128). The 64-key seesaw takes any (DecodeTraits::kClusterMergeMaxRows).
 constexpr int kClusterMergeMaxRows = 16;
 
 // Feature flags, each compiled by a test (tests/test_cuda_build.py): the default build has them all on

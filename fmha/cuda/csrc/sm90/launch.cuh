@@ -89,16 +89,15 @@ int Instance<D, kBf16, kConfig>::max_active_clusters(int cluster, bool exclusive
 }
 
 // A split-KV grid merges in clusters only when the GPU holds every cluster at once (a second wave would
-// cost more than the combine kernel saves): dealt rows for at most kClusterMergeMaxRows packed rows
-// (64-row problems measured slower that way at D = 128), or for any rows in the 64-key seesaw (whose fp32
-// partials of 512 columns cost more to round-trip through the workspace), else pairs for two splits of the
-// 64-row loop (the narrow loop has its own epilogue), else the combine kernel. `exclusive`: the launch runs one CTA per SM
+// cost more than the combine kernel saves): dealt rows for at most Tr::kClusterMergeMaxRows packed rows
+// (traits.h), else pairs for two splits of the 64-row loop (the narrow loop has its own epilogue), else the
+// combine kernel. `exclusive`: the launch runs one CTA per SM
 // (exclusive_sms), so the occupancy query asks as the launch will.
 template <int D, bool kBf16, int kConfig>
 int Instance<D, kBf16, kConfig>::merge_mode(int num_splits, long long clusters, int rows, bool exclusive) {
   using Tr = DecodeTraits<D, kConfig>;
   if (!kClusterMergeEnabled || kProbeNoCombine || num_splits < 2) return kMergeByKernel;
-  if (Tr::kClusterMerge && (rows <= kClusterMergeMaxRows || Tr::kSeesaw64) && num_splits <= kMaxClusterSplits &&
+  if (Tr::kClusterMerge && rows <= Tr::kClusterMergeMaxRows && num_splits <= kMaxClusterSplits &&
       merge_fits<Tr>(num_splits, rows) && max_active_clusters(num_splits, exclusive) >= clusters)
     return kMergeDealtRows;
   const bool narrow = Tr::kNarrow && rows <= Tr::kNarrowRows;

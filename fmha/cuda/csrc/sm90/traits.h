@@ -2,6 +2,7 @@
 // shared-memory plan and its named barriers.
 #pragma once
 
+#include <climits>  // INT_MAX
 #include <cstddef>  // offsetof
 #include <cstdint>
 
@@ -54,6 +55,9 @@ struct DecodeTraits {
   static constexpr int kNarrowRows = 16;
   static constexpr bool kNarrow = kCfg.narrow;
   static constexpr bool kClusterMerge = kCfg.cluster_merge;
+  // Packed query rows up to which the dealt-rows merge is taken: any in the 64-key seesaw, whose 512-column
+  // fp32 partials cost more to round-trip through the workspace than to push (config.h otherwise).
+  static constexpr int kClusterMergeMaxRows = kSeesaw64 ? INT_MAX : sm90::kClusterMergeMaxRows;
   static constexpr bool kPairMerge = kCfg.pair_merge;
   static constexpr int kBoxCols = 64;            // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row (K's)
