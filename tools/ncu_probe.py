@@ -3,7 +3,8 @@
     ncu --section SpeedOfLight -k regex:decode python tools/ncu_probe.py --shape 32,4,32,8,4096,128 --causal
     ncu --section SpeedOfLight -k regex:decode python tools/ncu_probe.py --shape 1,1,32,8,65536,128 --probe stream_only
 
---shape is B,T,Hq,Hkv,S,D (bf16, full cache). --iters calls follow one warm-up call; with --clocks the
+--shape is B,T,Hq,Hkv,S,D (bf16, full cache); --latent makes v_cache a view of k_cache (DeepSeek's latent:
+D = 576 reads its first 512 columns as V, D = 512 all of it). --iters calls follow one warm-up call; with --clocks the
 script also prints the SM clock and power NVML reports while it loops --seconds long (no profiler),
 to tell a power- or clock-limited kernel from a bandwidth-limited one. --probe MODE runs the cuda backend
 on a probe build of the library (fmha.cuda.loader.load_probe: timestamps, stream_only, no_combine; the
@@ -37,11 +38,19 @@ def random_cache(B: int, S: int, Hkv: int, D: int, kv_layout: str = "bshd"):
     raise ValueError(f"kv_layout must be one of {KV_LAYOUTS}, got {kv_layout!r}")
 
 
-def random_inputs(shape: str, kv_layout: str = "bshd"):
-    """bf16 q, k_cache, v_cache (full caches, see random_cache) and an output buffer for a "B,T,Hq,Hkv,S,D" shape."""
+def random_inputs(shape: str, kv_layout: str = "bshd", latent: bool = False):
+    """bf16 q, k_cache, v_cache (full caches, see random_cache) and an output buffer for a "B,T,Hq,Hkv,S,D" shape.
+    latent: DeepSeek's shared latent, v_cache a view of k_cache (its first 512 columns at D = 576, all of it at
+    D = 512)."""
     B, T, Hq, Hkv, S, D = (int(x) for x in shape.split(","))
     q = torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16)
-    return q, random_cache(B, S, Hkv, D, kv_layout), random_cache(B, S, Hkv, D, kv_layout), torch.empty_like(q)
+    k = random_cache(B, S, Hkv, D, kv_layout)
+    if latent:
+        if D not in (512, 576):
+            raise ValueError(f"latent: D must be 512 or 576, got {D}")
+        v = k[..., :512]
+        return q, k, v, torch.empty(B, T, Hq, 512, device="cuda", dtype=torch.bfloat16)
+    return q, k, random_cache(B, S, Hkv, D, kv_layout), torch.empty_like(q)
 
 
 def main():
@@ -54,13 +63,17 @@ def main():
     ap.add_argument("--probe", choices=sorted(PROBE_MODES), default=None,
                     help="run the cuda backend on this probe build (stream_only, no_combine: wrong results by design)")
     ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd", help="cache storage order (see random_cache)")
+    ap.add_argument("--latent", action="store_true",
+                    help="DeepSeek's shared latent: v_cache is k_cache (D = 512) or its first 512 columns (D = 576)")
     ap.add_argument("--iters", type=int, default=3, help="calls after the warm-up call (default %(default)s)")
     ap.add_argument("--clocks", action="store_true", help="also loop --seconds long and print SM clock and power")
     ap.add_argument("--seconds", type=float, default=2.0, help="with --clocks (default %(default)s)")
     a = ap.parse_args()
     if a.probe and a.backend != "cuda":
         ap.error("--probe runs the cuda backend")
-    q, k, v, out = random_inputs(a.shape, a.kv_layout)
+    q, k, v, out = random_inputs(a.shape, a.kv_layout, a.latent)
+    if a.latent and a.backend == "sdpa-cudnn":
+        ap.error("--latent: sdpa-cudnn has no kernel for these head dims")
     if a.backend == "sdpa-cudnn":  # the peer, for a side-by-side profile (no causal mask support here)
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -120,7 +133,8 @@ def main():
     done.set()
     th.join()
     us = start.elapsed_time(end) * 1e3 / n
-    gb = (q.numel() * 2 + k.numel() * 4 + out.numel() * 2) / us / 1e3
+    kv_bytes = k.numel() * 2 * (1 if a.latent else 2)  # a shared latent is read once
+    gb = (q.numel() * 2 + kv_bytes + out.numel() * 2) / us / 1e3
     tail = samples[len(samples) // 2:]
     print(f"{a.backend} shape={a.shape} causal={a.causal}: {us:.1f} us/call (eager, back to back) {gb:.0f} GB/s; "
           f"SM clock median {sorted(s[0] for s in tail)[len(tail) // 2]} MHz, power median "

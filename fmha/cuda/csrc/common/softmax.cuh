@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+
 namespace fmha {
 
 constexpr float kLn2 = 0.693147180559945309f;
@@ -86,8 +87,31 @@ struct RowState {
 // (log2 units), so that most tiles leave alpha = 1 and the accumulator unscaled; P is at most
 // 2^kLazyMaxSlack, and out = acc / l_i and the LSE are unchanged in exact arithmetic (l_i and acc share the
 // reference; P is rounded to 16 bits for P V as before, now at values up to 2^8).
+// kShortChains: the row max and row sum in interleaved chains (row_half_reduce), for a softmax that lies on
+// a hand-off chain (the 64-key seesaw's, which is the only one with kLazyMax); the sum's order of additions
+// changes, the max does not.
 constexpr float kLazyMaxSlack = 8.f;
-template <int N, bool kMask = true, bool kLazyMax = false>
+constexpr int kMaxChains = 4;  // the max chain precedes every ex2 of the tile
+constexpr int kSumChains = 2;  // the sum chain runs beside the ex2s, which bound it
+// The N / 4 elements of row half h of a score fragment reduced in kChains interleaved chains, then
+// pairwise: a dependency chain N / (4 kChains) + log2(kChains) deep instead of N / 4, for kChains
+// registers a row half (a full tree over a copy of the fragment spilled at 576).
+template <int N, int kChains, class Op>
+__device__ __forceinline__ float row_half_reduce(const float (&s)[N / 2], int h, Op op) {
+  static_assert((N / 4) % kChains == 0 && (kChains & (kChains - 1)) == 0, "kChains: a power of 2 dividing N / 4");
+  float v[kChains];
+#pragma unroll
+  for (int j = 0; j < N / 4; ++j) {
+    const float x = s[4 * (j / 2) + 2 * h + (j % 2)];  // element 4 c + 2 h + e
+    v[j % kChains] = j < kChains ? x : op(v[j % kChains], x);
+  }
+#pragma unroll
+  for (int w = kChains / 2; w >= 1; w /= 2)
+#pragma unroll
+    for (int j = 0; j < w; ++j) v[j] = op(v[j], v[j + w]);
+  return v[0];
+}
+template <int N, bool kMask = true, bool kLazyMax = false, bool kShortChains = kLazyMax>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState& st, const int (&key_limit)[2],
                                                     float qk_scale, int quad_lane, float (&alpha)[2]) {
   float mx[2] = {-INFINITY, -INFINITY};
@@ -95,7 +119,11 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState&
   for (int i = 0; i < N / 2; ++i) {
     const int h = frag_row_half(i);
     if (kMask && frag_col(i, quad_lane) >= key_limit[h]) s[i] = -INFINITY;
-    mx[h] = fmaxf(mx[h], s[i]);
+    if constexpr (!kShortChains) mx[h] = fmaxf(mx[h], s[i]);
+  }
+  if constexpr (kShortChains) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) mx[h] = row_half_reduce<N, kMaxChains>(s, h, [](float a, float b) { return fmaxf(a, b); });
   }
   float neg_ref[2];
 #pragma unroll
@@ -112,7 +140,11 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState&
   for (int i = 0; i < N / 2; ++i) {
     const int h = frag_row_half(i);
     s[i] = exp2_approx(fmaf(s[i], qk_scale, neg_ref[h]));
-    sum[h] += s[i];
+    if constexpr (!kShortChains) sum[h] += s[i];
+  }
+  if constexpr (kShortChains) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) sum[h] = row_half_reduce<N, kSumChains>(s, h, [](float a, float b) { return a + b; });
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) st.l_i[h] = st.l_i[h] * alpha[h] + sum[h];
