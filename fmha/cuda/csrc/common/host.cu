@@ -107,6 +107,7 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
                        head_major ? static_cast<cuuint32_t>(box_rows) : 1u, 1u};
   cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
   const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  // L2 promotion of 128 B, one box row (256 B cost bandwidth).
   CUresult r = encode(map, dt, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

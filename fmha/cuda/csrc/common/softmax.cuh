@@ -12,7 +12,6 @@
 
 #include <cstdint>
 
-
 namespace fmha {
 
 constexpr float kLn2 = 0.693147180559945309f;
@@ -87,15 +86,14 @@ struct RowState {
 // (log2 units), so that most tiles leave alpha = 1 and the accumulator unscaled; P is at most
 // 2^kLazyMaxSlack, and out = acc / l_i and the LSE are unchanged in exact arithmetic (l_i and acc share the
 // reference; P is rounded to 16 bits for P V as before, now at values up to 2^8).
-// kShortChains: the row max and row sum in interleaved chains (row_half_reduce), for a softmax that lies on
-// a hand-off chain (the 64-key seesaw's, which is the only one with kLazyMax); the sum's order of additions
-// changes, the max does not.
+// kShortChains: the row max and row sum in interleaved chains (row_half_reduce), for a softmax that lies on a
+// hand-off chain between warpgroups; the sum rounds differently from one chain, the max is exact in any order.
 constexpr float kLazyMaxSlack = 8.f;
 constexpr int kMaxChains = 4;  // the max chain precedes every ex2 of the tile
 constexpr int kSumChains = 2;  // the sum chain runs beside the ex2s, which bound it
 // The N / 4 elements of row half h of a score fragment reduced in kChains interleaved chains, then
-// pairwise: a dependency chain N / (4 kChains) + log2(kChains) deep instead of N / 4, for kChains
-// registers a row half (a full tree over a copy of the fragment spilled at 576).
+// pairwise: N / (4 kChains) - 1 + log2(kChains) dependent operations instead of N / 4 - 1, for kChains
+// registers a row half.
 template <int N, int kChains, class Op>
 __device__ __forceinline__ float row_half_reduce(const float (&s)[N / 2], int h, Op op) {
   static_assert((N / 4) % kChains == 0 && (kChains & (kChains - 1)) == 0, "kChains: a power of 2 dividing N / 4");
@@ -111,7 +109,7 @@ __device__ __forceinline__ float row_half_reduce(const float (&s)[N / 2], int h,
     for (int j = 0; j < w; ++j) v[j] = op(v[j], v[j + w]);
   return v[0];
 }
-template <int N, bool kMask = true, bool kLazyMax = false, bool kShortChains = kLazyMax>
+template <int N, bool kMask = true, bool kLazyMax = false, bool kShortChains = false>
 __device__ __forceinline__ void online_softmax_tile(float (&s)[N / 2], RowState& st, const int (&key_limit)[2],
                                                     float qk_scale, int quad_lane, float (&alpha)[2]) {
   float mx[2] = {-INFINITY, -INFINITY};

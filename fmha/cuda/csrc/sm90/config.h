@@ -109,11 +109,8 @@ constexpr bool has_config(int D, int config) { return config_table(D, config).ti
 // V's head dim: 512 for DeepSeek's 576-wide keys (V is their first 512 columns), else the keys'.
 constexpr int head_dim_v(int D) { return D == 576 ? 512 : D; }
 
-// Feature settings shared by every configuration.
-// K/V TMA loads carry an L2 evict-first policy: the cache is streamed once.
-constexpr bool kKvEvictFirst = true;
-// L2 promotion of the K/V tensor maps, bytes (one 128 B box row; 256 B cost bandwidth).
-constexpr int kKvL2PromotionBytes = 128;
+// Feature settings shared by every configuration. (The K/V loads' L2 policies are fixed where they are
+// made: evict-first in producer_loop, common/kv_ring.cuh; 128 B promotion in encode_kv_map, common/host.cu.)
 // A warp skips O *= alpha when none of its rows changed its max, from this head dim on (below it the
 // vote costs more than the multiplies).
 constexpr int kSkipUnitRescaleMinD = 128;

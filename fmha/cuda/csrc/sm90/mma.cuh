@@ -155,17 +155,19 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
 
 
 // The online softmax of ring position `it` (s becomes P), masked only where a key of the tile is past some
-// row's limit (unmasked_until: keys below it are visible to every row); Tr::kLazyMax: a lazy reference max.
+// row's limit (unmasked_until: keys below it are visible to every row); Tr::kLazyMax: a lazy reference max;
+// Tr::kShortChains: the row reductions in short chains.
 template <class Tr>
 __device__ __forceinline__ void softmax_ring_tile(float (&s)[Tr::kBlockN / 2], RowState& st, const DecodeParams& p,
                                                   const TileRange& tr, int it, const int (&limit_abs)[2],
                                                   int unmasked_until, int ql, float (&alpha)[2]) {
   const int key0 = (tr.begin + it) * Tr::kBlockN;
   const int key_limit[2] = {limit_abs[0] - key0, limit_abs[1] - key0};
+  constexpr bool kLazy = Tr::kLazyMax, kShort = Tr::kShortChains;
   if (key0 + Tr::kBlockN <= unmasked_until)  // uniform over the CTA
-    online_softmax_tile<Tr::kBlockN, false, Tr::kLazyMax>(s, st, key_limit, p.qk_scale, ql, alpha);
+    online_softmax_tile<Tr::kBlockN, false, kLazy, kShort>(s, st, key_limit, p.qk_scale, ql, alpha);
   else
-    online_softmax_tile<Tr::kBlockN, true, Tr::kLazyMax>(s, st, key_limit, p.qk_scale, ql, alpha);
+    online_softmax_tile<Tr::kBlockN, true, kLazy, kShort>(s, st, key_limit, p.qk_scale, ql, alpha);
 }
 
 // The consumer warpgroup of thread ctid, read from lane 0 so that the compiler knows it is warp-uniform:

@@ -47,6 +47,8 @@ struct DecodeTraits {
   // The softmax keeps a lazy reference max (online_softmax_tile): the 64-key seesaw's accumulator rescales lie
   // on the hand-off chain between its warpgroups.
   static constexpr bool kLazyMax = kSeesaw64;
+  // ... and reduces its rows in short chains (online_softmax_tile), for the same reason.
+  static constexpr bool kShortChains = kSeesaw64;
   static constexpr bool kSplitQk = kCfg.split_qk;
   static constexpr bool kOverlap = kCfg.loop == Mainloop::kOverlapped;
   static constexpr bool kSkipUnitRescale = D >= kSkipUnitRescaleMinD;  // see rescale_acc
