@@ -71,9 +71,9 @@ def main():
     a = ap.parse_args()
     if a.probe and a.backend != "cuda":
         ap.error("--probe runs the cuda backend")
-    q, k, v, out = random_inputs(a.shape, a.kv_layout, a.latent)
     if a.latent and a.backend == "sdpa-cudnn":
         ap.error("--latent: sdpa-cudnn has no kernel for these head dims")
+    q, k, v, out = random_inputs(a.shape, a.kv_layout, a.latent)
     if a.backend == "sdpa-cudnn":  # the peer, for a side-by-side profile (no causal mask support here)
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel

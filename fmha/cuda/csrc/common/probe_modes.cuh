@@ -14,23 +14,20 @@ namespace fmha {
 
 // FMHA_PROBE_STREAM_ONLY (wrong results by design): the consumers release each stage as soon as it
 // lands, with no MMA or softmax, to time the K/V stream alone; they still take part in the cluster
-// barriers the producer takes part in. Each empty barrier gets the arrivals its count expects (kernel.cuh):
-// the seesaw's K stage from its owner's warps (separate K and V) or warpgroup 0's (halves), the second half
-// from warpgroup 1's; every other barrier from every consumer warp.
+// barriers the producer takes part in. Each empty barrier gets the arrivals its count expects
+// (Tr::kKFreedByOneWg, Tr::kVBarriers).
 template <class Tr, class Ss>
 __device__ __forceinline__ void probe_stream_only_consumer(Ss& ss, const TileRange& tr, bool cluster_merge,
                                                            bool pair_merge) {
   const int lane = threadIdx.x % 32;
   const int wg = static_cast<int>(threadIdx.x) / 128;  // (consumers are the CTA's first threads)
-  constexpr bool kKByOneWg = Tr::kSeesaw && (!Tr::kSharedKv || Tr::kRingHalves);
-  constexpr bool kHasV = !Tr::kSharedKv || Tr::kRingHalves;
   for (int it = 0; it < tr.end - tr.begin; ++it) {
     const int stage = it % Tr::kStages;
     const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
     ptx::mbarrier_wait_parity(&ss.full_k[stage], phase);
-    const int k_wg = Tr::kRingHalves ? 0 : it % 2;  // (kKByOneWg only)
-    if (!kKByOneWg || wg == k_wg) release_stage(&ss.empty_k[stage], lane);
-    if constexpr (kHasV) {
+    const int k_wg = Tr::kRingHalves ? 0 : it % 2;  // (kKFreedByOneWg only)
+    if (!Tr::kKFreedByOneWg || wg == k_wg) release_stage(&ss.empty_k[stage], lane);
+    if constexpr (Tr::kVBarriers) {
       const int stage_v = it % Tr::kStagesV;
       ptx::mbarrier_wait_parity(&ss.full_v[stage_v], static_cast<uint32_t>(it / Tr::kStagesV) & 1u);
       if (!Tr::kRingHalves || wg == 1) release_stage(&ss.empty_v[stage_v], lane);

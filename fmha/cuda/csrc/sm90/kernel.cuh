@@ -117,9 +117,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
       // One arrival per consumer warp that reads the stage's K tile (the seesaw: one warpgroup's; one
       // ring: every warp's P V reads it; halves: warpgroup 0's P V reads the first).
       ptx::mbarrier_init(&ss.empty_k[s],
-                         (Tr::kSeesaw && (!Tr::kSharedKv || Tr::kRingHalves) ? 128 : Tr::kConsumerThreads) / 32);
+                         (Tr::kKFreedByOneWg ? 128 : Tr::kConsumerThreads) / 32);
     }
-    if constexpr (!Tr::kSharedKv || Tr::kRingHalves) {  // (halves: the second half's barriers, warpgroup 1's)
+    if constexpr (Tr::kVBarriers) {  // (halves: the second half's barriers, warpgroup 1's)
 #pragma unroll
       for (int s = 0; s < Tr::kStagesV; ++s) {
         ptx::mbarrier_init(&ss.full_v[s], full_arrivals);

@@ -44,6 +44,12 @@ struct DecodeTraits {
   // and are freed on empty_k by warpgroup 0 (whose P V reads them), the rest on full_v / empty_v by
   // warpgroup 1, so that each half reloads as soon as its one reader is done.
   static constexpr bool kRingHalves = kSeesaw64;
+  // Who frees a ring stage (the empty barriers' arrival counts; the stream-only probe arrives the same way):
+  // a K stage is freed by one warpgroup's warps where only one reads it after its Q K^T (the seesaw with
+  // separate K and V: the tile's owner; halves: warpgroup 0, whose P V reads the first half), else by every
+  // consumer warp. V barriers exist for a V ring or a stage's second half (warpgroup 1's).
+  static constexpr bool kKFreedByOneWg = kSeesaw && (!kSharedKv || kRingHalves);
+  static constexpr bool kVBarriers = !kSharedKv || kRingHalves;
   // The softmax keeps a lazy reference max (online_softmax_tile): the 64-key seesaw's accumulator rescales lie
   // on the hand-off chain between its warpgroups.
   static constexpr bool kLazyMax = kSeesaw64;
@@ -177,9 +183,9 @@ struct SharedStorage {
                                                         // or the seesaw's row states [parity][2][128]
   alignas(8) uint64_t full_k[Tr::kStages];   // TMA bytes of the K tile landed
   // kRingHalves: full_k / empty_k are the first half of the K stage's, full_v / empty_v its second half's.
-  alignas(8) uint64_t full_v[Tr::kSharedKv && !Tr::kRingHalves ? 1 : Tr::kStagesV];  // TMA bytes of the V tile landed (kSharedKv: full_k)
+  alignas(8) uint64_t full_v[Tr::kVBarriers ? Tr::kStagesV : 1];  // TMA bytes of the V tile landed (kSharedKv: full_k)
   alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
-  alignas(8) uint64_t empty_v[Tr::kSharedKv && !Tr::kRingHalves ? 1 : Tr::kStagesV];  // ... with its V tile (kSharedKv: empty_k, after P V)
+  alignas(8) uint64_t empty_v[Tr::kVBarriers ? Tr::kStagesV : 1];  // ... with its V tile (kSharedKv: empty_k, after P V)
   // kMergePair (store_output_pair): the half of the partner's partial that this CTA merges, pushed by the
   // partner's 64 threads that hold it, slot = the pusher's thread index in those two warps: o
   // [kOutCols / 8][64 slots] float4 (a thread's accumulator order), LSEs [2][64]; complete when the 64
