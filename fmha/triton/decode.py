@@ -237,8 +237,8 @@ def launch_config(head_dim: int, rows: int):
     tile per pipeline stage stay within shared memory. The values are the
     fastest of a sweep on an H200 (perf/RESULTS.md), e.g. D=128: BLOCK_N=128,
     4 warps, 3 stages was within 1% of the best config on every shape tried.
-    D_qk = 576 (D_v = 512 plus a 64-column tail) takes D = 512's tiles, never
-    measured: the same accumulator and one more 64-column Q and K tile.
+    D_qk = 576 (D_v = 512 plus a 64-column tail) takes D = 512's tiles, not
+    tuned for it: the same accumulator and one more 64-column Q and K tile.
     """
     max_m = {64: 64, 128: 64, 256: 64, 512: 64, 576: 64}[head_dim]
     block_m = min(max_m, max(16, triton.next_power_of_2(rows)))
