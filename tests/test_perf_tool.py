@@ -670,3 +670,38 @@ def test_dry_run_deepseek(tmp_path):
     (row,) = res["rows"]
     assert [t["met"] for t in row["targets"]] == [None, None]
     assert (out / "raw" / "deepseek-samples.json").exists()
+
+
+def _git_checkout() -> bool:
+    r = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU dry run (see test_dry_run_writes_both_regimes)")
+def test_checkouts_times_a_commit_in_its_own_export(tmp_path):
+    """tools/checkouts.py: the commit exported, its own suite run there, the times tabled (no build: dry run)."""
+    if not _git_checkout():
+        pytest.skip("not a git checkout")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [sys.executable, "tools/checkouts.py", "HEAD", "--no-build", "--rounds", "1", "--workdir", str(tmp_path),
+           "--", "--dry-run", "--preset", "quick", "--shapes", "S512", "--contenders", "triton"]
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    log = r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, log
+    (export,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert (export / "fmha" / "__init__.py").exists() and (export / "round1" / "results.json").exists(), log
+    row = [line for line in r.stdout.splitlines() if line.startswith("| small/")]
+    assert len(row) == 1 and "| triton |" in row[0], log
+
+
+def test_checkouts_refuses_a_commit_twice_and_an_out_of_its_own(tmp_path, capsys):
+    if not _git_checkout():
+        pytest.skip("not a git checkout")
+    from tools.checkouts import main
+    ours = ["--no-build", "--workdir", str(tmp_path)]
+    for argv, says in ((["HEAD", "HEAD~0", *ours], "a commit is named twice"),
+                       (["HEAD", *ours, "--", "--out", str(tmp_path)], "--out is set per commit and round")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert says in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # refused before anything was exported
