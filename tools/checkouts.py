@@ -106,6 +106,8 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", default="sm_90a", help="the library target (python -m fmha.cuda.build --arch)")
     ap.add_argument("--no-build", action="store_true", help="run the suites without building the libraries first")
     args = ap.parse_args(ours)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
     if any(a == "--out" or a.startswith("--out=") for a in perf_args):
         ap.error("--out is set per commit and round (under --workdir); leave it out of the suite's arguments")
     workdir = Path(args.workdir).resolve()
@@ -113,7 +115,7 @@ def main(argv=None) -> int:
         shas = [git("rev-parse", "--short=12", f"{c}^{{commit}}") for c in args.commits]
     except subprocess.CalledProcessError as e:
         ap.error(f"not a commit: {e.stderr.strip()}")
-    labels = [c if c == s[:len(c)] else f"{c} ({s[:7]})" for c, s in zip(args.commits, shas)]
+    labels = [c if s.startswith(c) or c.startswith(s) else f"{c} ({s[:7]})" for c, s in zip(args.commits, shas)]
     if len(set(shas)) != len(shas):
         ap.error(f"a commit is named twice: {dict(zip(labels, shas))}")
     checkouts = {label: export(sha, workdir) for label, sha in zip(labels, shas)}
