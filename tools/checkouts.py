@@ -10,7 +10,12 @@ into --workdir/<sha>, its library built there once (`python -m fmha.cuda.build`,
 cache), and `python -m perf` run there with the arguments after `--` and an --out of its own. The table gives,
 per shape and contender, each commit's µs in every round, and the last commit's median over the first's.
 Exports and libraries are kept and reused (a commit's files never change). Needs an sm_90a GPU and nvcc,
-except with --no-build (e.g. for `--dry-run` suites on a CPU).
+except with --no-build (e.g. for `--dry-run` suites on a CPU). Where the GPU machine has no git history (a copy of
+the working tree), prepare the exports and libraries where it has (`--prepare`: nvcc builds sm_90a without a GPU)
+and take the workdir along: commits are then found among its exports by hash prefix.
+
+    python tools/checkouts.py 88ee660 HEAD --prepare --workdir .checkouts     # here: git, nvcc
+    python tools/checkouts.py 88ee660 e3296e8 --workdir .checkouts -- --shapes tp/ --contenders cuda   # on the GPU
 """
 from __future__ import annotations
 
@@ -29,6 +34,19 @@ EXPORTED = ("fmha", "perf", "tools")  # the folders a commit's suite needs (tool
 
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def resolve(commit: str, workdir: Path) -> str:
+    """The commit's hash (12 digits): from git, or where git has no such history, from an export under workdir
+    whose hash starts with `commit`. ValueError if neither knows it."""
+    try:
+        return git("rev-parse", "--short=12", f"{commit}^{{commit}}")
+    except (subprocess.CalledProcessError, OSError) as e:
+        why = e.stderr.strip() if isinstance(e, subprocess.CalledProcessError) else str(e)
+    found = [p.name for p in workdir.glob(f"{commit}*") if (p / ".exported").exists()] if workdir.is_dir() else []
+    if len(found) == 1:
+        return found[0]
+    raise ValueError(f"{commit!r}: not a commit git knows ({why}) and {len(found)} exports under {workdir} match it")
 
 
 def export(sha: str, workdir: Path) -> Path:
@@ -105,6 +123,7 @@ def main(argv=None) -> int:
                     help="where the exports, their libraries and the runs' outputs live (kept between runs)")
     ap.add_argument("--arch", default="sm_90a", help="the library target (python -m fmha.cuda.build --arch)")
     ap.add_argument("--no-build", action="store_true", help="run the suites without building the libraries first")
+    ap.add_argument("--prepare", action="store_true", help="export and build only (no suite runs)")
     args = ap.parse_args(ours)
     if args.rounds < 1:
         ap.error(f"--rounds must be at least 1, got {args.rounds}")
@@ -112,9 +131,9 @@ def main(argv=None) -> int:
         ap.error("--out is set per commit and round (under --workdir); leave it out of the suite's arguments")
     workdir = Path(args.workdir).resolve()
     try:
-        shas = [git("rev-parse", "--short=12", f"{c}^{{commit}}") for c in args.commits]
-    except subprocess.CalledProcessError as e:
-        ap.error(f"not a commit: {e.stderr.strip()}")
+        shas = [resolve(c, workdir) for c in args.commits]
+    except ValueError as e:
+        ap.error(str(e))
     labels = [c if s.startswith(c) or c.startswith(s) else f"{c} ({s[:7]})" for c, s in zip(args.commits, shas)]
     if len(set(shas)) != len(shas):
         ap.error(f"a commit is named twice: {dict(zip(labels, shas))}")
@@ -124,6 +143,9 @@ def main(argv=None) -> int:
             cmd = [sys.executable, "-m", "fmha.cuda.build", "--arch", args.arch]
             if not run_logged(cmd, checkout, checkout / "build.log"):
                 return 1
+    if args.prepare:
+        print("prepared: " + ", ".join(f"{label} in {checkout}" for label, checkout in checkouts.items()))
+        return 0
     runs = {label: [] for label in labels}
     for k in range(1, args.rounds + 1):
         for label, checkout in checkouts.items():
