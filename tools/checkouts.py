@@ -4,7 +4,7 @@ suite, one process per commit and round, the commits alternating within a round.
     python tools/checkouts.py 88ee660 HEAD --rounds 2 -- --shapes tp/,small/ --contenders cuda,sdpa-cudnn --no-flex
 
 `tools/variants.py --lib` loads libraries side by side in one process, which needs the C API and
-`FmhaDecodeArgs` of this checkout; across a change of either (a regression hunt over weeks of commits) each
+`FmhaDecodeArgs` of this checkout; across a change of either (a regression hunt over many commits) each
 commit has to run its own Python side. Each commit is exported (`git archive` of its fmha/, perf/ and tools/)
 into --workdir/<sha>, its library built there once (`python -m fmha.cuda.build`, into the export's own
 cache), and `python -m perf` run there with the arguments after `--` and an --out of its own. The table gives,
