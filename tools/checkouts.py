@@ -78,11 +78,10 @@ def run_logged(cmd: list, checkout: Path, log: Path) -> bool:
 
 
 def suite_json(out: Path) -> Path:
-    """The suite's JSON in its output folder: results.json, or the preset's own (paged.json, deepseek.json)."""
-    found = sorted(p for p in out.glob("*.json") if not p.name.startswith("tuning"))
-    if (out / "results.json").exists() or len(found) != 1:
-        return out / "results.json"
-    return found[0]
+    """The suite's one JSON in its output folder: results.json, or the preset's own (paged.json, deepseek.json);
+    a --write-tuning copy (tuning-*.json) aside."""
+    found = [p for p in out.glob("*.json") if not p.name.startswith("tuning")]
+    return found[0] if len(found) == 1 else out / "results.json"
 
 
 def times(results_json: Path) -> dict:
