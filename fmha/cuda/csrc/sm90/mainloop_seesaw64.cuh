@@ -28,8 +28,9 @@ namespace sm90 {
 //     softmax(o); publish P(o) and the state (p_full)
 //     O *= alpha(o); P V(o); free this warpgroup's half of stage o
 //     take the other's P(o+1) and the state after it (p_full wait)
-//     O *= alpha(o+1); P V(o+1); free this warpgroup's half of stage o+1
-//     Q K^T(o+2): its first half's boxes once that half landed, then the second's
+//     O *= alpha(o+1); P V(o+1), and queued behind it Q K^T(o+2) over its first half's boxes once that
+//     half landed; free this warpgroup's half of stage o+1 once P V(o+1) completed; Q K^T(o+2) over the
+//     second half's boxes once they landed
 // A stage is free about one P V after its tile's publish, so its refill overlaps the other tile's softmax
 // and P V; a half freed only after the next p_full wait would put a load latency into every tile's chain.
 // Buffer reuse (SeesawSmem): P(it) lives in box kQSmemBoxes + it % 2 and the row state in slot it % 2. The owner
@@ -74,23 +75,33 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     else
       wait_full_stage(&ss.full_v[it & 1], static_cast<uint32_t>(it >> 1) & 1u, it, kProbeVFullWait, ctid, gathered);
   };
-  // S = Q K^T of tile it, one group: the first half's boxes as soon as it landed, then the second's.
-  auto issue_qk = [&](int it) {
+  // S = Q K^T of tile it over the stage's first half (kSecond = false: steps [0, kHalfSteps), once that half
+  // landed) or its second half (the rest, once it landed; the last steps take Q from registers). No commit.
+  auto issue_qk_half = [&](int it, auto second) {
+    constexpr bool kSecond = decltype(second)::value;
     constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups: 1024 B
     const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);
     const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[it & 1][0][0]), 16, kSbo);
-    wait_half(it, 0);
+    wait_half(it, kSecond ? 1 : 0);  // (ptxas fences the chain after the wait's loop: C7519)
 #pragma unroll
-    for (int kk = 0; kk < kSmemSteps; ++kk) {
-      if (kk == kHalfSteps) wait_half(it, 1);  // (ptxas fences the chain after the wait's loop: C7519)
+    for (int kk = kSecond ? kHalfSteps : 0; kk < (kSecond ? kSmemSteps : kHalfSteps); ++kk) {
       const uint32_t in_row = (kk % 4) * 32;
       ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da.at((kk / 4) * Tr::kQBoxBytes + in_row),
                                         db.at((kk / 4) * Tr::kKvBoxBytes + in_row), kk > 0 ? 1 : 0);
     }
+    if constexpr (kSecond) {
 #pragma unroll
-    for (int kk = kSmemSteps; kk < kSteps; ++kk)
-      ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr.r[kk - kSmemSteps],
-                                               db.at((kk / 4) * Tr::kKvBoxBytes + (kk % 4) * 32), 1);
+      for (int kk = kSmemSteps; kk < kSteps; ++kk)
+        ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr.r[kk - kSmemSteps],
+                                                 db.at((kk / 4) * Tr::kKvBoxBytes + (kk % 4) * 32), 1);
+    }
+  };
+  using True = std::integral_constant<bool, true>;
+  using False = std::integral_constant<bool, false>;
+  // S = Q K^T of tile it, one group: the first half's boxes as soon as it landed, then the second's.
+  auto issue_qk = [&](int it) {
+    issue_qk_half(it, False{});
+    issue_qk_half(it, True{});
     ptx::wgmma_commit_group();
   };
   // O[:, own columns] += P(it) V(it), one group; V is this warpgroup's half of the stage.
@@ -139,20 +150,26 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
       fence_regs(s);
       ptx::wgmma_fence();
       issue_pv(o + 1);
-      ptx::wgmma_wait_group<0>();
-      fence_regs(acc);
-      fence_regs(s);
-      free_half(o + 1);
-    }
-    if constexpr (kNextQk) {
-      ptx::wgmma_fence();
-      issue_qk(o + 2);
-      ptx::wgmma_wait_group<0>();
-      fence_regs(s);
+      if constexpr (kNextQk) {
+        // Q K^T(o+2)'s first half queued behind P V(o+1), so that the tensor pipe does not drain between
+        // them; the half of o+1 is freed as soon as its P V completed, before the second half is issued.
+        issue_qk_half(o + 2, False{});
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<1>();
+        fence_regs(acc);
+        free_half(o + 1);
+        issue_qk_half(o + 2, True{});
+        ptx::wgmma_commit_group();
+        ptx::wgmma_wait_group<0>();
+        fence_regs(s);
+      } else {
+        ptx::wgmma_wait_group<0>();
+        fence_regs(acc);
+        fence_regs(s);
+        free_half(o + 1);
+      }
     }
   };
-  using True = std::integral_constant<bool, true>;
-  using False = std::integral_constant<bool, false>;
 
   int o = wg;
   if (o < n) {  // S of this warpgroup's first tile
