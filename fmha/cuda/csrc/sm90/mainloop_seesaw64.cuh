@@ -126,8 +126,9 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   };
   auto take = [&](int it, float (&alpha)[2]) { Sm::take(ss, it, st, alpha, tid_wg); };  // the other's tile it
   // Compile-time shape of a trip: kNext: the other's tile o + 1 exists; kNextQk: so does o + 2, whose
-  // Q K^T is issued. Each P V is waited for and its half freed before anything that may block (the next
-  // p_full wait, a Q K^T that waits for its stage to land), so that no refill waits behind a load.
+  // Q K^T is issued. Each P V is waited for and its half freed before the next p_full wait and before a wait
+  // for a second half, so that no refill waits behind a load; only the wait for the first half of o + 2's
+  // stage, which was refilled about a tile period earlier, lies between P V(o+1) and its release.
   auto trip = [&](int o, auto next, auto next_qk) {
     constexpr bool kNext = decltype(next)::value, kNextQk = decltype(next_qk)::value;
     float alpha[2];
