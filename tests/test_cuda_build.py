@@ -303,3 +303,15 @@ def test_no_oversized_source_file():
     long = {str(p.relative_to(loader.CSRC)): n for p in loader.source_files()
             if (n := len(p.read_text().splitlines())) > 600}
     assert not long, long
+
+
+@needs_nvcc
+def test_wgmma_rate_tool_compiles(tmp_path):
+    """tools/wgmma_rate.cu (the wgmma issue-rate benchmark) builds against the kernels' PTX wrappers, with no
+    wgmma serialised by ptxas (that would time something else)."""
+    from tools.wgmma_rate import build_command
+
+    cmd = [*build_command(NVCC, str(tmp_path / "wgmma_rate.so")), "-Xptxas", "-v"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert not re.search(r"C751[0-5]", r.stdout + r.stderr), r.stderr[-4000:]
