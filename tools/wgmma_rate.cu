@@ -88,7 +88,9 @@ int launch(int ctas, int iters, int wgs, long long* cycles, float* sink) {
 
 }  // namespace
 
+// 0 on success; 1, 2: a CUDA error; 3: no such shape; 4: wgs not 1 or 2 (the CTA has two warpgroups).
 extern "C" int wgmma_rate(int shape, int ctas, int iters, int wgs, long long* cycles, float* sink) {
+  if (wgs < 1 || wgs > 2) return 4;
   switch (shape) {
     case 0: return launch<0>(ctas, iters, wgs, cycles, sink);
     case 1: return launch<1>(ctas, iters, wgs, cycles, sink);
