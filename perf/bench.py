@@ -56,6 +56,10 @@ def parse_args(argv=None):
     ap.add_argument("--settle-ms", type=float, default=200.0,
                     help="replay each contender's graph this long before timing it, so the GPU's clocks "
                          "and power settle on the shape (0: off)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="--preset deepseek: time each shape's contenders this many rounds, in reversed order "
+                         "every other round, and report each one's median over the rounds (the GPU's clock "
+                         "drifts at its power cap while a shape is measured; perf/clocks.py)")
     ap.add_argument("--rotate-factor", type=float, default=3.0,
                     help="rotating input sets total at least this many L2 caches (default 3)")
     ap.add_argument("--ceiling-gib", type=float, default=4.0, help="size of the ceiling tensors in GiB")
@@ -271,7 +275,9 @@ def _separated(fn, device):
     return call
 
 
-def run_contender(c, inputs, rows, ref, args, device) -> dict:
+def run_contender(c, inputs, rows, ref, args, device, keep=None) -> dict:
+    """Prepare, check and time contender c on the inputs; keep (a dict): the timed callable is stored
+    under c.name, for more rounds of timing (perf/deepseek.py)."""
     import torch
     from perf.peers import short_reason, timed_first_call
     from perf.timing import measure
@@ -306,6 +312,8 @@ def run_contender(c, inputs, rows, ref, args, device) -> dict:
                 r["note"] = f"{c.note}; {note}"
             r.update(t)
             r["us"] = t["graph_us"] if t["graph_us"] is not None else t["eager_us"]
+            if keep is not None and t["graph_us"] is not None:
+                keep[c.name] = fn
             if args.also_separate:  # the same calls, each followed by an add (the --separate regime)
                 ts = measure(_separated(fn, device), inputs.n_sets, device, replays=args.replays,
                              capture=not args.no_graph, settle_s=args.settle_ms / 1e3)
@@ -377,6 +385,7 @@ def environment(args, argv, device):
             "preset": args.preset, "shape_filter": args.shapes, "dry_run": args.dry_run, "dtype": DTYPES[args.dtype],
             "fmha_backends_available": available_backends(), "fmha_backends_unavailable": unavailable,
             "min_cosine": MIN_COSINE, "replays": args.replays, "settle_ms": args.settle_ms,
+            "rounds": args.rounds if args.preset == "deepseek" else 1,
             "rotate_factor": args.rotate_factor, "separate": args.separate,
             "also_separate": args.also_separate,
             "bandwidth_units": "GB/s = 1e9 bytes/s (decimal)",

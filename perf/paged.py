@@ -375,8 +375,9 @@ def cases(args):
     return out
 
 
-def _run(c, inputs, rows, ref, args, device, deadline, fi_compile_s=FLASHINFER_BUILD_S):
-    """One contender on the inputs as they stand, or a skip when the time budget says so."""
+def _run(c, inputs, rows, ref, args, device, deadline, fi_compile_s=FLASHINFER_BUILD_S, keep=None):
+    """One contender on the inputs as they stand, or a skip when the time budget says so (keep: see
+    perf.bench.run_contender)."""
     from perf.bench import run_contender
     left = deadline - time.monotonic()
     if not c.is_fmha and left < 0:
@@ -388,7 +389,7 @@ def _run(c, inputs, rows, ref, args, device, deadline, fi_compile_s=FLASHINFER_B
     else:
         if isinstance(c, FlashInferPaged):
             c.last_plan_s = None
-        r = run_contender(c, inputs, rows, ref, args, device)
+        r = run_contender(c, inputs, rows, ref, args, device, keep)
         if isinstance(c, FlashInferPaged):
             if not (r.get("note") or "").startswith(c.note):  # prepare() named the wrapper it used
                 r["note"] = c.note

@@ -58,13 +58,15 @@ def warm_up(fn, n_sets: int, device) -> None:
     torch.cuda.synchronize(device)
 
 
-def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0) -> list:
+def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=None) -> list:
     """Per-call microseconds of each replay of a graph holding one call per input set.
 
     Before timing, the graph is replayed for `settle_s` seconds: 30 replays of a 100 us shape
     last a few milliseconds, shorter than the GPU's clock and power adjustments, so without it
     the first contender timed after a heavier shape is measured in that shape's state (on an
     H200 at its 700 W cap: 142 vs 126 us for the same kernel).
+    sampler (perf.clocks.ClockSampler): samples the SM clock at the end of the settling and while the
+    timed replays run.
     """
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -78,10 +80,16 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0) -> list:
         torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
+    if sampler is not None:
+        sampler.sample()
     for s, e in zip(starts, ends):
         s.record()
         graph.replay()
         e.record()
+    if sampler is not None:  # the replays are queued: sample until the last one has finished
+        while not ends[-1].query():
+            sampler.sample()
+            time.sleep(0.002)
     torch.cuda.synchronize()
     per_call = [s.elapsed_time(e) * 1e3 / n_sets for s, e in zip(starts, ends)]
     del graph
@@ -120,7 +128,8 @@ def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True, se
     """Time one contender on one shape. The caller has already made the first (checked) call.
 
     Returns graph_us / eager_us medians (per call), raw samples, calls_per_graph,
-    `timing` ("graph", "eager" or "cpu") and a note when graph capture failed.
+    `timing` ("graph", "eager" or "cpu"), a note when graph capture failed and, where NVML answers,
+    the SM clock the graph was timed at (sm_mhz, power_capped, clock_samples: perf/clocks.py).
     """
     res = {"graph_us": None, "graph_raw_us": [], "calls_per_graph": n_sets, "eager_us": None,
            "eager_raw_us": [], "timing": None, "note": ""}
@@ -134,8 +143,11 @@ def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True, se
     est_us = None
     if capture:
         try:
-            res["graph_raw_us"] = time_graph(fn, n_sets, replays, settle_s)
+            from perf.clocks import ClockSampler, nvml_for
+            sampler = ClockSampler(nvml_for(device))
+            res["graph_raw_us"] = time_graph(fn, n_sets, replays, settle_s, sampler)
             res["graph_us"] = statistics.median(res["graph_raw_us"])
+            res.update(sampler.summary())
             est_us = res["graph_us"]
         except Exception as e:  # not capturable: time it eagerly and say so
             torch.cuda.synchronize()

@@ -646,6 +646,97 @@ def test_deepseek_summary_and_targets():
                    "shapes": records, "rows": rows})
     assert "| mla B128 T1 16h S4096 576/512 | 130.0 | 150.0 | — | 1.15x | — | faster than flashinfer-mla: met" in md
     assert "**MISSED** (550 TFLOP/s)" in md and "unsupported: no shared latent [1]" in md
+    assert "SM clock" not in md  # no clock was recorded (no NVML)
+    records[0]["results"]["fmha-cuda"].update(sm_mhz=1965.0, power_capped=0.0)
+    records[0]["results"]["flashinfer-mla"].update(sm_mhz=1635.0, power_capped=1.0)
+    md = markdown({"meta": meta, "ceilings": {"read_gbps": read, "read_source": "read_triton"},
+                   "contenders": {n: "call" for n in ("fmha-cuda", "flashinfer-mla", "fmha-cuda-separate")},
+                   "shapes": records, "rows": rows})
+    assert "## SM clock while timed" in md and "| mla B128 T1 16h S4096 576/512 | 1965 | 1635 (cap 100%) | — |" in md
+
+
+def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
+    """perf/deepseek.py more_rounds: rounds 2 .. N time the kept contenders, every other round in reversed order;
+    `us` and the clock become the medians over the rounds; a contender that was not timed is left alone."""
+    import types
+    import perf.timing
+    from perf.deepseek import more_rounds
+    order, times = [], {"a": iter([90.0, 110.0]), "b": iter([205.0, 195.0])}
+
+    def fake_measure(fn, n_sets, device, replays=30, settle_s=0.0):
+        order.append(fn.name)
+        return {"graph_us": next(times[fn.name]), "sm_mhz": 1500.0, "power_capped": 1.0}
+
+    monkeypatch.setattr(perf.timing, "measure", fake_measure)
+    contenders = [types.SimpleNamespace(name=n) for n in ("a", "b", "c")]
+    kept = {n: types.SimpleNamespace(name=n) for n in ("a", "b")}
+    results = {"a": {"status": "ok", "us": 100.0, "graph_us": 100.0, "sm_mhz": 1700.0, "power_capped": 0.0},
+               "b": {"status": "ok", "us": 200.0, "graph_us": 200.0},
+               "c": {"status": "unsupported", "reason": "no"}}
+    args = types.SimpleNamespace(rounds=3, replays=30, settle_ms=200.0)
+    more_rounds(results, contenders, kept, 2, args, "cuda", deadline=float("inf"))
+    assert order == ["b", "a", "a", "b"]  # round 2 reversed, round 3 in order
+    assert results["a"]["round_us"] == [100.0, 90.0, 110.0] and results["a"]["us"] == 100.0
+    assert results["a"]["sm_mhz"] == 1500.0 and abs(results["a"]["power_capped"] - 2 / 3) < 1e-12
+    assert results["b"]["us"] == results["b"]["graph_us"] == 200.0 and results["b"]["sm_mhz"] == 1500.0
+    assert results["c"] == {"status": "unsupported", "reason": "no"}
+    order.clear()
+    more_rounds(results, contenders, kept, 2, types.SimpleNamespace(rounds=1, replays=30, settle_ms=0.0), "cuda", 0.0)
+    assert order == []
+
+
+class _FakeNvmlLib:
+    """libnvidia-ml's calls as perf/clocks.py makes them: 0 for success, values through byref."""
+
+    def __init__(self, uuids=("GPU-abc",), clocks=(1500,), reasons=(0x4,)):
+        self.uuids, self.clocks, self.reasons, self.i = list(uuids), list(clocks), list(reasons), 0
+
+    def nvmlInit_v2(self):
+        return 0
+
+    def nvmlDeviceGetHandleByUUID(self, key, ref):
+        return 0 if key.decode() in self.uuids else 13
+
+    def nvmlDeviceGetCount_v2(self, ref):
+        ref._obj.value = len(self.uuids)
+        return 0
+
+    def nvmlDeviceGetHandleByIndex_v2(self, i, ref):
+        return 0
+
+    def nvmlDeviceGetClockInfo(self, handle, which, ref):
+        assert which == 1  # NVML_CLOCK_SM
+        ref._obj.value = self.clocks[min(self.i, len(self.clocks) - 1)]
+        self.i += 1
+        return 0
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle, ref):
+        ref._obj.value = self.reasons[min(self.i - 1, len(self.reasons) - 1)]
+        return 0
+
+
+def test_clock_sampler_and_nvml_without_a_driver():
+    """perf/clocks.py: no NVML (a CPU machine) means no clock and no error; samples summarise to the median clock
+    and the share of samples under the power cap."""
+    from perf.clocks import ClockSampler, Nvml
+
+    def missing(name):
+        raise OSError(f"{name}: cannot open shared object file")
+
+    assert Nvml.open(None, loader=missing) is None
+    sampler = ClockSampler(None)
+    sampler.sample()
+    assert sampler.summary() == {}
+    # one GPU whose UUID torch cannot tell (no CUDA here): NVML's only device is taken
+    lib = _FakeNvmlLib(uuids=("GPU-x",), clocks=(1980, 1500, 1470, 1485), reasons=(0x0, 0x4, 0x4, 0x4))
+    nvml = Nvml.open(None, loader=lambda name: lib)
+    assert nvml is not None
+    sampler = ClockSampler(nvml)
+    for _ in range(4):
+        sampler.sample()
+    assert sampler.summary() == {"sm_mhz": 1492.5, "power_capped": 0.75, "clock_samples": 4}
+    # two GPUs and no UUID to tell them apart: no clocks rather than another GPU's
+    assert Nvml.open(None, loader=lambda name: _FakeNvmlLib(uuids=("GPU-a", "GPU-b"))) is None
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU dry run (see test_dry_run_writes_both_regimes)")
