@@ -266,6 +266,7 @@ def test_probe_build(tmp_path):
 @pytest.mark.parametrize("flag, absent", [
     ("-DFMHA_DISABLE_PDL=1", "ACQBULK"),  # griddepcontrol.wait
     ("-DFMHA_DISABLE_CLUSTER_MERGE=1", None),
+    ("-DFMHA_DISABLE_ROW_BLOCK_PAIRS=1", None),
 ])
 def test_feature_flags_compile(flag, absent, tmp_path):
     """Each DISABLE_* feature flag builds (one instantiation that has every feature, D = 128 DEEP)."""

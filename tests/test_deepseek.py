@@ -349,6 +349,19 @@ def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, Dqk, num_splits
 
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("T,heads,page_size", [(1, (128, 1), None), (4, (64, 1), 64), (3, (64, 1), None)])
+def test_cuda_seesaw64_row_block_pairs(monkeypatch, T, heads, page_size):
+    """Unsplit 64-key seesaw grids of an even number of row blocks launch them as clusters of two (two and four
+    row blocks; three do not pair); results as the reference either way."""
+    force_launch_plan(monkeypatch, "latent_seesaw64", 1)
+    q, k, v, sl = latent_inputs(2, T, heads[0], heads[1], 1000, 576, 512, "slice", [1000, 0], device="cuda")
+    said = str(fmha.explain(q, k, v, sl, backend="cuda"))
+    assert ("launched in clusters of 2" in said) == (-(-T * heads[0] // 64) % 2 == 0), said
+    check_cuda_case(576, 512, "slice", T, heads, 1000, page_size, False, seed=T + 7)
+
+
+@sm90_kernel
+@pytest.mark.gpu
 @pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
                                                         (3, None, torch.float16)])
 def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, page_size, dtype):

@@ -137,6 +137,10 @@ constexpr int kClusterMergeMaxRows = 16;
 #define FMHA_DISABLE_CLUSTER_MERGE 0
 #endif
 constexpr bool kClusterMergeEnabled = !FMHA_DISABLE_CLUSTER_MERGE;
+#ifndef FMHA_DISABLE_ROW_BLOCK_PAIRS  // 1: unsplit 64-key seesaw grids launch without clusters (pairs_row_blocks)
+#define FMHA_DISABLE_ROW_BLOCK_PAIRS 0
+#endif
+constexpr bool kPairRowBlocksEnabled = !FMHA_DISABLE_ROW_BLOCK_PAIRS;
 
 }  // namespace sm90
 }  // namespace fmha

@@ -106,6 +106,12 @@ int Instance<D, kBf16, kConfig>::merge_mode(int num_splits, long long clusters, 
   return kMergeByKernel;
 }
 
+// Row blocks 2i and 2i + 1 of an unsplit 64-key seesaw grid (blockIdx.x = row block) as a cluster of two.
+template <class Tr>
+bool pairs_row_blocks(const DecodeParams& p, dim3 grid) {
+  return kPairRowBlocksEnabled && Tr::kSeesaw64 && p.num_splits == 1 && grid.x % 2 == 0;
+}
+
 template <int D, bool kBf16, int kConfig>
 int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& kv, size_t workspace_size,
                                         cudaStream_t stream) {
@@ -136,7 +142,11 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   if (lp.sinks != nullptr && lp.cluster_merge == kMergePair) lp.cluster_merge = kMergeByKernel;
   if (check_workspace(lp, Tr::kHeadDimV, workspace_size)) return 1;
   // The splits of one (row block, KV head, sequence) form a cluster: blockIdx.x = row_block * num_splits + split.
-  const int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;
+  int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;
+  // Unsplit 64-key seesaw grids of several row blocks read a sequence's latent once per row block, the
+  // later reader from L2. Under PDL a CTA starts when an SM frees, so two row blocks of a sequence may
+  // start microseconds apart; launched as a cluster, a pair starts together.
+  if (pairs_row_blocks<Tr>(p, grid) && max_active_clusters(2, exclusive) > 0) cluster_x = 2;
   const int threads = kv_gather(lp) ? Tr::kGatherThreads : Tr::kThreads;  // (the gathering warps)
   if (launch_decode_kernel(kernel, grid, threads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
                            cluster_x, tmap_k, tmap_v, lp))
