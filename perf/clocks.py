@@ -1,11 +1,10 @@
 """The GPU's SM clock and power-cap state while a contender is timed, read through NVML.
 
-An H200 holds every DeepSeek shape of the suite at its 700 W cap, at 1.3-1.8 GHz instead of 1.98, and the
-clock at a given moment depends on what ran before and for how long (the GPU's temperature): the same
-kernel took 145.5 and 147.0 µs at 1710 and 1680 MHz, a peer 149.1 and 158.5 µs at 1785 and 1620 MHz, in two
-runs minutes apart (H200, 2026-12-03). The suite records the clock each contender was timed at, so that a
-reader can tell a kernel's gain from a warmer or cooler GPU, and the deepseek preset times each shape in
-rounds of alternating order (perf/deepseek.py more_rounds).
+An H200 holds most DeepSeek shapes of the suite at its 700 W cap, at 1.3-1.8 GHz instead of 1.98, and the
+clock at a given moment depends on what ran before and for how long (the GPU's temperature): a peer took
+149.1 and 158.5 µs at 1785 and 1620 MHz in two runs minutes apart (H200, 2026-12-03). The suite records
+the clock each contender was timed at, so that a reader can tell a kernel's gain from a warmer or cooler
+GPU, and the deepseek preset times each shape in rounds of alternating order (perf/deepseek.py more_rounds).
 
 NVML (libnvidia-ml.so.1, shipped with the driver) is read through ctypes, so nothing needs installing;
 where it is missing (no driver, a CPU run) `Nvml.open` returns None and the suite records no clocks.
@@ -50,7 +49,8 @@ class Nvml:
     def reasons(self):
         v = ctypes.c_ulonglong()
         # (nvmlDeviceGetCurrentClocksEventReasons is the newer name of the same call)
-        return v.value if self.lib.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle, ctypes.byref(v)) == 0 else None
+        ok = self.lib.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle, ctypes.byref(v)) == 0
+        return v.value if ok else None
 
 
 def _device_keys(device):

@@ -334,10 +334,10 @@ def _line(name, r) -> str:
 
 def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> None:
     """Rounds 2 .. args.rounds of timing on one shape, every other one in reversed order: at the power cap
-    the GPU's clock drifts over a shape's measurement (H200, 2026-12-03: the same kernel 145.5 and 147.0 µs
-    at 1710 and 1680 MHz, a peer 149.1 and 158.5 at 1785 and 1620, in two runs minutes apart), so one
-    round favours whichever contender happened to run at the higher clock. Each contender's `us` becomes
-    the median over its rounds (`round_us`), its clock the median of the rounds' (`round_mhz`)."""
+    the GPU's clock drifts over a shape's measurement (a peer took 149.1 and 158.5 µs at 1785 and 1620 MHz
+    in two runs minutes apart, H200), so one round favours whichever contender ran at the higher clock.
+    Each contender's `us` becomes the median over its rounds (`round_us`), its clock the median of the
+    rounds' (`round_mhz`)."""
     from perf.timing import measure
     for k in range(1, max(1, args.rounds)):
         if time.monotonic() > deadline:
@@ -393,7 +393,8 @@ def sweep(shapes, contenders, args, device, ceilings, t_start) -> list:
             rec["checked_rows"] = rows
             kept = {}
             for c in contenders:
-                rec["results"][c.name] = _run(c, inputs, rows, refs[c.reference], args, device, deadline, keep=kept)
+                rec["results"][c.name] = _run(c, inputs, rows, refs[c.reference], args, device, deadline,
+                                              keep=kept)
             more_rounds(rec["results"], contenders, kept, inputs.n_sets, args, device, deadline)
             del kept
         except torch.cuda.OutOfMemoryError as e:
@@ -531,8 +532,9 @@ def markdown(results) -> str:
     L += [f"{meta.get('dtype', 'bfloat16')}, MQA (one KV head), cache_seqlens = S, softmax_scale = 1/sqrt(D_qk) for "
           f"every contender. Time: µs per call, median over {meta['replays']} CUDA-graph replays, each calling the "
           "contender once on each of N rotating input sets (together > 3x L2: cold L2), after "
-          f"{meta['settle_ms']:.0f} ms of untimed replays; {_rounds_text(meta)}. Paged: {PAGE_SIZE}-token pages behind a block table that "
-          "is a random permutation of the pages, the same pool for fmha-cuda-paged64 and flashinfer-mla. "
+          f"{meta['settle_ms']:.0f} ms of untimed replays; {_rounds_text(meta)}. Paged: {PAGE_SIZE}-token pages "
+          "behind a block table that is a random permutation of the pages, the same pool for fmha-cuda-paged64 "
+          "and flashinfer-mla. "
           "fmha-cuda-separate is today's D = 512 call (q, K and V of 512 columns, K and V separate tensors). "
           "GB/s: latent bytes (B x S x D_qk x 2, read once) per second, decimal, for every contender; % of the "
           f"measured read ceiling ({ceil['read_gbps']:.0f} GB/s, {ceil['read_source']}). TFLOP/s: 2 x B x Hq x "
