@@ -7,16 +7,17 @@ probe builds, prebuilt libraries and launch-plan overrides, against the triton b
 
 A variant is NAME=SPEC, SPEC words among: nvcc flags (on top of FMHA_NVCC_FLAGS; the feature flags
 -DFMHA_DISABLE_PDL=1, -DFMHA_DISABLE_CLUSTER_MERGE=1, -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1), one probe build
-`probe:MODE` (timestamps; stream_only and no_combine give wrong results by design: consumers release each
-stage as soon as it lands, split partials are not merged) and plan tokens (@wide, @deep, @stream, @pairs, @seesaw, @split_qk, @wide_gather, @splits=N; see
-tools/_cuda.py force_plan). Every variant is built into its own library (cached by flags) and loaded side by
-side in this process. For each shape the contenders (every variant, the triton backend and cuDNN SDPA) are
-timed in turn, round after round (--rounds), so slow drifts of the GPU's state (power cap, clocks,
-temperature) hit them alike: on an H200 the same kernel timed minutes apart in separate processes moved by up
-to 12%. Each timing is the median of 30 CUDA-graph replays over rotating input sets larger than 3x L2; the
-table shows the median over rounds and the spread (max - min) / median. Every variant's output is checked
-against the triton backend's (maxdiff; "wrong by design" marks the probe modes whose results are not
-meant to be right). Units: us per call, GB/s decimal (q + k + v + out bytes). --separate puts a one-element
+`probe:MODE` (timestamps; stream_only and no_combine give wrong results by design: consumers release each stage as
+soon as it lands, split partials are not merged) and plan tokens (@wide, @deep, @stream, @pairs, @seesaw,
+@split_qk, @wide_gather, @splits=N; see tools/_cuda.py force_plan). Every variant is built into its own library
+(cached by flags) and loaded side by side in this process. For each shape the contenders (every variant, the
+triton backend and cuDNN SDPA) are timed in turn, round after round (--rounds), every other round in reversed
+order, so slow drifts of the GPU's state (power cap, clocks, temperature) hit them alike: on an H200 the same
+kernel timed minutes apart in separate processes moved by up to 12%. Each timing is the median of 30 CUDA-graph
+replays over rotating input sets larger than 3x L2; the table shows the median over rounds, the spread (max - min)
+/ median and, where NVML answers, the median SM clock the contender was timed at (perf/clocks.py). Every variant's
+output is checked against the triton backend's (maxdiff; "wrong by design" marks the probe modes whose results are
+not meant to be right). Units: us per call, GB/s decimal (q + k + v + out bytes). --separate puts a one-element
 add after every call (see its help).
 
 By default each replay is timed on its own (the host waits for it before launching the next), which
@@ -92,6 +93,7 @@ def main():
 
     import fmha
     from fmha.problem import validate
+    from perf.clocks import ClockSampler, nvml_for
     from perf.paged import page_pools
     from perf.timing import time_graph
     from tools.ncu_probe import random_cache
@@ -128,18 +130,22 @@ def main():
                 c()
         g.replay()
         torch.cuda.synchronize()
+        sampler = ClockSampler(nvml_for(torch.device("cuda")))
         if args.sustained:  # the suite's own timer (perf/timing.py)
             del g
-            return statistics.median(time_graph(lambda i: calls[i](), len(calls), replays, args.settle_ms / 1e3))
+            us = statistics.median(time_graph(lambda i: calls[i](), len(calls), replays, args.settle_ms / 1e3,
+                                              sampler))
+            return us, sampler.summary().get("sm_mhz")
         times = []
         for _ in range(replays):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             g.replay()
             b.record()
+            sampler.sample()
             b.synchronize()
             times.append(a.elapsed_time(b) * 1e3 / len(calls))
-        return statistics.median(times)
+        return statistics.median(times), sampler.summary().get("sm_mhz")
 
     def cudnn_calls(sets, causal):
         T, S = sets[0][0].shape[1], sets[0][1].shape[1]
@@ -216,14 +222,19 @@ def main():
             contenders = {name: separated(calls) for name, calls in contenders.items()}
             contenders["(separator)"] = [separator] * n
         times = {name: [] for name in contenders}
-        for _ in range(args.rounds):
-            for name, calls in contenders.items():
-                times[name].append(graph_time_us(calls))
+        clocks = {name: [] for name in contenders}
+        for r in range(args.rounds):  # every other round in reversed order: the clock drifts at the power cap
+            for name, calls in (list(contenders.items()) if r % 2 == 0 else list(contenders.items())[::-1]):
+                us, mhz = graph_time_us(calls)
+                times[name].append(us)
+                if mhz is not None:
+                    clocks[name].append(mhz)
         if args.separate:
             # Not subtracted: a graph of adds alone pays graph-launch overhead per call (8.7 us at 2 sets on
             # an H200) that a graph of attention calls hides, so the difference would overstate bandwidth.
             # Differences between contenders are exact either way.
             sep = times.pop("(separator)")
+            clocks.pop("(separator)")
             print(f"  (times include one add per call; a graph of the adds alone: {statistics.median(sep):.1f} us "
                   f"per call)", flush=True)
         gb = p.bytes_moved() / 1e9
@@ -233,7 +244,8 @@ def main():
             spread = (max(ts) - min(ts)) / med * 100
             diff = f" maxdiff {check[name]:.1e}" if name in check else ""
             diff += " (wrong by design)" if name in wrong_by_design else ""
-            cells.append(f"{name} {med:.1f}us {gb / med * 1e6:.0f}GB/s (±{spread:.0f}%){diff}")
+            mhz = f" @{statistics.median(clocks[name]):.0f}MHz" if clocks[name] else ""
+            cells.append(f"{name} {med:.1f}us {gb / med * 1e6:.0f}GB/s (±{spread:.0f}%){mhz}{diff}")
         print(f"{shape}: " + "; ".join(cells), flush=True)
         if args.per_round:
             print("  per round (us): " + "; ".join(f"{name} " + " ".join(f"{t:.1f}" for t in ts)
