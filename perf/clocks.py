@@ -23,6 +23,10 @@ class Nvml:
 
     def __init__(self, lib, handle):
         self.lib, self.handle = lib, handle
+        # nvmlDeviceGetCurrentClocksEventReasons, or its older name where a driver has only that one
+        self._reasons = next((getattr(lib, n) for n in ("nvmlDeviceGetCurrentClocksEventReasons",
+                                                        "nvmlDeviceGetCurrentClocksThrottleReasons")
+                              if hasattr(lib, n)), None)
 
     @classmethod
     def open(cls, device=None, loader=ctypes.CDLL):
@@ -48,9 +52,9 @@ class Nvml:
 
     def reasons(self):
         v = ctypes.c_ulonglong()
-        # (nvmlDeviceGetCurrentClocksEventReasons is the newer name of the same call)
-        ok = self.lib.nvmlDeviceGetCurrentClocksThrottleReasons(self.handle, ctypes.byref(v)) == 0
-        return v.value if ok else None
+        if self._reasons is None or self._reasons(self.handle, ctypes.byref(v)) != 0:
+            return None
+        return v.value
 
 
 def _device_keys(device):
@@ -72,7 +76,11 @@ class ClockSampler:
     def sample(self):
         if self.nvml is None:
             return
-        mhz, why = self.nvml.sm_mhz(), self.nvml.reasons()
+        try:
+            mhz, why = self.nvml.sm_mhz(), self.nvml.reasons()
+        except Exception:  # a clock is a note beside a timing: never let it fail one
+            self.nvml = None
+            return
         if mhz is not None:
             self.samples.append((mhz, why))
 

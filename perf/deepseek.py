@@ -336,9 +336,13 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> No
     """Rounds 2 .. args.rounds of timing on one shape, every other one in reversed order: at the power cap
     the GPU's clock drifts over a shape's measurement (a peer took 149.1 and 158.5 µs at 1785 and 1620 MHz
     in two runs minutes apart, H200), so one round favours whichever contender ran at the higher clock.
-    Each contender's `us` becomes the median over its rounds (`round_us`), its clock the median of the
-    rounds' (`round_mhz`)."""
-    from perf.timing import measure
+    Each contender's `us` and `graph_us` become the median over its rounds (`round_us`), its clock the
+    median of the rounds' (`round_mhz`); the raw samples and the eager time stay round 1's. A round that
+    fails is noted (`round_error`) and ends that contender's rounds; its other figures stand."""
+    import contextlib
+    from perf.clocks import ClockSampler, nvml_for
+    from perf.peers import short_reason
+    from perf.timing import time_graph, warm_up
     for k in range(1, max(1, args.rounds)):
         if time.monotonic() > deadline:
             break
@@ -346,12 +350,21 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> No
             r, fn = results.get(c.name), kept.get(c.name)
             if fn is None or not r or r.get("status") not in ("ok", "WRONG"):
                 continue
-            t = measure(fn, n_sets, device, replays=args.replays, settle_s=args.settle_ms / 1e3)
-            if t["graph_us"] is None:
+            sampler = ClockSampler(nvml_for(device))
+            try:
+                with getattr(c, "context", contextlib.nullcontext)():
+                    warm_up(fn, n_sets, device)
+                    us = statistics.median(time_graph(fn, n_sets, args.replays, args.settle_ms / 1e3, sampler))
+            except Exception as e:  # (out of memory included) the rounds before it stand
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                r["round_error"] = f"round {k + 1}: {type(e).__name__}: {short_reason(e)}"
+                kept.pop(c.name)
                 continue
-            r.setdefault("round_us", [r["us"]]).append(t["graph_us"])
-            r.setdefault("round_mhz", [r.get("sm_mhz")]).append(t.get("sm_mhz"))
-            r.setdefault("round_capped", [r.get("power_capped")]).append(t.get("power_capped"))
+            clock = sampler.summary()
+            r.setdefault("round_us", [r["us"]]).append(us)
+            r.setdefault("round_mhz", [r.get("sm_mhz")]).append(clock.get("sm_mhz"))
+            r.setdefault("round_capped", [r.get("power_capped")]).append(clock.get("power_capped"))
     for r in results.values():
         if r and len(r.get("round_us", ())) > 1:
             r["us"] = r["graph_us"] = statistics.median(r["round_us"])

@@ -65,8 +65,8 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=Non
     last a few milliseconds, shorter than the GPU's clock and power adjustments, so without it
     the first contender timed after a heavier shape is measured in that shape's state (on an
     H200 at its 700 W cap: 142 vs 126 us for the same kernel).
-    sampler (perf.clocks.ClockSampler): samples the SM clock at the end of the settling and while the
-    timed replays run.
+    sampler (perf.clocks.ClockSampler): samples the SM clock while the timed replays run (once right
+    after them where they were over before a first sample).
     """
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -80,8 +80,6 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=Non
         torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(replays)]
-    if sampler is not None:
-        sampler.sample()
     for s, e in zip(starts, ends):
         s.record()
         graph.replay()
@@ -90,6 +88,8 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=Non
         while not ends[-1].query():
             sampler.sample()
             time.sleep(0.002)
+        if not sampler.samples:
+            sampler.sample()
     torch.cuda.synchronize()
     per_call = [s.elapsed_time(e) * 1e3 / n_sets for s, e in zip(starts, ends)]
     del graph

@@ -263,14 +263,15 @@ def test_probe_build(tmp_path):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("flag, absent", [
-    ("-DFMHA_DISABLE_PDL=1", "ACQBULK"),  # griddepcontrol.wait
-    ("-DFMHA_DISABLE_CLUSTER_MERGE=1", None),
-    ("-DFMHA_DISABLE_ROW_BLOCK_PAIRS=1", None),
+@pytest.mark.parametrize("flag, absent, unit", [
+    ("-DFMHA_DISABLE_PDL=1", "ACQBULK", "d128_bf16_deep"),  # griddepcontrol.wait
+    ("-DFMHA_DISABLE_CLUSTER_MERGE=1", None, "d128_bf16_deep"),
+    ("-DFMHA_DISABLE_ROW_BLOCK_PAIRS=1", None, "d576_bf16_latent_seesaw64"),  # the one configuration it changes
 ])
-def test_feature_flags_compile(flag, absent, tmp_path):
-    """Each DISABLE_* feature flag builds (one instantiation that has every feature, D = 128 DEEP)."""
-    unit = loader.CSRC / "instantiations" / "sm90_decode_d128_bf16_deep.cu"
+def test_feature_flags_compile(flag, absent, unit, tmp_path):
+    """Each DISABLE_* feature flag builds (D = 128 DEEP has every feature but the row-block pairs, which only
+    the 64-key seesaw launches)."""
+    unit = loader.CSRC / "instantiations" / f"sm90_decode_{unit}.cu"
     obj = tmp_path / "unit.o"
     r = subprocess.run(loader.compile_command(NVCC, "sm_90a", unit, str(obj), [flag]), capture_output=True,
                        text=True, timeout=600)

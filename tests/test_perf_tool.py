@@ -657,31 +657,50 @@ def test_deepseek_summary_and_targets():
 
 def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
     """perf/deepseek.py more_rounds: rounds 2 .. N time the kept contenders, every other round in reversed order;
-    `us` and the clock become the medians over the rounds; a contender that was not timed is left alone."""
+    `us` and the clock become the medians over the rounds; a contender that was not timed is left alone, and one
+    whose round fails keeps the rounds before it, with the error noted."""
     import types
+    import perf.clocks
     import perf.timing
     from perf.deepseek import more_rounds
-    order, times = [], {"a": iter([90.0, 110.0]), "b": iter([205.0, 195.0])}
+    order, times = [], {"a": iter([90.0, 110.0]), "b": iter([205.0, 195.0]), "x": iter([50.0])}
 
-    def fake_measure(fn, n_sets, device, replays=30, settle_s=0.0):
+    def fake_time_graph(fn, n_sets, replays, settle_s=0.0, sampler=None):
         order.append(fn.name)
-        return {"graph_us": next(times[fn.name]), "sm_mhz": 1500.0, "power_capped": 1.0}
+        sampler.sample()
+        t = next(times[fn.name], None)
+        if t is None:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return [t, t]
 
-    monkeypatch.setattr(perf.timing, "measure", fake_measure)
-    contenders = [types.SimpleNamespace(name=n) for n in ("a", "b", "c")]
-    kept = {n: types.SimpleNamespace(name=n) for n in ("a", "b")}
+    class FakeNvml:
+        def sm_mhz(self):
+            return 1500
+
+        def reasons(self):
+            return 0x4
+
+    monkeypatch.setattr(perf.timing, "time_graph", fake_time_graph)
+    monkeypatch.setattr(perf.timing, "warm_up", lambda fn, n_sets, device: None)
+    monkeypatch.setattr(perf.clocks, "nvml_for", lambda device: FakeNvml())
+    contenders = [types.SimpleNamespace(name=n) for n in ("a", "b", "c", "x")]
+    kept = {n: types.SimpleNamespace(name=n) for n in ("a", "b", "x")}
     results = {"a": {"status": "ok", "us": 100.0, "graph_us": 100.0, "sm_mhz": 1700.0, "power_capped": 0.0},
                "b": {"status": "ok", "us": 200.0, "graph_us": 200.0},
-               "c": {"status": "unsupported", "reason": "no"}}
+               "c": {"status": "unsupported", "reason": "no"},
+               "x": {"status": "ok", "us": 40.0, "graph_us": 40.0}}
     args = types.SimpleNamespace(rounds=3, replays=30, settle_ms=200.0)
-    more_rounds(results, contenders, kept, 2, args, "cuda", deadline=float("inf"))
-    assert order == ["b", "a", "a", "b"]  # round 2 reversed, round 3 in order
+    cpu = types.SimpleNamespace(type="cpu")
+    more_rounds(results, contenders, kept, 2, args, cpu, deadline=float("inf"))
+    assert order == ["x", "b", "a", "a", "b", "x"]  # round 2 reversed, round 3 in order (x fails in it)
     assert results["a"]["round_us"] == [100.0, 90.0, 110.0] and results["a"]["us"] == 100.0
     assert results["a"]["sm_mhz"] == 1500.0 and abs(results["a"]["power_capped"] - 2 / 3) < 1e-12
     assert results["b"]["us"] == results["b"]["graph_us"] == 200.0 and results["b"]["sm_mhz"] == 1500.0
     assert results["c"] == {"status": "unsupported", "reason": "no"}
+    assert results["x"]["round_us"] == [40.0, 50.0] and results["x"]["us"] == 45.0
+    assert results["x"]["round_error"].startswith("round 3: RuntimeError: CUDA error") and "x" not in kept
     order.clear()
-    more_rounds(results, contenders, kept, 2, types.SimpleNamespace(rounds=1, replays=30, settle_ms=0.0), "cuda", 0.0)
+    more_rounds(results, contenders, kept, 2, types.SimpleNamespace(rounds=1, replays=30, settle_ms=0.0), cpu, 0.0)
     assert order == []
 
 
@@ -737,6 +756,29 @@ def test_clock_sampler_and_nvml_without_a_driver():
     assert sampler.summary() == {"sm_mhz": 1492.5, "power_capped": 0.75, "clock_samples": 4}
     # two GPUs and no UUID to tell them apart: no clocks rather than another GPU's
     assert Nvml.open(None, loader=lambda name: _FakeNvmlLib(uuids=("GPU-a", "GPU-b"))) is None
+
+    class NoReasons:  # a driver without either name of the clock-event call
+        def __init__(self):
+            self.inner = _FakeNvmlLib(clocks=(1600,))
+
+        def __getattr__(self, name):
+            if "Reasons" in name:
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+    lib = NoReasons()
+    sampler = ClockSampler(Nvml.open(None, loader=lambda name: lib))
+    sampler.sample()
+    assert sampler.summary() == {"sm_mhz": 1600, "power_capped": 0.0, "clock_samples": 1}
+
+    class Failing(_FakeNvmlLib):
+        def nvmlDeviceGetClockInfo(self, handle, which, ref):
+            raise OSError("NVML went away")
+
+    sampler = ClockSampler(Nvml.open(None, loader=lambda name: Failing()))
+    sampler.sample()  # never raises into a timing: the sampler stops
+    sampler.sample()
+    assert sampler.nvml is None and sampler.summary() == {}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU dry run (see test_dry_run_writes_both_regimes)")
