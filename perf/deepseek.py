@@ -357,7 +357,8 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> No
                     us = statistics.median(time_graph(fn, n_sets, args.replays, args.settle_ms / 1e3, sampler))
             except Exception as e:  # (out of memory included) the rounds before it stand
                 if device.type == "cuda":
-                    torch.cuda.synchronize()
+                    with contextlib.suppress(Exception):  # (a sticky CUDA error raises here again)
+                        torch.cuda.synchronize()
                 r["round_error"] = f"round {k + 1}: {type(e).__name__}: {short_reason(e)}"
                 kept.pop(c.name)
                 continue
