@@ -407,7 +407,8 @@ class CudaBackend(Backend):
             loop = _D512_LOOP.get(config, "64-row loop (packed query rows in the MMA's M)")
         merge = ""
         if num_splits == 1 and config == Config.LATENT_SEESAW64 and -(-rows // 64) % 2 == 0:
-            # (as pairs_row_blocks, sm90/launch.cuh)
+            # (as pairs_row_blocks, sm90/launch.cuh; a library built with -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1 still
+            # says so here)
             merge = ", the row blocks of a sequence launched in clusters of 2 (they share its latent through L2)"
         if num_splits > 1:
             merge_mode = self._merge_modes(p, index, config)
