@@ -704,6 +704,15 @@ def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
     assert order == []
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusals of a machine without a GPU")
+def test_latent_ab_refuses_bad_arguments():
+    """tools/latent_ab.py: --lib must be NAME=PATH, and it needs a GPU (it says so rather than failing later)."""
+    for argv, said in ((["--lib", "=x.so"], "NAME=PATH"), (["--lib", "new=x.so"], "needs a CUDA GPU"), ([], "--lib")):
+        r = subprocess.run([sys.executable, os.path.join(REPO, "tools", "latent_ab.py"), *argv], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and said in r.stderr, (argv, r.stderr)
+
+
 class _FakeNvmlLib:
     """libnvidia-ml's calls as perf/clocks.py makes them: 0 for success, values through byref."""
 
