@@ -340,21 +340,18 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> No
     median of the rounds' (`round_mhz`); the raw samples and the eager time stay round 1's. A round that
     fails is noted (`round_error`) and ends that contender's rounds; its other figures stand."""
     import contextlib
-    from perf.clocks import ClockSampler, nvml_for
     from perf.peers import short_reason
-    from perf.timing import time_graph, warm_up
+    from perf.timing import graph_round, round_order
     for k in range(1, max(1, args.rounds)):
         if time.monotonic() > deadline:
             break
-        for c in (contenders[::-1] if k % 2 else contenders):
+        for c in round_order(contenders, k):
             r, fn = results.get(c.name), kept.get(c.name)
             if fn is None or not r or r.get("status") not in ("ok", "WRONG"):
                 continue
-            sampler = ClockSampler(nvml_for(device))
             try:
                 with getattr(c, "context", contextlib.nullcontext)():
-                    warm_up(fn, n_sets, device)
-                    us = statistics.median(time_graph(fn, n_sets, args.replays, args.settle_ms / 1e3, sampler))
+                    us, clock = graph_round(fn, n_sets, device, args.replays, args.settle_ms / 1e3)
             except Exception as e:  # (out of memory included) the rounds before it stand
                 if device.type == "cuda":
                     with contextlib.suppress(Exception):  # (a sticky CUDA error raises here again)
@@ -362,7 +359,6 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> No
                 r["round_error"] = f"round {k + 1}: {type(e).__name__}: {short_reason(e)}"
                 kept.pop(c.name)
                 continue
-            clock = sampler.summary()
             r.setdefault("round_us", [r["us"]]).append(us)
             r.setdefault("round_mhz", [r.get("sm_mhz")]).append(clock.get("sm_mhz"))
             r.setdefault("round_capped", [r.get("power_capped")]).append(clock.get("power_capped"))

@@ -96,6 +96,23 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=Non
     return per_call
 
 
+def round_order(items, k: int) -> list:
+    """The contenders of round k (0-based): every other round in reversed order, so that a clock that drifts
+    over the rounds (an H200 at its power cap) favours no position."""
+    items = list(items)
+    return items if k % 2 == 0 else items[::-1]
+
+
+def graph_round(fn, n_sets: int, device, replays: int = 30, settle_s: float = 0.0) -> tuple:
+    """One more round of graph timing of a contender already checked: warm-up, then time_graph with the SM
+    clock sampled. Returns (median µs per call, the clock summary: perf/clocks.py)."""
+    from perf.clocks import ClockSampler, nvml_for
+    sampler = ClockSampler(nvml_for(device))
+    warm_up(fn, n_sets, device)
+    us = statistics.median(time_graph(fn, n_sets, replays, settle_s, sampler))
+    return us, sampler.summary()
+
+
 def time_eager(fn, n_sets: int, est_us: float, loops: int = 5) -> list:
     """Per-call microseconds of `loops` Python loops of calls, events around each loop."""
     min_calls = 20 if est_us < 1000 else 6

@@ -40,11 +40,10 @@ def main(argv=None) -> int:
     import torch
     from fmha.problem import validate
     from perf.bench import MIN_COSINE, cosine
-    from perf.clocks import ClockSampler, nvml_for
     from perf.deepseek import PAGE_SIZE, FlashInferMLA, LatentInputs
     from perf.peers import Unsupported
     from perf.shapes import select
-    from perf.timing import l2_cache_bytes, rotation_count, time_graph, warm_up
+    from perf.timing import graph_round, l2_cache_bytes, round_order, rotation_count
     from tools._cuda import library_backend
 
     if not torch.cuda.is_available():
@@ -89,11 +88,9 @@ def main(argv=None) -> int:
             checks[name] = cosine(out[rows], refs["latent"])
         times = {name: [] for name in calls}
         for r in range(args.rounds):
-            for name in (list(calls) if r % 2 == 0 else list(calls)[::-1]):
-                sampler = ClockSampler(nvml_for(dev))
-                warm_up(calls[name], n_sets, dev)
-                us = statistics.median(time_graph(calls[name], n_sets, 30, args.settle_ms / 1e3, sampler))
-                times[name].append((us, sampler.summary().get("sm_mhz")))
+            for name in round_order(calls, r):
+                us, clock = graph_round(calls[name], n_sets, dev, settle_s=args.settle_ms / 1e3)
+                times[name].append((us, clock.get("sm_mhz")))
         base = statistics.median(u for u, _ in times[libs[0][0]])
         for name, ts in times.items():
             med = statistics.median(u for u, _ in ts)

@@ -95,7 +95,7 @@ def main():
     from fmha.problem import validate
     from perf.clocks import ClockSampler, nvml_for
     from perf.paged import page_pools
-    from perf.timing import time_graph
+    from perf.timing import round_order, time_graph
     from tools.ncu_probe import random_cache
 
     try:
@@ -223,8 +223,8 @@ def main():
             contenders["(separator)"] = [separator] * n
         times = {name: [] for name in contenders}
         clocks = {name: [] for name in contenders}
-        for r in range(args.rounds):  # every other round in reversed order: the clock drifts at the power cap
-            for name, calls in (list(contenders.items()) if r % 2 == 0 else list(contenders.items())[::-1]):
+        for r in range(args.rounds):
+            for name, calls in round_order(contenders.items(), r):
                 us, mhz = graph_time_us(calls)
                 times[name].append(us)
                 if mhz is not None:
