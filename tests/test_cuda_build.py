@@ -205,8 +205,8 @@ def test_packed_arguments_reach_the_c_side(build):
 
 
 def test_merge_query_rejects_bad_arguments(build):
-    """fmha_cluster_merge answers -1 for a head dim, dtype or configuration it has no kernel for (no GPU
-    needed: it returns before any CUDA call)."""
+    """fmha_cluster_merge and fmha_row_block_pairs answer -1 for a head dim, dtype or configuration they have no
+    kernel for (no GPU needed: they return before any CUDA call)."""
     lib = loader._declare(ctypes.CDLL(str(build[0])))
     assert lib.fmha_cluster_merge(96, 1, 1, 8, 8, 4) == -1
     assert lib.fmha_cluster_merge(128, 2, 1, 8, 8, 4) == -1
@@ -216,6 +216,13 @@ def test_merge_query_rejects_bad_arguments(build):
     assert lib.fmha_cluster_merge(64, 1, 2, 8, 8, 4) == -1  # no STREAM at D = 64
     assert lib.fmha_cluster_merge(512, 1, 0, 8, 8, 4) == -1  # no WIDE at D = 512
     assert lib.fmha_cluster_merge(128, 1, 7, 8, 8, 4) == -1
+    # fmha_row_block_pairs: -1 without such a kernel; 0 (before any CUDA call) for an odd number of row blocks,
+    # or a loop other than the 64-key seesaw
+    assert lib.fmha_row_block_pairs(96, 9, 1, 2, 128) == -1
+    assert lib.fmha_row_block_pairs(576, 4, 1, 2, 128) == -1  # no SEESAW at 576
+    assert lib.fmha_row_block_pairs(576, 9, 1, 3, 192) == 0
+    assert lib.fmha_row_block_pairs(512, 4, 1, 2, 128) == 0
+    assert lib.fmha_row_block_pairs(576, 6, 1, 2, 128) == 0  # the 32-key seesaw
     # STREAM = WIDE's ring (tiles, CTAs per SM) with DEEP's narrow loop
     assert lib.fmha_config_tile_n(128, 2) == lib.fmha_config_tile_n(128, 0) > 0
     assert lib.fmha_config_ctas_per_sm(128, 2) == lib.fmha_config_ctas_per_sm(128, 0)

@@ -95,6 +95,9 @@ def stub_backend(monkeypatch, clustered):
         return int((page_size & -page_size) < 32 or (D == 128 and config == D_ and ctas > 132))
 
     b._paged_gather = paged_gather
+    # as fmha_row_block_pairs on sm_90a (sm90/launch.cuh): unsplit LATENT_SEESAW64 grids of even row blocks
+    b._row_block_pairs = lambda D, config, splits, row_blocks, ctas: int(
+        config == Config.LATENT_SEESAW64 and splits == 1 and row_blocks % 2 == 0)
     return b
 
 
@@ -230,6 +233,27 @@ def test_shared_latent_runs_a_latent_loop_on_sm90(D, T, Hq):
     assert d512_config(p, 90) == (Config.LATENT_NARROW if T * Hq <= 16 else Config.LATENT_SEESAW64)
     if D == 512:  # sm_100a has no latent ring: the plain D = 512 configurations (K and V read separately)
         assert d512_config(p, 100) in (Config.SEESAW, Config.SPLIT_QK)
+
+
+@pytest.mark.parametrize("Hq,answer", ((128, 1), (128, 0), (64, 0)))
+def test_explain_says_row_block_pairs_as_the_library_answers(monkeypatch, Hq, answer):
+    """explain's row-block pair clause is the library's answer (fmha_row_block_pairs, which also knows a build
+    with the pairs disabled and a device that holds no cluster of two), asked with the launch's row blocks,
+    splits and CTAs."""
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered=set())
+    key = (576, Config.LATENT_SEESAW64)  # (the stub's table stops at D = 512)
+    b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = 64, 1, 0
+    asked = []
+    b._row_block_pairs = lambda D, config, splits, row_blocks, ctas: asked.append(
+        (D, config, splits, row_blocks, ctas)) or answer
+    p = dataclasses.replace(problem(64, 1, Hq, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True)
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.LATENT_SEESAW64, 1))
+    text = b.launch_details(p)
+    assert ("launched in clusters of 2" in text) == (answer == 1), text
+    row_blocks = Hq // 64
+    assert asked == [(576, Config.LATENT_SEESAW64, 1, row_blocks, 64 * row_blocks)]
 
 
 @pytest.mark.parametrize("B,T,Hq,S,expected,splits", (

@@ -43,6 +43,7 @@ def declare(lib):
         "fmha_config_narrow_rows": ([i32, i32], i32),
         "fmha_cluster_merge": ([i32, i32, i32, i32, ctypes.c_longlong, i32], i32),
         "fmha_max_active_clusters": ([i32, i32, i32], i32),
+        "fmha_row_block_pairs": ([i32, i32, i32, ctypes.c_longlong, ctypes.c_longlong], i32),
         "fmha_workspace_bytes": ([i32] * 5, ctypes.c_size_t),
         "fmha_paged_gather": ([i32, i32, ctypes.c_longlong, ctypes.c_longlong], i32),
         "fmha_decode": ([vp], i32),

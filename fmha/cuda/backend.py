@@ -269,6 +269,7 @@ class CudaBackend(Backend):
         self._ctas_per_sm = {k: lib.fmha_config_ctas_per_sm(*k) for k in keys}
         self._narrow_rows = {k: lib.fmha_config_narrow_rows(*k) for k in keys}
         self._cluster_merge = lib.fmha_cluster_merge
+        self._row_block_pairs = lib.fmha_row_block_pairs
         self._paged_gather = lib.fmha_paged_gather
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_workspace_bytes
@@ -406,9 +407,10 @@ class CudaBackend(Backend):
         else:
             loop = _D512_LOOP.get(config, "64-row loop (packed query rows in the MMA's M)")
         merge = ""
-        if num_splits == 1 and config == Config.LATENT_SEESAW64 and -(-rows // 64) % 2 == 0:
-            # (as pairs_row_blocks, sm90/launch.cuh; a library built with -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1 still
-            # says so here)
+        with torch.cuda.device(index):
+            pairs = self._row_block_pairs(p.head_dim, int(config), num_splits, cdiv(rows, BLOCK_M),
+                                          _grid_ctas(p) * num_splits) == 1
+        if pairs:
             merge = ", the row blocks of a sequence launched in clusters of 2 (they share its latent through L2)"
         if num_splits > 1:
             merge_mode = self._merge_modes(p, index, config)

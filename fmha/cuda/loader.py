@@ -271,6 +271,8 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     lib.fmha_cluster_merge.restype = i32
     lib.fmha_max_active_clusters.argtypes = [i32, i32, i32]
     lib.fmha_max_active_clusters.restype = i32
+    lib.fmha_row_block_pairs.argtypes = [i32, i32, i32, ctypes.c_longlong, ctypes.c_longlong]
+    lib.fmha_row_block_pairs.restype = i32
     lib.fmha_last_error.argtypes = []
     lib.fmha_last_error.restype = ctypes.c_char_p
     if hasattr(lib, "fmha_probe_layout"):  # probe builds only

@@ -178,6 +178,14 @@ int fmha_cluster_merge(int D, int dtype, int config, int num_splits, long long c
   });
 }
 
+int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks, long long ctas) {
+  return with_instance(D, config, -1, [&](auto d, auto c) {
+    const bool exclusive = fmha::exclusive_sms(ctas, num_splits);  // as the launch will decide
+    return Instance<decltype(d)::value, true, decltype(c)::value>::pairs_row_blocks(num_splits, row_blocks, exclusive)
+               ? 1 : 0;
+  });
+}
+
 size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return fmha::workspace_bytes(B, T, Hq, D, num_splits);
 }

@@ -25,6 +25,8 @@ struct Instance {
   static int merge_mode(int num_splits, long long clusters, int rows, bool exclusive);
   // How many clusters of `cluster` CTAs the current device holds at once (0: none, or the query failed).
   static int max_active_clusters(int cluster, bool exclusive);
+  // Whether row blocks 2i and 2i + 1 launch as a cluster of two (sm90/launch.h): never on sm_100a.
+  static bool pairs_row_blocks(int, long long, bool) { return false; }
 };
 
 }  // namespace sm100

@@ -106,10 +106,13 @@ int Instance<D, kBf16, kConfig>::merge_mode(int num_splits, long long clusters, 
   return kMergeByKernel;
 }
 
-// Row blocks 2i and 2i + 1 of an unsplit 64-key seesaw grid (blockIdx.x = row block) as a cluster of two.
-template <class Tr>
-bool pairs_row_blocks(const DecodeParams& p, dim3 grid) {
-  return kPairRowBlocksEnabled && Tr::kSeesaw64 && p.num_splits == 1 && grid.x % 2 == 0;
+// Row blocks 2i and 2i + 1 of an unsplit 64-key seesaw grid (blockIdx.x = row block) as a cluster of two,
+// where the device holds such clusters.
+template <int D, bool kBf16, int kConfig>
+bool Instance<D, kBf16, kConfig>::pairs_row_blocks(int num_splits, long long row_blocks, bool exclusive) {
+  using Tr = DecodeTraits<D, kConfig>;
+  return kPairRowBlocksEnabled && Tr::kSeesaw64 && num_splits == 1 && row_blocks % 2 == 0 &&
+         max_active_clusters(2, exclusive) > 0;
 }
 
 template <int D, bool kBf16, int kConfig>
@@ -146,7 +149,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   // Unsplit 64-key seesaw grids of several row blocks read a sequence's latent once per row block, the
   // later reader from L2. Under PDL a CTA starts when an SM frees, so two row blocks of a sequence may
   // start microseconds apart; launched as a cluster, a pair starts together.
-  if (pairs_row_blocks<Tr>(p, grid) && max_active_clusters(2, exclusive) > 0) cluster_x = 2;
+  if (pairs_row_blocks(p.num_splits, grid.x / p.num_splits, exclusive)) cluster_x = 2;
   const int threads = kv_gather(lp) ? Tr::kGatherThreads : Tr::kThreads;  // (the gathering warps)
   if (launch_decode_kernel(kernel, grid, threads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
                            cluster_x, tmap_k, tmap_v, lp))

@@ -25,6 +25,9 @@ struct Instance {
   static int merge_mode(int num_splits, long long clusters, int rows, bool exclusive);
   // How many clusters of `cluster` CTAs the current device holds at once (0: none, or the query failed).
   static int max_active_clusters(int cluster, bool exclusive);
+  // Whether a launch of `row_blocks` row blocks a (KV head, sequence) in num_splits splits runs row blocks
+  // 2i and 2i + 1 as a cluster of two, launched exclusive (exclusive_sms) or not.
+  static bool pairs_row_blocks(int num_splits, long long row_blocks, bool exclusive);
 };
 
 }  // namespace sm90
