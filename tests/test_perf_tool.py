@@ -713,6 +713,20 @@ def test_latent_ab_refuses_bad_arguments():
         assert r.returncode == 2 and said in r.stderr, (argv, r.stderr)
 
 
+def test_build_flashmla_refuses_missing_checkouts(tmp_path):
+    """tools/build_flashmla.py names the checkout or file it lacks before compiling anything."""
+    tool = os.path.join(REPO, "tools", "build_flashmla.py")
+    fm, cutlass = tmp_path / "FlashMLA", tmp_path / "cutlass"
+    (fm / "flash_mla").mkdir(parents=True)
+    cutlass.mkdir()
+    for argv, said in (([str(tmp_path / "none"), str(cutlass)], "missing FlashMLA checkout"),
+                       ([str(fm), str(tmp_path / "none")], "missing CUTLASS checkout"),
+                       ([str(fm), str(cutlass)], "missing FlashMLA source file")):
+        r = subprocess.run([sys.executable, tool, "--flashmla", argv[0], "--cutlass", argv[1], "--dry-run"],
+                           cwd=REPO, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and said in r.stderr, (argv, r.stderr)
+
+
 class _FakeNvmlLib:
     """libnvidia-ml's calls as perf/clocks.py makes them: 0 for success, values through byref."""
 
