@@ -219,6 +219,7 @@ def test_merge_query_rejects_bad_arguments(build):
     # fmha_row_block_pairs: -1 without such a kernel; 0 (before any CUDA call) for an odd number of row blocks,
     # or a loop other than the 64-key seesaw
     assert lib.fmha_row_block_pairs(96, 9, 1, 2, 128) == -1
+    assert lib.fmha_row_block_pairs(576, 9, 1, 0, 128) == -1 and lib.fmha_row_block_pairs(576, 9, 0, 2, 128) == -1
     assert lib.fmha_row_block_pairs(576, 4, 1, 2, 128) == -1  # no SEESAW at 576
     assert lib.fmha_row_block_pairs(576, 9, 1, 3, 192) == 0
     assert lib.fmha_row_block_pairs(512, 4, 1, 2, 128) == 0

@@ -179,6 +179,7 @@ int fmha_cluster_merge(int D, int dtype, int config, int num_splits, long long c
 }
 
 int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks, long long ctas) {
+  if (num_splits < 1 || row_blocks < 1 || ctas < 1) return -1;
   return with_instance(D, config, -1, [&](auto d, auto c) {
     const bool exclusive = fmha::exclusive_sms(ctas, num_splits);  // as the launch will decide
     return Instance<decltype(d)::value, true, decltype(c)::value>::pairs_row_blocks(num_splits, row_blocks, exclusive)

@@ -82,7 +82,8 @@ int fmha_max_active_clusters(int D, int config, int cluster_size);
 // 1 where a launch of this head dim / configuration in num_splits splits, of `row_blocks` blocks of 64
 // packed rows per (KV head, sequence) and `ctas` CTAs in all (splits included), runs row blocks 2i and 2i + 1
 // as a thread-block cluster of two (unsplit LATENT_SEESAW64 grids of an even number of row blocks, so that
-// both readers of a sequence's latent start together), 0 where it does not; -1: D or configuration invalid.
+// both readers of a sequence's latent start together), 0 where it does not; -1: D or configuration invalid,
+// or a count below 1. `ctas` decides the shared memory the launch asks for, and with it the cluster occupancy.
 int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks, long long ctas);
 
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs where the splits merge
