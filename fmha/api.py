@@ -9,7 +9,7 @@ import torch
 
 from .backends import registry
 from .dispatch import Decision, backend_env, decide, decision_memo
-from .problem import metadata_key, validate, validate_cached
+from .problem import _check_tensor, metadata_key, validate, validate_cached
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
@@ -22,8 +22,9 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     (k_cache[..., :512]), and a backend may then read the latent once (docs/deepseek.md).
     cache_seqlens: int32 [B] valid cache tokens per sequence (default S; values are clamped to
     [0, S]). causal: bottom-right aligned, query t sees keys j <= cache_seqlens[b] - T + t.
-    Returns out [B, T, Hq, D_v] (into `out` if given) and, with return_lse, lse [B, Hq, T]
-    float32 (natural log; -inf and a zero output for a row with no visible key).
+    Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, no overlap with q, k_cache
+    or v_cache, the latter unchecked) and, with return_lse, lse [B, Hq, T] float32 (natural log;
+    -inf and a zero output for a row with no visible key).
     sinks: float32 [Hq] on q's device, or None: one logit per query head that joins every row's
     softmax denominator and attends to nothing, p_j = exp(s_j) / (exp(sinks[h]) + sum_k exp(s_k)),
     s_j = softmax_scale * q.k_j (the sink is not scaled). lse is then the log of the whole
@@ -38,7 +39,9 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     """
     if torch.compiler.is_compiling():
         # Under torch.compile the checks and the choice of backend run inside the custom op,
-        # on real tensors, still before any kernel is launched.
+        # on real tensors, still before any kernel is launched. (q and v_cache first: their shapes size out.)
+        _check_tensor("q", q, "[B, T, Hq, D]")
+        _check_tensor("v_cache", v_cache, "[B, S, Hkv, D_v]")
         B, T, Hq, D = q.shape
         if out is None:
             out = q.new_empty(B, T, Hq, v_cache.shape[-1])
@@ -49,7 +52,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     # Eager: one memo lookup on cheap metadata stands for validate + decide + the LSE scratch.
     try:
         meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
-        key = None if meta is None else (meta, return_lse, backend, backend_env() if backend == "auto" else "")
+        key = None if meta is None or type(return_lse) is not bool else (  # (1 == True: no key for a non-bool)
+            meta, return_lse, backend, backend_env() if backend == "auto" else "")
         call = None if key is None else _CALLS.get(key)
     except Exception:  # not tensors, unhashable arguments, ...: _prepare_call's checks say what is wrong
         key = call = None
@@ -57,8 +61,9 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         call = _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
                              block_table, sinks)
     elif torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad
-                                      or (sinks is not None and sinks.requires_grad)):
-        _check_inference_only(q, k_cache, v_cache, sinks)  # requires_grad is not part of the key
+                                      or (sinks is not None and sinks.requires_grad)
+                                      or (out is not None and out.requires_grad)):
+        _check_inference_only(q, k_cache, v_cache, sinks, out)  # requires_grad is not part of the key
     p, runner, lse_scratch = call
     if out is None:  # unpacked sizes: torch.empty parses them ~0.5 us faster than a tuple
         out = torch.empty(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, dtype=p.dtype, device=p.device)
@@ -96,9 +101,8 @@ def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal
     """The full checks and the choice of backend, in the order their errors are documented; remembered
     under `key` (None: not remembered)."""
     p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
-    _check_inference_only(q, k_cache, v_cache, sinks)
-    if return_lse not in (True, False):
-        raise TypeError(f"return_lse: expected a bool, got {return_lse!r}")
+    _check_inference_only(q, k_cache, v_cache, sinks, out)
+    _check_return_lse(return_lse)
     decision = decide(p, backend)
     call = (p, registry()[decision.backend], None if return_lse else _lse_scratch(p, keep_only=True))
     if key is not None and len(_CALLS) < _CALLS_MAX:
@@ -106,11 +110,16 @@ def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal
     return call
 
 
-def _check_inference_only(q, k_cache, v_cache, sinks=None) -> None:
-    sinks_grad = sinks is not None and sinks.requires_grad
-    if torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad or sinks_grad):
-        name = next(n for n, t in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("sinks", sinks))
-                    if t is not None and t.requires_grad)
+def _check_return_lse(return_lse) -> None:
+    if not isinstance(return_lse, bool):
+        raise TypeError(f"return_lse: expected a bool, got {return_lse!r}")
+
+
+def _check_inference_only(q, k_cache, v_cache, sinks=None, out=None) -> None:
+    """Inputs, and an `out` written in place, that require grad are refused under grad mode."""
+    named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("sinks", sinks), ("out", out))
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for _, t in named):
+        name = next(n for n, t in named if t is not None and t.requires_grad)
         raise ValueError(f"{name}: requires_grad=True, but fmha computes no gradients (an inference library); "
                          "call it under torch.no_grad() / torch.inference_mode(), or pass detached tensors")
 
@@ -140,6 +149,8 @@ def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     """Which backend `attention` would use for these arguments, and why (print it); where V is K's
     memory, whether that backend reads the latent once or twice."""
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+    _check_inference_only(q, k_cache, v_cache, sinks, out)  # what attention refuses, explain refuses too
+    _check_return_lse(return_lse)
     d = decide(p, backend)
     runner = registry()[d.backend]
     launch = runner.launch_details(p)

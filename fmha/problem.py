@@ -115,6 +115,8 @@ def _shape(t: torch.Tensor) -> str:
 def _check_tensor(name: str, t, layout: str) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor {layout}, got {type(t).__name__}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name}: layout {t.layout} is not allowed; expected a dense (torch.strided) tensor {layout}")
     if t.dim() != 4:
         raise ValueError(f"{name}: expected a 4-D tensor {layout}, got {t.dim()}-D shape {_shape(t)}")
     if t.dtype not in SUPPORTED_DTYPES:
@@ -204,7 +206,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
             raise ValueError(f"cache_seqlens: on device {cache_seqlens.device} but q is on {q.device}")
         if B > 1 and cache_seqlens.stride(0) != 1:
             raise ValueError(f"cache_seqlens: must be contiguous, got stride {cache_seqlens.stride(0)}")
-    if causal not in (True, False):
+    if not isinstance(causal, bool):  # (a tensor would be read with a device sync)
         raise TypeError(f"causal: expected a bool, got {causal!r}")
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(D)
@@ -231,6 +233,10 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
         if out.stride(-1) != 1:
             raise ValueError(f"out: the last dimension must be contiguous (stride(-1) == 1), got strides "
                              f"{tuple(out.stride())}")
+        if _elements_share_memory(out):
+            raise ValueError(f"out: strides {tuple(out.stride())} for shape {_shape(out)} make several output "
+                             "elements share memory (an expanded or overlapping view); expected a tensor whose "
+                             "elements are distinct, e.g. torch.empty of that shape or a slice of one")
     if sinks is not None:
         _check_sinks(sinks, Hq, q.device)
     aligned = all(_aligned_16b(t) for t in (q, k_cache, v_cache) + ((out,) if out is not None else ()))
@@ -322,6 +328,8 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
     hashable, and the caller then runs `validate`, which says what is wrong."""
     if softmax_scale is not None and type(softmax_scale) not in _IMMUTABLE_SCALARS:
         return None
+    if type(causal) is not bool:  # 1 == True: it would find True's entry and skip the check
+        return None
     return (type(q), q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             type(k_cache), k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device, k_cache.data_ptr() & 15,
             type(v_cache), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() & 15,
@@ -351,6 +359,17 @@ def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None,
         if key is not None and len(_VALIDATED) < _VALIDATED_MAX:
             p = _VALIDATED.setdefault(key, p)  # a racing thread's entry wins: one object per key
     return p
+
+
+def _elements_share_memory(t: torch.Tensor) -> bool:
+    """Whether two elements of t may be one memory location: a zero stride, or a dimension's stride below the
+    extent of the dimensions of smaller stride (conservative: a few exotic interleavings count as sharing)."""
+    extent = 1
+    for stride, n in sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1):
+        if stride < extent:
+            return True
+        extent = stride * n
+    return False
 
 
 def _aligned_16b(t: torch.Tensor) -> bool:

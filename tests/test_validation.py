@@ -23,6 +23,12 @@ def test_wrong_rank():
     raises(ValueError, r"k_cache: expected a 4-D tensor .* got 5-D", q, k[None], v)
 
 
+def test_sparse_tensor_named_by_its_layout():
+    q, k, v = good()
+    raises(TypeError, r"q: layout torch.sparse_coo is not allowed; expected a dense \(torch.strided\) tensor",
+           q.to_sparse(), k, v)
+
+
 def test_dtype_not_supported():
     q, k, v = good()
     raises(TypeError, r"q: dtype torch.float32 is not supported; allowed: torch.bfloat16, torch.float16",
@@ -89,6 +95,17 @@ def test_out_checks():
            q, k, v, out=torch.empty(2, 1, 8, 32, dtype=bf16))
     raises(TypeError, r"out: dtype torch.float16 differs from q's torch.bfloat16",
            q, k, v, out=torch.empty(2, 1, 8, 64, dtype=torch.float16))
+
+
+def test_out_whose_elements_share_memory_is_refused():
+    """An expanded (zero-stride) or overlapping `out` would make outputs overwrite each other: refused."""
+    q, k, v = good()
+    raises(ValueError, r"out: strides \(0, 64, 0, 1\) for shape \[2, 1, 8, 64\] make several output elements share "
+           r"memory", q, k, v, out=torch.empty(1, 1, 1, 64, dtype=bf16).expand(2, 1, 8, 64))
+    overlapping = torch.empty(2 * 8 * 64, dtype=bf16).as_strided((2, 1, 8, 64), (8 * 64, 8 * 64, 32, 1))
+    raises(ValueError, r"out: strides .* make several output elements share memory", q, k, v, out=overlapping)
+    wider = torch.empty(2, 1, 9, 64, dtype=bf16)[:, :, 1:]  # distinct elements, strided: accepted
+    fmha.attention(q, k, v, out=wider, backend="reference")
 
 
 def test_unknown_backend_lists_valid_names():
@@ -203,10 +220,35 @@ def test_requires_grad_is_refused_not_silently_dropped():
         fmha.attention(q, k, v)
 
 
+def test_out_that_requires_grad_is_refused():
+    """out is written in place: one that requires grad is refused under grad mode, by explain too."""
+    q, k, v = good()
+    out = torch.empty(2, 1, 8, 64, dtype=bf16, requires_grad=True)
+    for _ in range(2):  # the second call takes the memoised path
+        with pytest.raises(ValueError, match=r"out: requires_grad=True, but fmha computes no gradients"):
+            fmha.attention(q, k, v, out=out, backend="reference")
+    with pytest.raises(ValueError, match=r"out: requires_grad=True"):
+        fmha.explain(q, k, v, out=out)
+    with torch.no_grad():
+        fmha.attention(q, k, v, out=out, backend="reference")
+
+
+def test_explain_refuses_what_attention_refuses():
+    q, k, v = good()
+    with pytest.raises(ValueError, match=r"q: requires_grad=True"):
+        fmha.explain(q.clone().requires_grad_(), k, v)
+    with pytest.raises(TypeError, match=r"return_lse: expected a bool"):
+        fmha.explain(q, k, v, return_lse="x")
+
+
 def test_non_bool_flags_and_tensor_scale():
     q, k, v = good()
     raises(TypeError, r"causal: expected a bool, got 'no'", q, k, v, causal="no")
     raises(TypeError, r"return_lse: expected a bool", q, k, v, return_lse="yes")
+    fmha.attention(q, k, v, causal=True, return_lse=True, backend="reference")  # memoised: 1 == True must not hit
+    for flag in (1, 1.0, torch.tensor(True)):
+        raises(TypeError, r"causal: expected a bool, got", q, k, v, causal=flag, backend="reference")
+        raises(TypeError, r"return_lse: expected a bool, got", q, k, v, return_lse=flag, backend="reference")
     raises(TypeError, r"softmax_scale: expected a real number \(a Python float or int\) or None, got a torch.Tensor",
            q, k, v, softmax_scale=torch.tensor(0.1))
     with pytest.raises(ValueError, match=r"backend: unknown backend \['triton'\]"):
