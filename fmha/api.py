@@ -9,7 +9,7 @@ import torch
 
 from .backends import registry
 from .dispatch import Decision, backend_env, decide, decision_memo
-from .problem import _check_tensor, metadata_key, validate, validate_cached
+from .problem import _check_tensor, check_out_disjoint, metadata_key, validate, validate_cached
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
@@ -22,8 +22,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     (k_cache[..., :512]), and a backend may then read the latent once (docs/deepseek.md).
     cache_seqlens: int32 [B] valid cache tokens per sequence (default S; values are clamped to
     [0, S]). causal: bottom-right aligned, query t sees keys j <= cache_seqlens[b] - T + t.
-    Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, no overlap with q, k_cache
-    or v_cache, the latter unchecked) and, with return_lse, lse [B, Hq, T] float32 (natural log;
+    Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, a memory range that meets
+    none of q's, k_cache's and v_cache's) and, with return_lse, lse [B, Hq, T] float32 (natural log;
     -inf and a zero output for a row with no visible key).
     sinks: float32 [Hq] on q's device, or None: one logit per query head that joins every row's
     softmax denominator and attends to nothing, p_j = exp(s_j) / (exp(sinks[h]) + sum_k exp(s_k)),
@@ -67,6 +67,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     p, runner, lse_scratch = call
     if out is None:  # unpacked sizes: torch.empty parses them ~0.5 us faster than a tuple
         out = torch.empty(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, dtype=p.dtype, device=p.device)
+    else:
+        check_out_disjoint(p, q, k_cache, v_cache, out)
     if return_lse:
         lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
     else:  # the kernels always write an LSE; nobody reads this one
@@ -149,6 +151,8 @@ def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     """Which backend `attention` would use for these arguments, and why (print it); where V is K's
     memory, whether that backend reads the latent once or twice."""
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+    if out is not None:
+        check_out_disjoint(p, q, k_cache, v_cache, out)
     _check_inference_only(q, k_cache, v_cache, sinks, out)  # what attention refuses, explain refuses too
     _check_return_lse(return_lse)
     d = decide(p, backend)

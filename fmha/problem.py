@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import torch
@@ -60,6 +60,9 @@ class Problem:
     # v_cache is k_cache's memory: the same data pointer and strides, so V is K's first head_dim_v columns
     # (k_cache itself, or k_cache[..., :head_dim_v]); a kernel may load each latent tile once for both.
     kv_shared: bool = False
+    # Bytes from each tensor's data pointer to one past its last element: q, k_cache, v_cache, out (0: none), for
+    # the per-call check that out's memory range meets none of the inputs' (check_out_disjoint).
+    spans: Optional[tuple] = field(default=None, compare=False)
 
     def __post_init__(self):
         if self.head_dim_v is None:
@@ -250,7 +253,28 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                    softmax_scale=softmax_scale, has_cache_seqlens=cache_seqlens is not None,
                    aligned_16b=aligned, head_dim_v=Dv,
                    kv_heads_adjacent=all(t.stride(2) == t.shape[3] or Hkv == 1 for t in (k_cache, v_cache)),
-                   has_sinks=sinks is not None, kv_shared=shares_memory(k_cache, v_cache), **paged_fields)
+                   has_sinks=sinks is not None, kv_shared=shares_memory(k_cache, v_cache),
+                   spans=tuple(_span_bytes(t) if t is not None else 0 for t in (q, k_cache, v_cache, out)),
+                   **paged_fields)
+
+
+def _span_bytes(t: torch.Tensor) -> int:
+    """Bytes from t's data pointer to one past its last element (strides are never negative)."""
+    return (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
+def check_out_disjoint(p: Problem, q, k_cache, v_cache, out) -> None:
+    """out is written while q, k_cache and v_cache are read: their memory ranges must not meet (out=q included).
+    Per call (the data pointers are not part of the validation memo's key); ranges, so an out interleaved with
+    an input without sharing an element is refused too."""
+    o = out.data_ptr()
+    o_end = o + p.spans[3]
+    for name, t, span in (("q", q, p.spans[0]), ("k_cache", k_cache, p.spans[1]), ("v_cache", v_cache, p.spans[2])):
+        a = t.data_ptr()
+        if a < o_end and o < a + span:
+            raise ValueError(f"out: its memory [{o:#x}, {o_end:#x}) overlaps {name}'s [{a:#x}, {a + span:#x}); "
+                             f"out is written while {name} is read, so it must be a buffer of its own (not {name} "
+                             "itself, nor a view into its memory)")
 
 
 def shares_memory(k_cache: torch.Tensor, v_cache: torch.Tensor) -> bool:

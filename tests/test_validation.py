@@ -220,6 +220,23 @@ def test_requires_grad_is_refused_not_silently_dropped():
         fmha.attention(q, k, v)
 
 
+def test_out_that_meets_an_input_is_refused():
+    """out is written while q, k_cache and v_cache are read: an out inside their memory is refused on every
+    call (data pointers are not part of the validation memo), out=q included; a buffer of its own is not."""
+    q, k, v = good()
+    raises(ValueError, r"out: its memory .* overlaps q's", q, k, v, out=q, backend="reference")
+    base = torch.randn(2, 1, 9, 64, dtype=bf16)
+    other = torch.empty(2, 1, 9, 64, dtype=bf16)  # the same metadata as base's, disjoint memory: accepted
+    fmha.attention(base[:, :, :8], k, v, out=other[:, :, 1:], backend="reference")
+    raises(ValueError, r"out: its memory .* overlaps q's", base[:, :, :8], k, v, out=base[:, :, 1:],
+           backend="reference")  # the memoised path checks too
+    kv = torch.randn(2, 16, 2, 128, dtype=bf16)  # K and V side by side in one cache, out inside its memory
+    raises(ValueError, r"out: its memory .* overlaps k_cache's", q, kv[..., :64], kv[..., 64:],
+           out=kv.view(-1)[:2 * 8 * 64].view(2, 1, 8, 64), backend="reference")
+    with pytest.raises(ValueError, match=r"out: its memory .* overlaps q's"):
+        fmha.explain(q, k, v, out=q)
+
+
 def test_out_that_requires_grad_is_refused():
     """out is written in place: one that requires grad is refused under grad mode, by explain too."""
     q, k, v = good()
