@@ -197,7 +197,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     if key.shape[0] != query.shape[0] or key.shape[3] != query.shape[3]:
         raise ValueError(f"key: shape {list(key.shape)} does not match query's {list(query.shape)} in B or E")
     if attn_mask is not None:
-        raise ValueError("attn_mask: fmha.sdpa does not take an explicit mask (got a tensor); allowed: None. "
+        got = "a tensor" if isinstance(attn_mask, torch.Tensor) else f"{type(attn_mask).__name__} {attn_mask!r}"
+        raise ValueError(f"attn_mask: fmha.sdpa does not take an explicit mask (got {got}); allowed: None. "
                          "Use is_causal, or fmha.attention with cache_seqlens for per-sequence lengths")
     if dropout_p != 0.0:
         raise ValueError(f"dropout_p: got {dropout_p}; fmha is an inference library, allowed: 0.0")

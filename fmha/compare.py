@@ -2,7 +2,8 @@
 
 Every backend runs into a NaN-poisoned output buffer; its output and LSE are
 checked against the fp32 reference with the tolerance that follows from the
-arithmetic (see `tolerance`), the non-reference backends are compared with
+arithmetic (see `tolerance`; max |v| over the keys each sequence has) and a
+cosine of at least MIN_COSINE, the non-reference backends are compared with
 each other pairwise, and each is timed (CUDA-graph replay on a GPU, wall clock
 on a CPU). A backend that raises or disagrees is reported as such.
 """
@@ -15,7 +16,7 @@ from typing import Optional
 
 import torch
 
-from .api import attention
+from .api import _check_inference_only, attention
 from .backends import available_backends, registry
 from .dispatch import decide, why_not
 from .problem import validate
@@ -24,6 +25,9 @@ from .tuning import NOISE
 
 UNIT_ROUNDOFF = {torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11}
 LSE_ATOL = 1e-3
+# Below it an output disagrees whatever its max abs error: a small true output (a long cache averages V towards
+# 0) leaves a zeroed or negated one inside the absolute bound, not near cosine 1.
+MIN_COSINE = 0.99999
 
 
 def tolerance(dtype, vmax: float) -> float:
@@ -161,6 +165,11 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     `fmha.attention`. An unknown name in `backends` raises ValueError before anything runs, as
     `fmha.attention` does."""
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table, sinks)
+    _check_inference_only(q, k_cache, v_cache, sinks)
+    if not isinstance(timing, bool):
+        raise TypeError(f"timing: expected a bool, got {timing!r}")
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
+        raise ValueError(f"reps: expected an int >= 1 (timed calls per backend), got {reps!r}")
     if backends is None:
         names = available_backends()
     else:
@@ -168,15 +177,14 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         for name in names:  # every name checked before anything runs, as fmha.attention checks its backend=
             if not isinstance(name, str) or name not in registry():
                 raise ValueError(f"backends: unknown backend {name!r}; valid names: {', '.join(registry())}")
+        if not names:
+            raise ValueError(f"backends: an empty list compares nothing; valid names: {', '.join(registry())}")
+        if len(set(names)) != len(names):
+            raise ValueError(f"backends: {names} names a backend twice")
     ref, ref_lse = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
                                        block_table=block_table, sinks=sinks)
     ref = ref.float()
-    # max |v| over real values: unused cache slots may hold NaN/Inf, which no backend may read; a slice at
-    # a time (a sequence; a pool's pages in at most 64 slices), so no full-size copy of the cache is made
-    step = 1 if block_table is None else max(p.max_blocks_per_seq, -(-p.num_blocks // 64))
-    vmax = max(torch.nan_to_num(v_cache[i:i + step], nan=0.0, posinf=0.0, neginf=0.0).abs().max().item()
-               for i in range(0, v_cache.shape[0], step))
-    tol = tolerance(p.dtype, vmax)
+    tol = tolerance(p.dtype, _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table))
     auto = decide(p, "auto")
     report = CompareReport(problem=p.describe(), auto_backend=auto.backend, tolerance=tol,
                            auto_within_noise=auto.within_noise, auto_reason=auto.reason)
@@ -217,6 +225,29 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     return report
 
 
+def _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table) -> float:
+    """max |v| over the keys each sequence has (what the tolerance scales with): slots past a length and pages no
+    sequence uses may hold anything, large values included. One sequence at a time (no full-size copy); the
+    lengths and the table come to the host once."""
+    S = p.page_size if block_table is not None else p.seqlen_k
+    lengths = ([p.seqlen_k] * p.batch if cache_seqlens is None
+               else cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k).tolist())
+    table = None if block_table is None else block_table.to(torch.int64).clamp(0, p.num_blocks - 1).cpu()
+    vmax = 0.0
+    for b, n in enumerate(lengths):
+        if n == 0:
+            continue
+        if table is None:
+            rows = [v_cache[b, :n]]
+        else:  # whole pages, then the used rows of the last one
+            ids = table[b, :-(-n // S)].to(v_cache.device)
+            rows = [v_cache[ids[:n // S]], v_cache[ids[n // S], :n % S]] if n % S else [v_cache[ids]]
+        for r in rows:
+            if r.numel():
+                vmax = max(vmax, torch.nan_to_num(r.float(), nan=0.0, posinf=0.0, neginf=0.0).abs().max().item())
+    return vmax
+
+
 def _errors(name, out, lse, ref, ref_lse, tol) -> BackendResult:
     o = out.float()
     diff = o - ref
@@ -228,13 +259,18 @@ def _errors(name, out, lse, ref, ref_lse, tol) -> BackendResult:
     ref_norm = ref.norm().item()
     r.rel_err = diff.norm().item() / ref_norm if ref_norm > 0 else diff.norm().item()
     denom = (o.norm() * ref.norm()).item()
-    r.cosine = (o.flatten().double() @ ref.flatten().double()).item() / denom if denom > 0 else 1.0
+    if denom > 0:
+        r.cosine = (o.flatten().double() @ ref.flatten().double()).item() / denom
+    else:  # 1 where both are zero (every row without a visible key), else 0
+        r.cosine = 1.0 if o.norm().item() == 0 and ref.norm().item() == 0 else 0.0
     same_inf = torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
     finite = torch.isfinite(ref_lse)
     r.lse_max_err = (lse[finite] - ref_lse[finite]).abs().max().item() if finite.any() else 0.0
     problems = []
     if r.max_abs_err > tol:
         problems.append(f"max abs err {r.max_abs_err:.2e} > {tol:.2e}")
+    if r.cosine < MIN_COSINE:
+        problems.append(f"cosine {r.cosine:.7f} < {MIN_COSINE}")
     if not same_inf or torch.isnan(lse).any():
         problems.append("LSE -inf/NaN pattern differs")
     elif r.lse_max_err > LSE_ATOL:

@@ -22,9 +22,8 @@ import torch
 import fmha
 from fmha.reference import attention_reference
 
-from fmha.compare import LSE_ATOL, tolerance  # noqa: E402  (the same bound as fmha.compare)
+from fmha.compare import LSE_ATOL, MIN_COSINE, tolerance  # noqa: E402  (the same bounds as fmha.compare)
 
-MIN_COSINE = 0.99999
 POISON = float("nan")
 
 

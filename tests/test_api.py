@@ -137,6 +137,37 @@ def test_compare_flags_a_disagreeing_backend(monkeypatch):
     assert report.results[0].status.startswith("DISAGREES: max abs err")
 
 
+def test_compare_flags_a_zeroed_or_negated_output_that_fits_the_absolute_bound(monkeypatch):
+    """A long cache averages V towards 0, so a zeroed output fits 2 u max|v|; junk in slots past a length must
+    not widen the bound either (max |v| is taken over the keys each sequence has)."""
+    from fmha.backends import registry
+    real = registry()["reference"].run
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 2048, 64, device=DEVICE)
+    monkeypatch.setattr(registry()["triton"], "run", lambda p, q, k, v, sl, out, lse: (real(p, q, k, v, sl, out, lse),
+                                                                                   out.zero_()))
+    r = fmha.compare(q, k, v, backends=["triton"], timing=False).results[0]
+    assert r.status.startswith("DISAGREES") and "cosine 0.0000000" in r.status, r.status
+    sl = torch.tensor([32], dtype=torch.int32, device=DEVICE)
+    v[0, 32:] = 2000.0  # past the length: may hold anything
+    monkeypatch.setattr(registry()["triton"], "run", lambda p, q, k, v, sl, out, lse: (real(p, q, k, v, sl, out, lse),
+                                                                                   out.neg_()))
+    report = fmha.compare(q, k, v, sl, backends=["triton"], timing=False)
+    assert report.tolerance < 0.1 and report.results[0].status.startswith("DISAGREES: max abs err"), str(report)
+
+
+def test_compare_refuses_bad_arguments_before_running():
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
+    for kwargs, exc, said in (({"reps": 0}, ValueError, r"reps: expected an int >= 1"),
+                              ({"reps": 2.5}, ValueError, r"reps: expected an int >= 1"),
+                              ({"timing": "no"}, TypeError, r"timing: expected a bool"),
+                              ({"backends": []}, ValueError, r"backends: an empty list compares nothing"),
+                              ({"backends": ["reference", "reference"]}, ValueError, r"names a backend twice")):
+        with pytest.raises(exc, match=said):
+            fmha.compare(q, k, v, **kwargs)
+    with pytest.raises(ValueError, match=r"q: requires_grad=True"):
+        fmha.compare(q.clone().requires_grad_(), k, v)
+
+
 def test_compare_refuses_an_unknown_backend_like_attention():
     q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
     with pytest.raises(ValueError, match=r"backend: unknown backend 'nope'; valid names: .*triton.*reference"):
