@@ -41,13 +41,16 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         # Under torch.compile the checks and the choice of backend run inside the custom op,
         # on real tensors, still before any kernel is launched. (q and v_cache first: their shapes size out.)
         _check_tensor("q", q, "[B, T, Hq, D]")
-        _check_tensor("v_cache", v_cache, "[B, S, Hkv, D_v]")
+        _check_tensor("v_cache", v_cache, "[B, S, Hkv, D_v] (a page pool with block_table)")
+        if not isinstance(causal, bool):  # (as validate says it; the op takes a bool)
+            raise TypeError(f"causal: expected a bool, got {causal!r}")
+        _check_return_lse(return_lse)
         B, T, Hq, D = q.shape
         if out is None:
             out = q.new_empty(B, T, Hq, v_cache.shape[-1])
         lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
         torch.ops.fmha.attention_(q, k_cache, v_cache, cache_seqlens, out, lse,
-                                  softmax_scale, bool(causal), backend, block_table, sinks)
+                                  softmax_scale, causal, backend, block_table, sinks)
         return (out, lse) if return_lse else out
     # Eager: one memo lookup on cheap metadata stands for validate + decide + the LSE scratch.
     try:
@@ -236,6 +239,7 @@ def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   softmax_scale: Optional[float], causal: bool, backend: str,
                   block_table: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None) -> None:
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+    check_out_disjoint(p, q, k_cache, v_cache, out)
     if (tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32
             or not lse.is_contiguous() or lse.device != q.device):
         raise ValueError(f"lse: expected a contiguous float32 [{p.batch}, {p.heads_q}, {p.seqlen_q}] tensor on "

@@ -244,7 +244,7 @@ def _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table) -> float:
             rows = [v_cache[ids[:n // S]], v_cache[ids[n // S], :n % S]] if n % S else [v_cache[ids]]
         for r in rows:
             if r.numel():
-                vmax = max(vmax, torch.nan_to_num(r.float(), nan=0.0, posinf=0.0, neginf=0.0).abs().max().item())
+                vmax = max(vmax, torch.nan_to_num(r, nan=0.0, posinf=0.0, neginf=0.0).abs().max().item())
     return vmax
 
 

@@ -267,9 +267,14 @@ def check_out_disjoint(p: Problem, q, k_cache, v_cache, out) -> None:
     """out is written while q, k_cache and v_cache are read: their memory ranges must not meet (out=q included).
     Per call (the data pointers are not part of the validation memo's key); ranges, so an out interleaved with
     an input without sharing an element is refused too."""
-    o = out.data_ptr()
-    o_end = o + p.spans[3]
-    for name, t, span in (("q", q, p.spans[0]), ("k_cache", k_cache, p.spans[1]), ("v_cache", v_cache, p.spans[2])):
+    o, s = out.data_ptr(), p.spans
+    o_end = o + s[3]
+    qa, ka, va = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
+    if not ((qa < o_end and o < qa + s[0]) or (ka < o_end and o < ka + s[1]) or (va < o_end and o < va + s[2])):
+        return
+    if out.is_meta:  # no memory: every meta tensor's data pointer is 0
+        return
+    for name, t, span in (("q", q, s[0]), ("k_cache", k_cache, s[1]), ("v_cache", v_cache, s[2])):
         a = t.data_ptr()
         if a < o_end and o < a + span:
             raise ValueError(f"out: its memory [{o:#x}, {o_end:#x}) overlaps {name}'s [{a:#x}, {a + span:#x}); "
@@ -386,13 +391,14 @@ def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None,
 
 
 def _elements_share_memory(t: torch.Tensor) -> bool:
-    """Whether two elements of t may be one memory location: a zero stride, or a dimension's stride below the
-    extent of the dimensions of smaller stride (conservative: a few exotic interleavings count as sharing)."""
-    extent = 1
+    """Whether two elements of t may be one memory location: a zero stride, or a dimension's stride not beyond
+    the largest offset the dimensions of smaller stride reach (conservative: a few exotic interleavings count
+    as sharing)."""
+    reach = 0
     for stride, n in sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1):
-        if stride < extent:
+        if stride <= reach:
             return True
-        extent = stride * n
+        reach += (n - 1) * stride
     return False
 
 

@@ -85,6 +85,22 @@ def test_torch_compile_fullgraph(backend):
     assert torch.allclose(got_lse, want_lse, atol=1e-5)
 
 
+def test_torch_compile_refuses_what_eager_refuses():
+    """Under torch.compile an out inside q's memory is refused by the custom op (on real tensors), and a
+    non-bool causal by the traced wrapper (dynamo reports the raise it traced)."""
+    q, k, v, sl = make_inputs(1, 1, 8, 2, 24, 64, device=DEVICE)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, k, v, o: fmha.attention(q, k, v, out=o, backend="reference"), fullgraph=True,
+                             backend="eager")
+    with pytest.raises(ValueError, match=r"out: its memory .* overlaps q's"):
+        compiled(q, k, v, q)
+    torch._dynamo.reset()
+    flagged = torch.compile(lambda q, k, v: fmha.attention(q, k, v, causal=1, backend="reference"), fullgraph=True,
+                            backend="eager")
+    with pytest.raises(Exception, match=r"causal: expected a bool"):
+        flagged(q, k, v)
+
+
 @pytest.mark.skipif(not HAS_GPU, reason="CUDA graphs need a GPU")
 @pytest.mark.parametrize("backend", GPU_BACKENDS + ["reference"])
 def test_cuda_graph_capture_and_replay(backend):

@@ -106,6 +106,8 @@ def test_out_whose_elements_share_memory_is_refused():
     raises(ValueError, r"out: strides .* make several output elements share memory", q, k, v, out=overlapping)
     wider = torch.empty(2, 1, 9, 64, dtype=bf16)[:, :, 1:]  # distinct elements, strided: accepted
     fmha.attention(q, k, v, out=wider, backend="reference")
+    stepped = torch.empty(2, 1, 15, 64, dtype=bf16)[:, :, ::2]  # strides (960, 960, 128, 1): distinct, accepted
+    fmha.attention(q, k, v, out=stepped, backend="reference")
 
 
 def test_unknown_backend_lists_valid_names():
@@ -235,6 +237,8 @@ def test_out_that_meets_an_input_is_refused():
            out=kv.view(-1)[:2 * 8 * 64].view(2, 1, 8, 64), backend="reference")
     with pytest.raises(ValueError, match=r"out: its memory .* overlaps q's"):
         fmha.explain(q, k, v, out=q)
+    meta = [t.to("meta") for t in (q, k, v)]  # no memory, every data pointer 0: nothing to overlap
+    fmha.explain(*meta, out=torch.empty(2, 1, 8, 64, dtype=bf16, device="meta"))
 
 
 def test_out_that_requires_grad_is_refused():
