@@ -9,7 +9,7 @@ import torch
 
 from .backends import registry
 from .dispatch import Decision, backend_env, decide, decision_memo
-from .problem import _check_tensor, check_out_disjoint, metadata_key, validate, validate_cached
+from .problem import _check_tensor, check_bool, check_out_disjoint, metadata_key, validate, validate_cached
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
@@ -42,9 +42,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         # on real tensors, still before any kernel is launched. (q and v_cache first: their shapes size out.)
         _check_tensor("q", q, "[B, T, Hq, D]")
         _check_tensor("v_cache", v_cache, "[B, S, Hkv, D_v] (a page pool with block_table)")
-        if not isinstance(causal, bool):  # (as validate says it; the op takes a bool)
-            raise TypeError(f"causal: expected a bool, got {causal!r}")
-        _check_return_lse(return_lse)
+        check_bool("causal", causal)  # (the op takes a bool)
+        check_bool("return_lse", return_lse)
         B, T, Hq, D = q.shape
         if out is None:
             out = q.new_empty(B, T, Hq, v_cache.shape[-1])
@@ -107,17 +106,12 @@ def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal
     under `key` (None: not remembered)."""
     p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
     _check_inference_only(q, k_cache, v_cache, sinks, out)
-    _check_return_lse(return_lse)
+    check_bool("return_lse", return_lse)
     decision = decide(p, backend)
     call = (p, registry()[decision.backend], None if return_lse else _lse_scratch(p, keep_only=True))
     if key is not None and len(_CALLS) < _CALLS_MAX:
         _CALLS[key] = call
     return call
-
-
-def _check_return_lse(return_lse) -> None:
-    if not isinstance(return_lse, bool):
-        raise TypeError(f"return_lse: expected a bool, got {return_lse!r}")
 
 
 def _check_inference_only(q, k_cache, v_cache, sinks=None, out=None) -> None:
@@ -157,7 +151,7 @@ def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     if out is not None:
         check_out_disjoint(p, q, k_cache, v_cache, out)
     _check_inference_only(q, k_cache, v_cache, sinks, out)  # what attention refuses, explain refuses too
-    _check_return_lse(return_lse)
+    check_bool("return_lse", return_lse)
     d = decide(p, backend)
     runner = registry()[d.backend]
     launch = runner.launch_details(p)

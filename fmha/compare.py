@@ -19,7 +19,7 @@ import torch
 from .api import _check_inference_only, attention
 from .backends import available_backends, registry
 from .dispatch import decide, why_not
-from .problem import validate
+from .problem import check_bool, validate
 from .reference import attention_reference
 from .tuning import NOISE
 
@@ -166,8 +166,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     `fmha.attention` does."""
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table, sinks)
     _check_inference_only(q, k_cache, v_cache, sinks)
-    if not isinstance(timing, bool):
-        raise TypeError(f"timing: expected a bool, got {timing!r}")
+    check_bool("timing", timing)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise ValueError(f"reps: expected an int >= 1 (timed calls per backend), got {reps!r}")
     if backends is None:
@@ -256,13 +255,12 @@ def _errors(name, out, lse, ref, ref_lse, tol) -> BackendResult:
         r.status = "DISAGREES: NaN in output (unwritten or NaN math)"
         return r
     r.max_abs_err = diff.abs().max().item()
-    ref_norm = ref.norm().item()
+    o_norm, ref_norm = o.norm().item(), ref.norm().item()
     r.rel_err = diff.norm().item() / ref_norm if ref_norm > 0 else diff.norm().item()
-    denom = (o.norm() * ref.norm()).item()
-    if denom > 0:
-        r.cosine = (o.flatten().double() @ ref.flatten().double()).item() / denom
+    if o_norm > 0 and ref_norm > 0:
+        r.cosine = (o.flatten().double() @ ref.flatten().double()).item() / (o_norm * ref_norm)
     else:  # 1 where both are zero (every row without a visible key), else 0
-        r.cosine = 1.0 if o.norm().item() == 0 and ref.norm().item() == 0 else 0.0
+        r.cosine = 1.0 if o_norm == ref_norm == 0 else 0.0
     same_inf = torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
     finite = torch.isfinite(ref_lse)
     r.lse_max_err = (lse[finite] - ref_lse[finite]).abs().max().item() if finite.any() else 0.0

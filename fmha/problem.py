@@ -115,6 +115,12 @@ def _shape(t: torch.Tensor) -> str:
     return "[" + ", ".join(str(s) for s in t.shape) + "]"
 
 
+def check_bool(name: str, value) -> None:
+    """A flag must be a Python bool: 1.0 would pass `in (True, False)`, and a tensor would be read with a sync."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {value!r}")
+
+
 def _check_tensor(name: str, t, layout: str) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor {layout}, got {type(t).__name__}")
@@ -209,8 +215,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
             raise ValueError(f"cache_seqlens: on device {cache_seqlens.device} but q is on {q.device}")
         if B > 1 and cache_seqlens.stride(0) != 1:
             raise ValueError(f"cache_seqlens: must be contiguous, got stride {cache_seqlens.stride(0)}")
-    if not isinstance(causal, bool):  # (a tensor would be read with a device sync)
-        raise TypeError(f"causal: expected a bool, got {causal!r}")
+    check_bool("causal", causal)
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(D)
     elif isinstance(softmax_scale, torch.Tensor):
