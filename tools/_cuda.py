@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 # The C API's configurations (enum FmhaConfig in fmha/cuda/csrc/fmha_capi.h), by the names plan tokens use.
-CONFIGS = {"wide": 0, "deep": 1, "stream": 2, "pairs": 3, "seesaw": 4, "split_qk": 5, "wide_gather": 10}
+CONFIGS = {"wide": 0, "deep": 1, "stream": 2, "pairs": 3, "seesaw": 4, "split_qk": 5, "latent_seesaw64": 9,
+           "wide_gather": 10, "latent_tile_pairs": 11}
 KV_HEAD_PAIRS = CONFIGS["pairs"]
 CONFIG_NAMES = {v: k for k, v in CONFIGS.items()}
 
@@ -148,9 +149,13 @@ def bound_backend(lib):
     return b
 
 
-def library_backend(path: str):
-    """A CudaBackend bound to a prebuilt library file (e.g. one built from an older commit of this C API)."""
-    return bound_backend(_OlderLibrary(declare(ctypes.CDLL(path))))
+def library_backend(path: str, plan=()):
+    """A CudaBackend bound to a prebuilt library file (e.g. one built from an older commit of this C API), plan
+    tokens (force_plan) applied."""
+    lib = _OlderLibrary(declare(ctypes.CDLL(path)))
+    b = bound_backend(lib)
+    force_plan(b, lib, list(plan))
+    return b
 
 
 def variant_backend(v: Variant):

@@ -68,9 +68,11 @@ def main():
     ap.add_argument("--iters", type=int, default=3, help="calls after the warm-up call (default %(default)s)")
     ap.add_argument("--clocks", action="store_true", help="also loop --seconds long and print SM clock and power")
     ap.add_argument("--seconds", type=float, default=2.0, help="with --clocks (default %(default)s)")
+    ap.add_argument("--plan", default="", help="plan tokens for the cuda backend, e.g. '@latent_tile_pairs @splits=2' "
+                                               "(tools/_cuda.py force_plan)")
     a = ap.parse_args()
-    if a.probe and a.backend != "cuda":
-        ap.error("--probe runs the cuda backend")
+    if (a.probe or a.plan) and a.backend != "cuda":
+        ap.error("--probe and --plan run the cuda backend")
     if a.latent and a.backend == "sdpa-cudnn":
         ap.error("--latent: sdpa-cudnn has no kernel for these head dims")
     q, k, v, out = random_inputs(a.shape, a.kv_layout, a.latent)
@@ -91,6 +93,16 @@ def main():
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
         call = lambda: b.run(p, q, k, v, None, out, lse)  # noqa: E731
     else:
+        if a.plan:
+            from fmha.backends import registry
+            from fmha.cuda import loader
+            from fmha.cuda.backend import _target_arch
+            from tools._cuda import force_plan
+
+            b = registry()["cuda"]
+            if b._fn is None:
+                b._bind()
+            force_plan(b, loader.load(_target_arch()), a.plan.split())
         call = lambda: fmha.attention(q, k, v, causal=a.causal, backend=a.backend, out=out)  # noqa: E731
     call()
     torch.cuda.synchronize()
