@@ -295,16 +295,7 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 # to three ranks, 16 to each of four), with and without sinks.
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
                 ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 3),
-                ("latent_seesaw64", 4), ("latent_tile_pairs", 1), ("latent_tile_pairs", 3), ("latent_tile_pairs", 4)]
-# The two 64-key loops of the latent ring; tile pairs read pages by TMA boxes only (multiples of 32 tokens).
-TILE64 = ["latent_seesaw64", "latent_tile_pairs"]
-
-
-def _plan_serves(config, case):
-    page_size = case[5]
-    if config == "latent_narrow":
-        return _rows(case) <= 16
-    return config != "latent_tile_pairs" or page_size is None or page_size % 32 == 0
+                ("latent_seesaw64", 4)]
 LATENT_CUDA_CASES = [
     (576, "slice", 1, (16, 1), 1000, None, True),
     (576, "slice", 3, (28, 4), 129, None, False),
@@ -332,7 +323,8 @@ def _rows(case):
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("config,num_splits,Dqk,v_mode,T,heads,S,page_size,use_sinks", [
-    (*plan, *case) for plan in LATENT_PLANS for case in LATENT_CUDA_CASES if _plan_serves(plan[0], case)])
+    (*plan, *case) for plan in LATENT_PLANS for case in LATENT_CUDA_CASES
+    if plan[0] != "latent_narrow" or _rows(case) <= 16])
 def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk, v_mode, T, heads, S, page_size,
                                             use_sinks):
     force_launch_plan(monkeypatch, config, num_splits)
@@ -343,11 +335,10 @@ def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk
 @pytest.mark.gpu
 @pytest.mark.parametrize("use_sinks", [False, True])
 @pytest.mark.parametrize("Dqk,num_splits,page_size", [(576, 4, None), (512, 4, 64), (576, 2, None), (512, 3, None)])
-@pytest.mark.parametrize("config", TILE64)
-def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, config, Dqk, num_splits, page_size, use_sinks):
-    """The 64-key loops' splits merge inside clusters (no combine kernel, no workspace) where the GPU holds
+def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, Dqk, num_splits, page_size, use_sinks):
+    """The 64-key seesaw's splits merge inside clusters (no combine kernel, no workspace) where the GPU holds
     every cluster at once, sinks or not, the 512-wide ring's receive buffer included; results as the reference."""
-    force_launch_plan(monkeypatch, config, num_splits)
+    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
     v_mode = "slice" if Dqk == 576 else "self"
     q, k, v, sl = latent_inputs(2, 1, 128, 1, 1000, Dqk, 512, v_mode, [1000, 0], device="cuda")
     sinks = sinks_for(128, device="cuda") if use_sinks else None
@@ -359,11 +350,10 @@ def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, config, Dqk, nu
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("T,heads,page_size", [(1, (128, 1), None), (4, (64, 1), 64), (3, (64, 1), None)])
-@pytest.mark.parametrize("config", TILE64)
-def test_cuda_seesaw64_row_block_pairs(monkeypatch, config, T, heads, page_size):
-    """Unsplit grids of the 64-key loops with an even number of row blocks launch them as clusters of two (two and
-    four row blocks; three do not pair); results as the reference either way."""
-    force_launch_plan(monkeypatch, config, 1)
+def test_cuda_seesaw64_row_block_pairs(monkeypatch, T, heads, page_size):
+    """Unsplit 64-key seesaw grids of an even number of row blocks launch them as clusters of two (two and four
+    row blocks; three do not pair); results as the reference either way."""
+    force_launch_plan(monkeypatch, "latent_seesaw64", 1)
     q, k, v, sl = latent_inputs(2, T, heads[0], heads[1], 1000, 576, 512, "slice", [1000, 0], device="cuda")
     said = str(fmha.explain(q, k, v, sl, backend="cuda"))
     assert ("launched in clusters of 2" in said) == (-(-T * heads[0] // 64) % 2 == 0), said
@@ -374,12 +364,11 @@ def test_cuda_seesaw64_row_block_pairs(monkeypatch, config, T, heads, page_size)
 @pytest.mark.gpu
 @pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
                                                         (3, None, torch.float16)])
-@pytest.mark.parametrize("config", TILE64)
-def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, config, num_splits, page_size, dtype):
+def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, page_size, dtype):
     """Scores that climb along the sequence, so that each row's max moves on every tile: by about 3 (log2
     units) a tile in sequence 0, which the 64-key seesaw's lazy reference follows only every few tiles (P up
     to 2^8), and by about 23 a tile in sequence 1, past the slack every time."""
-    force_launch_plan(monkeypatch, config, num_splits)
+    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
     g = torch.Generator().manual_seed(7)
     B, T, Hq, S, Dqk = 2, 2, 64, 1000, 576
     u = torch.full((Dqk,), Dqk ** -0.5)

@@ -707,8 +707,21 @@ def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusals of a machine without a GPU")
 def test_latent_ab_refuses_bad_arguments():
     """tools/latent_ab.py: --lib must be NAME=PATH, and it needs a GPU (it says so rather than failing later)."""
-    for argv, said in ((["--lib", "=x.so"], "NAME=PATH"), (["--lib", "new=x.so"], "needs a CUDA GPU"), ([], "--lib")):
+    for argv, said in ((["--lib", "=x.so"], "NAME=PATH"), (["--lib", "new=x.so"], "needs a CUDA GPU"), ([], "--lib"),
+                       (["--lib", "new=x.so@latent_seesaw64@nope"], "plan token '@nope'"),
+                       (["--lib", "new=x.so@splits=0"], "@splits=N")):
         r = subprocess.run([sys.executable, os.path.join(REPO, "tools", "latent_ab.py"), *argv], cwd=REPO,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and said in r.stderr, (argv, r.stderr)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusals of a machine without a GPU")
+def test_ncu_probe_refuses_bad_plans():
+    """tools/ncu_probe.py --plan takes plan tokens for the cuda backend only, and names a bad one."""
+    tool = os.path.join(REPO, "tools", "ncu_probe.py")
+    for argv, said in ((["--plan", "@nope"], "plan token '@nope'"), (["--plan", "latent_seesaw64"], "plan token"),
+                       (["--plan", "@deep", "--backend", "triton"], "run the cuda backend")):
+        r = subprocess.run([sys.executable, tool, "--shape", "1,1,8,8,64,128", *argv], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and said in r.stderr, (argv, r.stderr)
 

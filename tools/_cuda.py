@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 # The C API's configurations (enum FmhaConfig in fmha/cuda/csrc/fmha_capi.h), by the names plan tokens use.
-CONFIGS = {"wide": 0, "deep": 1, "stream": 2, "pairs": 3, "seesaw": 4, "split_qk": 5, "latent_seesaw64": 9,
-           "wide_gather": 10, "latent_tile_pairs": 11}
+CONFIGS = {"wide": 0, "deep": 1, "stream": 2, "pairs": 3, "seesaw": 4, "split_qk": 5, "latent_seesaw": 6,
+           "latent_split_qk": 7, "latent_narrow": 8, "latent_seesaw64": 9, "wide_gather": 10}
 KV_HEAD_PAIRS = CONFIGS["pairs"]
 CONFIG_NAMES = {v: k for k, v in CONFIGS.items()}
 
@@ -104,11 +104,17 @@ def parse_variant(spec: str) -> Variant:
             v.flags.append(word)
         else:
             raise ValueError(f"{spec!r}: {word!r} is neither an nvcc flag (-...), probe:MODE nor a plan token (@...)")
-    for token in v.plan:
-        name, _, value = token[1:].partition("=")
-        if name not in CONFIGS and not (name == "splits" and value.isdigit() and int(value) >= 1):
-            raise ValueError(f"{spec!r}: plan token {token!r}: @<config> ({', '.join(CONFIGS)}) or @splits=N")
+    check_plan_tokens(v.plan, spec)
     return v
+
+
+def check_plan_tokens(tokens, spec: str):
+    """ValueError naming `spec` for a token that is neither @<config> (a CONFIGS name) nor @splits=N."""
+    for token in tokens:
+        name, _, value = token[1:].partition("=")
+        if not token.startswith("@") or (name not in CONFIGS and
+                                         not (name == "splits" and value.isdigit() and int(value) >= 1)):
+            raise ValueError(f"{spec!r}: plan token {token!r}: @<config> ({', '.join(CONFIGS)}) or @splits=N")
 
 
 def build_library(flags=()):
@@ -152,6 +158,7 @@ def bound_backend(lib):
 def library_backend(path: str, plan=()):
     """A CudaBackend bound to a prebuilt library file (e.g. one built from an older commit of this C API), plan
     tokens (force_plan) applied."""
+    check_plan_tokens(list(plan), path)
     lib = _OlderLibrary(declare(ctypes.CDLL(path)))
     b = bound_backend(lib)
     force_plan(b, lib, list(plan))

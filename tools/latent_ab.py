@@ -2,7 +2,7 @@
 
     python tools/latent_ab.py --lib base=old/libfmha.so --lib new=new/libfmha.so --shapes mla/B64-T1,v4/B64
     python tools/latent_ab.py --lib new=new/libfmha.so --rounds 7 --no-flashinfer
-    python tools/latent_ab.py --lib kept=lib.so --lib pairs=lib.so@latent_tile_pairs --shapes mla/B64
+    python tools/latent_ab.py --lib plan=lib.so --lib s2=lib.so@latent_seesaw64@splits=2 --shapes mla/B16-T1
 
 For each shape of `--preset deepseek` (perf/shapes.py) whose name starts with one of --shapes, every library
 (prebuilt .so files loaded side by side, as `tools/variants.py --lib`; their C API and FmhaDecodeArgs layout must
@@ -38,6 +38,13 @@ def main(argv=None) -> int:
     libs = [x.split("=", 1) for x in args.lib]
     if any(len(x) != 2 or not x[0] for x in libs):
         ap.error(f"--lib takes NAME=PATH, got {args.lib}")
+    from tools._cuda import check_plan_tokens
+
+    for _, spec in libs:
+        try:
+            check_plan_tokens(["@" + t for t in spec.split("@")[1:]], spec)
+        except ValueError as e:
+            ap.error(str(e))
 
     import torch
     from fmha.problem import validate

@@ -8,7 +8,8 @@ D = 576 reads its first 512 columns as V, D = 512 all of it). --iters calls foll
 script also prints the SM clock and power NVML reports while it loops --seconds long (no profiler),
 to tell a power- or clock-limited kernel from a bandwidth-limited one. --probe MODE runs the cuda backend
 on a probe build of the library (fmha.cuda.loader.load_probe: timestamps, stream_only, no_combine; the
-last two give wrong results by design). Extra nvcc flags for the product build: FMHA_NVCC_FLAGS.
+last two give wrong results by design). Extra nvcc flags for the product build: FMHA_NVCC_FLAGS. --plan
+'@latent_seesaw64 @splits=2' forces the product library's launch plan (tools/_cuda.py force_plan).
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def random_inputs(shape: str, kv_layout: str = "bshd", latent: bool = False):
 
 
 def main():
-    from tools._cuda import PROBE_MODES
+    from tools._cuda import PROBE_MODES, check_plan_tokens
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", required=True, help="B,T,Hq,Hkv,S,D")
@@ -73,6 +74,12 @@ def main():
     a = ap.parse_args()
     if (a.probe or a.plan) and a.backend != "cuda":
         ap.error("--probe and --plan run the cuda backend")
+    if a.probe and a.plan:
+        ap.error("--plan applies to the product library, not to a --probe build")
+    try:
+        check_plan_tokens(a.plan.split(), "--plan")
+    except ValueError as e:
+        ap.error(str(e))
     if a.latent and a.backend == "sdpa-cudnn":
         ap.error("--latent: sdpa-cudnn has no kernel for these head dims")
     q, k, v, out = random_inputs(a.shape, a.kv_layout, a.latent)

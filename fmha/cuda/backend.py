@@ -47,7 +47,6 @@ class Config(enum.IntEnum):
     LATENT_NARROW = 8  # the narrow loop over that ring (at most 16 packed rows)
     LATENT_SEESAW64 = 9  # LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
     WIDE_GATHER = 10  # D = 64: WIDE with four gathering producer warps (paged launches that gather)
-    LATENT_TILE_PAIRS = 11  # LATENT_SEESAW64's ring loaded by its consumers, tiles in pairs (TMA pages only)
 
 
 # What explain() says of each configuration (the CTAs-per-SM clause is filled in per launch).
@@ -65,8 +64,6 @@ _DESCRIPTION = {
     Config.WIDE_GATHER: "wide_gather (the wide configuration with four gathering producer warps, {per_sm})",
     Config.LATENT_SEESAW64: ("latent_seesaw64 (seesaw over 64-key tiles of one K/V ring: the latent is read once, "
                              "{per_sm})"),
-    Config.LATENT_TILE_PAIRS: ("latent_tile_pairs (tile pairs over 64-key tiles of one K/V ring that the consumers "
-                               "load: the latent is read once, {per_sm})"),
 }
 # The 64-row loop of each D = 512 configuration, by what it does.
 _D512_LOOP = {
@@ -79,9 +76,6 @@ _D512_LOOP[Config.LATENT_SEESAW] = _D512_LOOP[Config.SEESAW] + "; P V reads V fr
 _D512_LOOP[Config.LATENT_SPLIT_QK] = _D512_LOOP[Config.SPLIT_QK] + "; P V reads V from the K stage"
 _D512_LOOP[Config.LATENT_SEESAW64] = (_D512_LOOP[Config.SEESAW] + "; P V reads V from the K stage, whose halves "
                                       "each warpgroup frees after its P V")
-_D512_LOOP[Config.LATENT_TILE_PAIRS] = ("tile-pairs loop (each warpgroup computes S and the softmax of one tile of a "
-                                        "pair, side by side, and hands P to the other; both accumulate P V over their "
-                                        "256 output columns; each refills the boxes it read last, no producer warp)")
 
 # Narrow grids (<= 16 packed rows) filling at least this share of one wave, unsplit or in the splits the deep
 # plan chose, stream faster from the shallow 64 KB ring (WIDE at D = 64, STREAM at D = 128) than from DEEP's

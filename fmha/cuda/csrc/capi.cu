@@ -99,14 +99,12 @@ int with_instance(int D, int config, int fallback, F&& f) {
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
       if (config == FMHA_CONFIG_LATENT_NARROW) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_NARROW>{});
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW64>{});
-      if (config == FMHA_CONFIG_LATENT_TILE_PAIRS) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_TILE_PAIRS>{});
       return fallback;
     case 576:
       if (config == FMHA_CONFIG_LATENT_SEESAW) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW>{});
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
       if (config == FMHA_CONFIG_LATENT_NARROW) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_NARROW>{});
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW64>{});
-      if (config == FMHA_CONFIG_LATENT_TILE_PAIRS) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_TILE_PAIRS>{});
       return fallback;
     default:
       return fallback;
@@ -135,8 +133,7 @@ const char* kConfigHelp =
     "0 = WIDE (D = 64, 128, 256), 1 = DEEP (D = 64, 128, 256), 2 = STREAM (D = 128), 3 = KV_HEAD_PAIRS (D = 64), "
     "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576; sm_90a), "
     "7 = LATENT_SPLIT_QK (D = 512, 576; sm_90a), 8 = LATENT_NARROW (D = 512, 576, at most 16 packed rows; sm_90a), "
-    "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a), "
-    "11 = LATENT_TILE_PAIRS (D = 512, 576, pages of 32 tokens or more; sm_90a)";
+    "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }
 bool bad_stride(int64_t s) { return s < 0 || (s * 2) % 16 != 0; }
@@ -243,14 +240,12 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   fmha::sanitize_kv_strides(cap_s, Hkv, D, cap_b, sv[0], sv[1], sv[2]);
   const bool shared_kv = a->v == a->k && sk[0] == sv[0] && sk[1] == sv[1] && sk[2] == sv[2];
   const bool latent_config = a->config == FMHA_CONFIG_LATENT_SEESAW || a->config == FMHA_CONFIG_LATENT_SPLIT_QK ||
-                             a->config == FMHA_CONFIG_LATENT_NARROW || a->config == FMHA_CONFIG_LATENT_SEESAW64 ||
-                             a->config == FMHA_CONFIG_LATENT_TILE_PAIRS;
+                             a->config == FMHA_CONFIG_LATENT_NARROW || a->config == FMHA_CONFIG_LATENT_SEESAW64;
   if (latent_config && !shared_kv)
     return fail("config=%lld reads K and V as one latent: v must be k itself (the same pointer and strides)",
                 (long long)a->config);
   if (D == 576 && !latent_config)
-    return fail("D=576: only the LATENT configurations (6, 7, 8, 9, 11) serve it, got config=%lld",
-                (long long)a->config);
+    return fail("D=576: only the LATENT configurations (6, 7, 8, 9) serve it, got config=%lld", (long long)a->config);
   if (!a->q || !a->k || !a->v || !a->out || !a->lse)
     return fail("null tensor pointer (q, k, v, out, lse are required)");
   if (misaligned(a->q) || misaligned(a->k) || misaligned(a->v) || misaligned(a->out))
@@ -266,7 +261,7 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->causal != 0 && a->causal != 1) return fail("causal=%lld invalid (0 or 1)", (long long)a->causal);
   if (a->num_splits < 1 || a->num_splits > 1024) return fail("num_splits=%lld out of range [1, 1024]", (long long)a->num_splits);
   const int num_splits = static_cast<int>(a->num_splits);
-  if (a->config < 0 || a->config > FMHA_CONFIG_LATENT_TILE_PAIRS ||
+  if (a->config < 0 || a->config > FMHA_CONFIG_WIDE_GATHER ||
       config_shape(D, static_cast<int>(a->config)).tile_n == 0)
     return fail("config=%lld invalid for D=%d (%s)", (long long)a->config, D, kConfigHelp);
   const int config = static_cast<int>(a->config);
@@ -275,11 +270,6 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (config == FMHA_CONFIG_LATENT_NARROW && static_cast<long long>(T) * G > config_shape(D, config).narrow_rows)
     return fail("config LATENT_NARROW serves at most %d packed rows, got T x Hq/Hkv = %lld",
                 config_shape(D, config).narrow_rows, static_cast<long long>(T) * G);
-  // The tile-pairs loop has no producer warps to gather pages with: its pages are read by TMA boxes.
-  if (config == FMHA_CONFIG_LATENT_TILE_PAIRS && paged &&
-      arch::paged_gathers(D, config, static_cast<int>(a->page_size), 0, fmha::sm_count()))
-    return fail("config LATENT_TILE_PAIRS reads pages by TMA: page_size must be a multiple of 32, got %lld",
-                (long long)a->page_size);
   const bool pairs = config == FMHA_CONFIG_KV_HEAD_PAIRS;
   if (pairs) {
     const int max_rows = config_shape(D, config).narrow_rows;

@@ -48,7 +48,6 @@ enum FmhaConfig {
   FMHA_CONFIG_LATENT_NARROW = 8,
   FMHA_CONFIG_LATENT_SEESAW64 = 9,
   FMHA_CONFIG_WIDE_GATHER = 10,
-  FMHA_CONFIG_LATENT_TILE_PAIRS = 11,
 };
 
 const char* fmha_last_error(void);

@@ -23,7 +23,6 @@ enum class Mainloop : int {
   kSeesaw,      // consumer_loop_seesaw: D = 512, two warpgroups take turns over the tiles
   kSeesaw64,    // consumer_loop_seesaw64: the same over 64-key tiles of one ring whose stages free by halves
   kNarrowOnly,  // consumer_loop_narrow alone: at most kNarrowRows packed rows (the host refuses more)
-  kTilePairs,   // consumer_loop_tile_pairs: pairs of 64-key tiles side by side; no producer, box-wise loads
 };
 
 struct Config {
@@ -45,8 +44,7 @@ struct Config {
 
 constexpr Config kNoConfig{0, 0, 0, 0, 0, Mainloop::kSerial, false, false, 0, false, false, false};
 constexpr Mainloop kSerial = Mainloop::kSerial, kOverlapped = Mainloop::kOverlapped, kSeesaw = Mainloop::kSeesaw,
-                   kSeesaw64 = Mainloop::kSeesaw64, kNarrowOnly = Mainloop::kNarrowOnly,
-                   kTilePairs = Mainloop::kTilePairs;
+                   kSeesaw64 = Mainloop::kSeesaw64, kNarrowOnly = Mainloop::kNarrowOnly;
 
 // The table. A rule's reason in one line; its measurement in docs/design-sm90.md.
 //   tile  K  V  CTAs  TMA  loop  narrow  split_qk  Q regs  early wait  cluster merge  pair merge
@@ -90,9 +88,6 @@ constexpr Config config_table(int D, int config) {
       // warpgroup. 64 Q columns in registers (128 leave the consumer too few). Splits merge inside clusters:
       // the idle ring receives them.
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, true, false, true};
-      // LATENT_SEESAW64's ring and buffers; the consumers load it (no producer warpgroup).
-      if (config == FMHA_CONFIG_LATENT_TILE_PAIRS)
-        return {64, 2, 0, 1, 64, kTilePairs, false, false, 64, false, true, false, true};
       // At most 16 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
@@ -103,8 +98,6 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       // Two 72 KB stages beside seven boxes of Q (128 columns in registers) and two P tiles.
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 128, false, true, false, true};
-      if (config == FMHA_CONFIG_LATENT_TILE_PAIRS)
-        return {64, 2, 0, 1, 64, kTilePairs, false, false, 128, false, true, false, true};
       return kNoConfig;
     default:
       return kNoConfig;

@@ -80,7 +80,6 @@
 #include "mainloop_seesaw.cuh"
 #include "mainloop_seesaw64.cuh"
 #include "mainloop_serial.cuh"
-#include "mainloop_tile_pairs.cuh"
 #include "ptx_sm90.cuh"
 #include "traits.h"
 
@@ -130,11 +129,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
     if constexpr (Tr::kSeesaw)
       for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
-    if constexpr (Tr::kTilePairs) {  // one TMA arrival a box; a warpgroup's threads a hand-off
-      for (int s = 0; s < Tr::kStages; ++s)
-        for (int bx = 0; bx < Tr::kBoxes; ++bx) ptx::mbarrier_init(&ss.full_box[s][bx], kFullArrivals);
-      for (int i = 0; i < 4; ++i) ptx::mbarrier_init(&ss.pair_bar[i], 128);
-    }
     ptx::fence_mbarrier_init();  // (release at cluster scope: the partner arrives on pair_full)
     // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
     ptx::prefetch_tensormap(&tmap_k);
@@ -178,10 +172,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
   // Consumer
   if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
 #if FMHA_PROBE_STREAM_ONLY
-  if constexpr (!Tr::kTilePairs) {  // (no producer to stream alone: the tile-pairs loop runs as built)
-    probe_stream_only_consumer<Tr>(ss, tr, cluster_merge, pair_merge);
-    return;
-  }
+  probe_stream_only_consumer<Tr>(ss, tr, cluster_merge, pair_merge);
+  return;
 #endif
   bool narrow = false;
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
@@ -189,8 +181,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
   } else if (narrow) {
     if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
-  } else if constexpr (Tr::kTilePairs) {
-    consumer_loop_tile_pairs<Tr, kBf16>(ss, &tmap_k, p, tr, b, kvh, row0, split, threadIdx.x);
   } else if constexpr (Tr::kSeesaw64) {
     consumer_loop_seesaw64<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   } else if constexpr (Tr::kSeesaw) {

@@ -106,12 +106,12 @@ int Instance<D, kBf16, kConfig>::merge_mode(int num_splits, long long clusters, 
   return kMergeByKernel;
 }
 
-// Row blocks 2i and 2i + 1 of an unsplit grid of a 64-key latent loop (blockIdx.x = row block) as a cluster of two,
+// Row blocks 2i and 2i + 1 of an unsplit 64-key seesaw grid (blockIdx.x = row block) as a cluster of two,
 // where the device holds such clusters.
 template <int D, bool kBf16, int kConfig>
 bool Instance<D, kBf16, kConfig>::pairs_row_blocks(int num_splits, long long row_blocks, bool exclusive) {
   using Tr = DecodeTraits<D, kConfig>;
-  return kPairRowBlocksEnabled && Tr::kTile64 && num_splits == 1 && row_blocks % 2 == 0 &&
+  return kPairRowBlocksEnabled && Tr::kSeesaw64 && num_splits == 1 && row_blocks % 2 == 0 &&
          max_active_clusters(2, exclusive) > 0;
 }
 

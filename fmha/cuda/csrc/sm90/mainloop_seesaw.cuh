@@ -42,9 +42,9 @@ struct SeesawSmem {
   // of each 128 B row), as the A operand of the P V wgmma (K-major, 128B-swizzled like Q); the 64-key seesaw's
   // P(it) fills box kQSmemBoxes + it % 2.
   __device__ static uint16_t* p_box(SharedStorage<Tr>& ss, int it) {
-    return ss.q[Tr::kQSmemBoxes + (Tr::kTile64 ? it & 1 : (it >> 1) & 1)];
+    return ss.q[Tr::kQSmemBoxes + (Tr::kSeesaw64 ? it & 1 : (it >> 1) & 1)];
   }
-  __device__ static int p_chunk0(int it) { return Tr::kTile64 ? 0 : 4 * (it & 1); }  // its first 16 B chunk
+  __device__ static int p_chunk0(int it) { return Tr::kSeesaw64 ? 0 : 4 * (it & 1); }  // its first 16 B chunk
   __device__ static uint32_t p_in_row(int it) { return static_cast<uint32_t>(p_chunk0(it)) * 16u; }
   // Row state after tile it, thread tid_wg's: (m_i[0], m_i[1], l_i[0], l_i[1]) and (alpha[0], alpha[1], -, -).
   __device__ static float4* state(SharedStorage<Tr>& ss, int it) { return ss.s_exchange + (it & 1) * 256; }

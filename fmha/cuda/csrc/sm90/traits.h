@@ -37,15 +37,9 @@ struct DecodeTraits {
   // Two consumer warpgroups take turns over the tiles (consumer_loop_seesaw: each computes S of every
   // other tile over the whole head dim and shares P), or split the head dim of Q K^T and exchange their
   // partial scores (kSplitQk; otherwise each would compute the full S: 1.5x the MMA work).
-  // (kTilePairs counts as a seesaw: the same Q, P and row-state buffers.)
-  static constexpr bool kSeesaw =
-      kCfg.loop == Mainloop::kSeesaw || kCfg.loop == Mainloop::kSeesaw64 || kCfg.loop == Mainloop::kTilePairs;
+  static constexpr bool kSeesaw = kCfg.loop == Mainloop::kSeesaw || kCfg.loop == Mainloop::kSeesaw64;
   // The seesaw over 64-key tiles (consumer_loop_seesaw64): two ring stages, tile it in stage it % 2.
   static constexpr bool kSeesaw64 = kCfg.loop == Mainloop::kSeesaw64;
-  // Tile pairs with no producer (consumer_loop_tile_pairs): the warpgroups compute Q K^T of a pair of 64-key tiles
-  // side by side and issue the ring's loads themselves, box by box, each box on its own full barrier.
-  static constexpr bool kTilePairs = kCfg.loop == Mainloop::kTilePairs;
-  static constexpr bool kTile64 = kSeesaw64 || kTilePairs;  // the two 64-key loops of the latent ring
   // A ring stage fills and frees in two halves (common/kv_ring.cuh): boxes [0, kHalfBoxes) land on full_k
   // and are freed on empty_k by warpgroup 0 (whose P V reads them), the rest on full_v / empty_v by
   // warpgroup 1, so that each half reloads as soon as its one reader is done.
@@ -58,9 +52,9 @@ struct DecodeTraits {
   static constexpr bool kVBarriers = !kSharedKv || kRingHalves;
   // The softmax keeps a lazy reference max (online_softmax_tile): the 64-key seesaw's accumulator rescales lie
   // on the hand-off chain between its warpgroups.
-  static constexpr bool kLazyMax = kTile64;
+  static constexpr bool kLazyMax = kSeesaw64;
   // ... and reduces its rows in short chains (online_softmax_tile), for the same reason.
-  static constexpr bool kShortChains = kTile64;
+  static constexpr bool kShortChains = kSeesaw64;
   static constexpr bool kSplitQk = kCfg.split_qk;
   static constexpr bool kOverlap = kCfg.loop == Mainloop::kOverlapped;
   static constexpr bool kSkipUnitRescale = D >= kSkipUnitRescaleMinD;  // see rescale_acc
@@ -71,7 +65,7 @@ struct DecodeTraits {
   static constexpr bool kClusterMerge = kCfg.cluster_merge;
   // Packed query rows up to which the dealt-rows merge is taken: any in the 64-key seesaw, whose 512-column
   // fp32 partials cost more to round-trip through the workspace than to push (config.h otherwise).
-  static constexpr int kClusterMergeMaxRows = kTile64 ? INT_MAX : sm90::kClusterMergeMaxRows;
+  static constexpr int kClusterMergeMaxRows = kSeesaw64 ? INT_MAX : sm90::kClusterMergeMaxRows;
   static constexpr bool kPairMerge = kCfg.pair_merge;
   static constexpr int kBoxCols = 64;            // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row (K's)
@@ -84,8 +78,8 @@ struct DecodeTraits {
   // is what the launch bounds give every thread (65536 / kThreads rounded down to a multiple of 8: 168 at
   // 384 threads); setmaxnreg.inc waits until the pool has the registers, so 128 x kProducerRegs + 256 x
   // kConsumerRegs must fit in it.
-  static constexpr bool kSetMaxNReg = kConsumerWGs == 2 && !kTilePairs;
-  static constexpr int kProducerThreads = kTilePairs ? 0 : kSetMaxNReg ? 128 : 32;
+  static constexpr bool kSetMaxNReg = kConsumerWGs == 2;
+  static constexpr int kProducerThreads = kSetMaxNReg ? 128 : 32;
   static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   // Producer warps that gather a paged tile with cp.async (common/kv_ring.cuh; the gather path only): one
@@ -96,8 +90,7 @@ struct DecodeTraits {
   static constexpr int kGatherWarps =
       kCfg.gather_warps ? kCfg.gather_warps : kSetMaxNReg ? kProducerThreads / 32 : kCtasPerSm == 2 ? 2 : 4;
   static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
-  // The largest launch (static_assert below); kTilePairs never gathers (the host plans it for TMA launches only).
-  static constexpr int kMaxThreads = kTilePairs ? kThreads : kGatherThreads;
+  static constexpr int kMaxThreads = kGatherThreads;  // the largest launch (static_assert below)
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
   // The 64-key seesaw's producer issues each tile in two halves: 24 registers are too few for its live ranges.
   static constexpr int kProducerRegs = kSeesaw64 ? 32 : sm90::kProducerRegs;
@@ -110,7 +103,7 @@ struct DecodeTraits {
   // The fewest tokens of a paged launch's TMA box (config.h paged_gathers: smaller pages gather), as the
   // producer's page lookup counts them: the 64-key seesaw's setmaxnreg producer keeps two page ids a
   // tile instead of eight, which its registers hold.
-  static constexpr int kPagedMinBoxRows = kTile64 ? kPagedTmaMinRows : 8;
+  static constexpr int kPagedMinBoxRows = kSeesaw64 ? kPagedTmaMinRows : 8;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread. The
   // seesaw keeps its row states there instead: per parity, 2 float4 per thread (see SeesawSmem).
@@ -156,22 +149,22 @@ struct DecodeTraits {
   static_assert(!kSplitQk || (kConsumerWGs == 2 && kOverlapBoxes * kBoxCols <= kQRegCols),
                 "split Q K^T: whole boxes; warpgroup 0's zero boxes in registers");
   static_assert(kHeadDimV == D || kSharedKv, "a V head dim of its own: the shared-latent ring only");
-  static_assert(!kSharedKv || ((kConsumerWGs == 2 || kNarrowOnly) && (!kCfg.cluster_merge || kTile64) &&
+  static_assert(!kSharedKv || ((kConsumerWGs == 2 || kNarrowOnly) && (!kCfg.cluster_merge || kSeesaw64) &&
                                !kCfg.pair_merge),
                 "one ring: the D = 512 loops or the narrow one, merged by the combine kernel (the 64-key seesaw "
                 "also inside clusters)");
   // One ring holds a stage until P V: the seesaw waits for K(o + 2) and an early operand wait for K(it + 2)
   // before releasing stage o (it), the overlapped loop for K(it + 1); the serial loop releases K after Q K^T.
   static_assert(!kSharedKv || (kCfg.loop != Mainloop::kSerial && kStages >= 2 &&
-                               ((!kSeesaw && !kEarlyOperandWait) || kStages >= 3 || kTile64)),
+                               ((!kSeesaw && !kEarlyOperandWait) || kStages >= 3 || kSeesaw64)),
                 "one ring: too few stages for the loop, or the serial loop");
-  static_assert(!kTile64 || (kSharedKv && kStages == 2 && kBoxesV % 2 == 0),
+  static_assert(!kSeesaw64 || (kSharedKv && kStages == 2 && kBoxesV % 2 == 0),
                 "64-key seesaw: one ring of two stages (one per warpgroup), halves of whole V boxes");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
-  static_assert(kQRegCols == 0 || kBlockN == 32 || (kTile64 && kBlockN == 64),
+  static_assert(kQRegCols == 0 || kBlockN == 32 || (kSeesaw64 && kBlockN == 64),
                 "Q in registers: the m64n32k16 (m64n64k16 in the 64-key seesaw) register-A wgmma");
   static_assert(kQRegCols == 0 || kSeesaw || kSplitQk, "Q in registers: split Q K^T or seesaw");
-  static_assert(!kSeesaw || (kConsumerWGs == 2 && kBlockN == (kTile64 ? 64 : 32) && kOutCols == 256),
+  static_assert(!kSeesaw || (kConsumerWGs == 2 && kBlockN == (kSeesaw64 ? 64 : 32) && kOutCols == 256),
                 "seesaw: 32-key P buffers, two to a box (64-key: one a box); N = 256 P V");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
   static_assert(kBlockN % (8 * kGatherWarps) == 0, "gather: whole swizzle groups per gathering warp");
@@ -205,10 +198,6 @@ struct SharedStorage {
   // (it / 2) % 2; every thread of the publishing warpgroup arrives (release), the other waits (acquire).
   static constexpr uint32_t kPublishArrivals = 128;
   alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
-  // kTilePairs (consumer_loop_tile_pairs): box bx of ring stage s landed (full_box[s][bx]; the TMA bytes of one
-  // box), and the four hand-offs of a tile pair between the warpgroups (PairBarrier; 128 arrivals each).
-  alignas(8) uint64_t full_box[Tr::kTilePairs ? Tr::kStages : 1][Tr::kTilePairs ? Tr::kBoxes : 1];
-  alignas(8) uint64_t pair_bar[Tr::kTilePairs ? 4 : 1];
   // kMergeDealtRows: the K and V rings and the score exchange behind them (idle by then) receive the rows this CTA
   // merges, from every split of its cluster (see ClusterMerge, common/merge.cuh; merge_capacity_floats).
   static constexpr int kMergeStride = merge_stride(Tr::kHeadDimV);
@@ -259,8 +248,6 @@ constexpr uint32_t kBarVTail = 2;   // consumers (the seesaw: the tile owner's w
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
-constexpr uint32_t kBarVTailWg1 = 6;   // tile pairs: warpgroup 1's V rows past the sequence cleared and fenced
-constexpr uint32_t kBarPairSums = 7;   // tile pairs: both warpgroups' row sums written
 
 }  // namespace sm90
 }  // namespace fmha
