@@ -76,35 +76,6 @@ __device__ __forceinline__ void load_q_tile_chunks(Ss& ss, const DecodeParams& p
   }
 }
 
-// All kBoxes of Q, in order, into shared-memory boxes 0 .. kBoxes - 1 of a seesaw (its Q boxes and then its P
-// boxes, free until the first softmax: consumer_prologue_staged_q). A thread's chunks e = ctid + i kThreads
-// lie on rows that grow by at most kThreads / kChunksPerRow + 1 from one to the next, so its row's (token,
-// head) follows by carries from one division per thread instead of one per chunk.
-template <class Tr, class Ss>
-__device__ __forceinline__ void load_q_all_boxes(Ss& ss, const DecodeParams& p, int b, int kvh, int row0,
-                                                 int ctid) {
-  static_assert(Tr::kSeesaw && Tr::kBoxes <= Tr::kQSmemBoxes + Tr::kPBoxes, "Q staged: the seesaw's P boxes");
-  constexpr int kChunksPerRow = Tr::kBoxes * 8;
-  constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
-  static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
-  constexpr int kPerThread = kTotal / Tr::kConsumerThreads;
-  const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_b + kvh * p.G * p.q_h;
-  int r_at = 0, t = row0 / p.G, g = row0 % p.G;  // (token, head in the group) of row row0 + r_at
-  uint4 val[kPerThread];
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int e = ctid + i * Tr::kConsumerThreads, r = e / kChunksPerRow, c = e % kChunksPerRow;
-    for (g += r - r_at, r_at = r; g >= p.G; g -= p.G) ++t;
-    val[i] = make_uint4(0u, 0u, 0u, 0u);
-    if (row0 + r < p.rows) val[i] = __ldg(reinterpret_cast<const uint4*>(q + t * p.q_t + g * p.q_h + c * 8));
-  }
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    const int e = ctid + i * Tr::kConsumerThreads, r = e / kChunksPerRow, c = e % kChunksPerRow;
-    *reinterpret_cast<uint4*>(&ss.q[c / 8][r * Tr::kBoxCols + ((c % 8) ^ (r % 8)) * 8]) = val[i];  // 128B swizzle
-  }
-}
-
 template <class Tr, class Ss>
 __device__ __forceinline__ void load_q_tile(Ss& ss, const DecodeParams& p, int b, int kvh, int row0,
                                             int ctid) {
