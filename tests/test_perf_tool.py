@@ -709,7 +709,7 @@ def test_latent_ab_refuses_bad_arguments():
     """tools/latent_ab.py: --lib must be NAME=PATH, and it needs a GPU (it says so rather than failing later)."""
     for argv, said in ((["--lib", "=x.so"], "NAME=PATH"), (["--lib", "new=x.so"], "needs a CUDA GPU"), ([], "--lib"),
                        (["--lib", "new=x.so@latent_seesaw64@nope"], "plan token '@nope'"),
-                       (["--lib", "new=x.so@splits=0"], "@splits=N")):
+                       (["--lib", "new=x.so@splits=0"], "@splits=N"), (["--lib", "new=@deep"], "no library path")):
         r = subprocess.run([sys.executable, os.path.join(REPO, "tools", "latent_ab.py"), *argv], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and said in r.stderr, (argv, r.stderr)
@@ -720,10 +720,40 @@ def test_ncu_probe_refuses_bad_plans():
     """tools/ncu_probe.py --plan takes plan tokens for the cuda backend only, and names a bad one."""
     tool = os.path.join(REPO, "tools", "ncu_probe.py")
     for argv, said in ((["--plan", "@nope"], "plan token '@nope'"), (["--plan", "latent_seesaw64"], "plan token"),
-                       (["--plan", "@deep", "--backend", "triton"], "run the cuda backend")):
+                       (["--plan", "@deep", "--backend", "triton"], "--plan runs the cuda backend"),
+                       (["--plan", "@deep=3"], "plan token '@deep=3'")):
         r = subprocess.run([sys.executable, tool, "--shape", "1,1,8,8,64,128", *argv], cwd=REPO,
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 2 and said in r.stderr, (argv, r.stderr)
+
+
+def test_force_plan_forces_only_what_serves_the_problem():
+    """tools/_cuda.py force_plan: a latent configuration only where V is K's memory, LATENT_NARROW only up to its
+    narrow rows, the first serving token in the order given; @splits=N everywhere."""
+    import types
+
+    from tools._cuda import CONFIGS, force_plan
+
+    class Lib:
+        def fmha_config_tile_n(self, d, c):
+            return 64 if (d in (512, 576) and c in (4, 5, 6, 7, 8, 9)) or (d == 128 and c in (0, 1, 2)) else 0
+
+        def fmha_config_narrow_rows(self, d, c):
+            return 16 if c == CONFIGS["latent_narrow"] else 0
+
+    def plan_of(tokens, **problem):
+        b = types.SimpleNamespace(launch_plan=lambda p, index: (-1, 3))
+        force_plan(b, Lib(), tokens)
+        p = types.SimpleNamespace(**{"head_dim": 576, "kv_shared": True, "seqlen_q": 1, "group_size": 16, **problem})
+        return b.launch_plan(p, 0)
+
+    assert plan_of(["@latent_narrow"]) == (CONFIGS["latent_narrow"], 3)
+    assert plan_of(["@latent_narrow"], group_size=128) == (-1, 3)  # 128 rows: the plan's choice
+    assert plan_of(["@latent_narrow", "@latent_seesaw64"], group_size=128) == (CONFIGS["latent_seesaw64"], 3)
+    assert plan_of(["@latent_seesaw64", "@latent_narrow"]) == (CONFIGS["latent_seesaw64"], 3)  # the first serving
+    assert plan_of(["@latent_seesaw64"], head_dim=512, kv_shared=False) == (-1, 3)  # separate V
+    assert plan_of(["@seesaw", "@splits=2"], head_dim=512, kv_shared=False) == (CONFIGS["seesaw"], 2)
+    assert plan_of(["@deep"]) == (-1, 3)  # no D = 576 kernel of that configuration
 
 
 def test_build_flashmla_refuses_missing_checkouts(tmp_path):

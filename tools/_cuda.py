@@ -18,6 +18,8 @@ CONFIGS = {"wide": 0, "deep": 1, "stream": 2, "pairs": 3, "seesaw": 4, "split_qk
            "latent_split_qk": 7, "latent_narrow": 8, "latent_seesaw64": 9, "wide_gather": 10}
 KV_HEAD_PAIRS = CONFIGS["pairs"]
 CONFIG_NAMES = {v: k for k, v in CONFIGS.items()}
+# The configurations that read K and V as one latent (the C API refuses them unless v_cache is k_cache's memory).
+LATENT_CONFIGS = {CONFIGS[n] for n in ("latent_seesaw", "latent_split_qk", "latent_narrow", "latent_seesaw64")}
 
 # Probe builds (fmha.cuda.loader.load_probe): mode -> whether its results are right.
 PROBE_MODES = {
@@ -109,11 +111,11 @@ def parse_variant(spec: str) -> Variant:
 
 
 def check_plan_tokens(tokens, spec: str):
-    """ValueError naming `spec` for a token that is neither @<config> (a CONFIGS name) nor @splits=N."""
+    """ValueError naming `spec` for a token that is neither @<config> (a CONFIGS name, no value) nor @splits=N."""
     for token in tokens:
-        name, _, value = token[1:].partition("=")
-        if not token.startswith("@") or (name not in CONFIGS and
-                                         not (name == "splits" and value.isdigit() and int(value) >= 1)):
+        name, eq, value = token[1:].partition("=")
+        config = name in CONFIGS and not eq
+        if not token.startswith("@") or not (config or (name == "splits" and value.isdigit() and int(value) >= 1)):
             raise ValueError(f"{spec!r}: plan token {token!r}: @<config> ({', '.join(CONFIGS)}) or @splits=N")
 
 
@@ -157,11 +159,12 @@ def bound_backend(lib):
 
 def library_backend(path: str, plan=()):
     """A CudaBackend bound to a prebuilt library file (e.g. one built from an older commit of this C API), plan
-    tokens (force_plan) applied."""
-    check_plan_tokens(list(plan), path)
+    tokens (force_plan; a list, or one string of them) applied."""
+    tokens = plan.split() if isinstance(plan, str) else list(plan)
+    check_plan_tokens(tokens, path)
     lib = _OlderLibrary(declare(ctypes.CDLL(path)))
     b = bound_backend(lib)
-    force_plan(b, lib, list(plan))
+    force_plan(b, lib, tokens)
     return b
 
 
@@ -173,23 +176,35 @@ def variant_backend(v: Variant):
     return b, lib
 
 
+def serves(lib, config: int, p) -> bool:
+    """Whether `config` can run problem p: its head dim has the configuration, a latent configuration has V in K's
+    memory (p.kv_shared), and LATENT_NARROW at most its narrow rows."""
+    if lib.fmha_config_tile_n(p.head_dim, config) <= 0:
+        return False
+    if config in LATENT_CONFIGS and not p.kv_shared:
+        return False
+    rows = p.seqlen_q * p.group_size
+    return config != CONFIGS["latent_narrow"] or rows <= lib.fmha_config_narrow_rows(p.head_dim, config)
+
+
 def force_plan(b, lib, tokens):
-    """Override b.launch_plan by plan tokens: @<config> (a CONFIGS name) runs the
-    problems whose head dim has that configuration with it (the plan's choice elsewhere; @pairs unsplit, D = 64
-    caches with their KV heads side by side), @splits=N with N KV splits (else the plan's count)."""
+    """Override b.launch_plan by plan tokens: @<config> (a CONFIGS name) runs the problems it serves (`serves`)
+    with it, the first such token in the order given (the plan's choice elsewhere; @pairs unsplit, D = 64 caches
+    with their KV heads side by side), @splits=N with N KV splits (else the plan's count)."""
     plan = dict(w[1:].partition("=")[::2] for w in tokens)
     if not plan:
         return
     planned = b.launch_plan
-    forced_configs = [CONFIGS[name] for name in CONFIGS if name in plan]
+    forced_configs = [CONFIGS[name] for name in plan if name in CONFIGS]
 
     def forced(p, index):
         config, splits = planned(p, index)
         for c in forced_configs:
-            if lib.fmha_config_tile_n(p.head_dim, c) > 0:
+            if serves(lib, c, p):
                 if c == KV_HEAD_PAIRS:
                     return c, 1
                 config = c
+                break
         return config, int(plan.get("splits") or splits)
 
     b.launch_plan = forced  # type: ignore[method-assign]

@@ -40,11 +40,13 @@ def main(argv=None) -> int:
         ap.error(f"--lib takes NAME=PATH, got {args.lib}")
     from tools._cuda import check_plan_tokens
 
-    for _, spec in libs:
+    for name, spec in libs:
+        if not spec.split("@")[0]:
+            ap.error(f"--lib {name}={spec}: no library path before the plan tokens")
         try:
             check_plan_tokens(["@" + t for t in spec.split("@")[1:]], spec)
         except ValueError as e:
-            ap.error(str(e))
+            ap.error(f"--lib {name}=...: {e}")
 
     import torch
     from fmha.problem import validate
@@ -53,7 +55,7 @@ def main(argv=None) -> int:
     from perf.peers import Unsupported
     from perf.shapes import select
     from perf.timing import graph_round, l2_cache_bytes, round_order, rotation_count
-    from tools._cuda import library_backend
+    from tools._cuda import CONFIG_NAMES, library_backend
 
     if not torch.cuda.is_available():
         ap.error("needs a CUDA GPU")
@@ -81,8 +83,10 @@ def main(argv=None) -> int:
         p = validate(inp.sets[0][0], inp.sets[0][1], v_of(inp.sets[0][1]), seqlens, inp.softmax_scale, True)
         outs = [q.new_empty(shape.B, shape.T, shape.Hq, shape.Dv) for q, _ in inp.sets]
         lses = [torch.empty(shape.B, shape.Hq, shape.T, device=dev, dtype=torch.float32) for _ in inp.sets]
-        calls = {}
+        calls, plans = {}, {}
         for name, b in backends.items():
+            config, splits = b.launch_plan(p, dev.index or 0)  # what the row says it timed (forced or planned)
+            plans[name] = f"{CONFIG_NAMES.get(config, config)}" + (f" x{splits}" if splits > 1 else "")
             def call(i, b=b):
                 q, kv = inp.sets[i]
                 b.run(p, q, kv, v_of(kv), seqlens, outs[i], lses[i])
@@ -109,7 +113,7 @@ def main(argv=None) -> int:
             gate = "" if checks[name] >= MIN_COSINE else f" WRONG (cosine {checks[name]:.6f})"
             rounds = " ".join(f"{u:.1f}" + (f"@{m:.0f}" if m is not None else "") for u, m in ts)
             print(f"{shape.name:46s} {name:16s} {med:8.1f} us  {base / med:5.3f}x of {libs[0][0]}  "
-                  f"[{rounds}]{gate}", flush=True)
+                  f"[{rounds}]{gate}" + (f"  ({plans[name]})" if name in plans else ""), flush=True)
         del calls, inp, outs, lses
         torch.cuda.empty_cache()
     return 0

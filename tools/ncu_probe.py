@@ -69,11 +69,12 @@ def main():
     ap.add_argument("--iters", type=int, default=3, help="calls after the warm-up call (default %(default)s)")
     ap.add_argument("--clocks", action="store_true", help="also loop --seconds long and print SM clock and power")
     ap.add_argument("--seconds", type=float, default=2.0, help="with --clocks (default %(default)s)")
-    ap.add_argument("--plan", default="", help="plan tokens for the cuda backend, e.g. '@latent_tile_pairs @splits=2' "
+    ap.add_argument("--plan", default="", help="plan tokens for the cuda backend, e.g. '@latent_seesaw64 @splits=2' "
                                                "(tools/_cuda.py force_plan)")
     a = ap.parse_args()
-    if (a.probe or a.plan) and a.backend != "cuda":
-        ap.error("--probe and --plan run the cuda backend")
+    for flag, value in (("--probe", a.probe), ("--plan", a.plan)):
+        if value and a.backend != "cuda":
+            ap.error(f"{flag} runs the cuda backend, got --backend {a.backend}")
     if a.probe and a.plan:
         ap.error("--plan applies to the product library, not to a --probe build")
     try:
@@ -110,6 +111,7 @@ def main():
             if b._fn is None:
                 b._bind()
             force_plan(b, loader.load(_target_arch()), a.plan.split())
+            print(fmha.explain(q, k, v, causal=a.causal, backend="cuda"), flush=True)  # what the plan launches
         call = lambda: fmha.attention(q, k, v, causal=a.causal, backend=a.backend, out=out)  # noqa: E731
     call()
     torch.cuda.synchronize()

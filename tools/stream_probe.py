@@ -88,7 +88,8 @@ def main():
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--flags", default="", help="more nvcc flags for the probed library, e.g. -DFMHA_DISABLE_PDL=1 "
                     "(--flags=-D...: a value that starts with '-' needs the '='); plan tokens "
-                    "(@wide, @deep, @stream, @pairs, @seesaw, @split_qk, @splits=N) force the launch plan")
+                    "(@wide, @deep, @stream, @pairs, @seesaw, @split_qk, @wide_gather, @splits=N) force the launch "
+                    "plan")
     ap.add_argument("--repeat", type=int, default=1,
                     help="calls back to back (no host sync between) before reading: the stamps are the last call's")
     ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd",

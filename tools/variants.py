@@ -9,7 +9,8 @@ A variant is NAME=SPEC, SPEC words among: nvcc flags (on top of FMHA_NVCC_FLAGS;
 -DFMHA_DISABLE_PDL=1, -DFMHA_DISABLE_CLUSTER_MERGE=1, -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1), one probe build
 `probe:MODE` (timestamps; stream_only and no_combine give wrong results by design: consumers release each stage as
 soon as it lands, split partials are not merged) and plan tokens (@wide, @deep, @stream, @pairs, @seesaw,
-@split_qk, @wide_gather, @splits=N; see tools/_cuda.py force_plan). Every variant is built into its own library
+@split_qk, @wide_gather, the @latent_* configurations where V is K's memory, @splits=N; see tools/_cuda.py
+force_plan). Every variant is built into its own library
 (cached by flags) and loaded side by side in this process. For each shape the contenders (every variant, the
 triton backend and cuDNN SDPA) are timed in turn, round after round (--rounds), every other round in reversed
 order, so slow drifts of the GPU's state (power cap, clocks, temperature) hit them alike: on an H200 the same
