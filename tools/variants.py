@@ -8,18 +8,17 @@ probe builds, prebuilt libraries and launch-plan overrides, against the triton b
 A variant is NAME=SPEC, SPEC words among: nvcc flags (on top of FMHA_NVCC_FLAGS; the feature flags
 -DFMHA_DISABLE_PDL=1, -DFMHA_DISABLE_CLUSTER_MERGE=1, -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1), one probe build
 `probe:MODE` (timestamps; stream_only and no_combine give wrong results by design: consumers release each stage as
-soon as it lands, split partials are not merged) and plan tokens (@wide, @deep, @stream, @pairs, @seesaw,
-@split_qk, @wide_gather, the @latent_* configurations where V is K's memory, @splits=N; see tools/_cuda.py
-force_plan). Every variant is built into its own library
-(cached by flags) and loaded side by side in this process. For each shape the contenders (every variant, the
-triton backend and cuDNN SDPA) are timed in turn, round after round (--rounds), every other round in reversed
-order, so slow drifts of the GPU's state (power cap, clocks, temperature) hit them alike: on an H200 the same
-kernel timed minutes apart in separate processes moved by up to 12%. Each timing is the median of 30 CUDA-graph
-replays over rotating input sets larger than 3x L2; the table shows the median over rounds, the spread (max - min)
-/ median and, where NVML answers, the median SM clock the contender was timed at (perf/clocks.py). Every variant's
-output is checked against the triton backend's (maxdiff; "wrong by design" marks the probe modes whose results are
-not meant to be right). Units: us per call, GB/s decimal (q + k + v + out bytes). --separate puts a one-element
-add after every call (see its help).
+soon as it lands, split partials are not merged) and plan tokens (@wide, @deep, @stream, @pairs, @seesaw, @split_qk,
+@wide_gather, the @latent_* configurations where V is K's memory, @splits=N; see tools/_cuda.py force_plan). Every
+variant is built into its own library (cached by flags) and loaded side by side in this process. For each shape the
+contenders (every variant, the triton backend and cuDNN SDPA) are timed in turn, round after round (--rounds), every
+other round in reversed order, so slow drifts of the GPU's state (power cap, clocks, temperature) hit them alike: on
+an H200 the same kernel timed minutes apart in separate processes moved by up to 12%. Each timing is the median of
+30 CUDA-graph replays over rotating input sets larger than 3x L2; the table shows the median over rounds, the spread
+(max - min) / median and, where NVML answers, the median SM clock the contender was timed at (perf/clocks.py). Every
+variant's output is checked against the triton backend's (maxdiff; "wrong by design" marks the probe modes whose
+results are not meant to be right). Units: us per call, GB/s decimal (q + k + v + out bytes). --separate puts a
+one-element add after every call (see its help).
 
 By default each replay is timed on its own (the host waits for it before launching the next), which
 leaves the GPU a short gap between replays. --sustained times as `python -m perf` does instead: the
