@@ -35,18 +35,22 @@ def main(argv=None) -> int:
     ap.add_argument("--settle-ms", type=float, default=200.0)
     ap.add_argument("--no-flashinfer", action="store_true")
     args = ap.parse_args(argv)
-    libs = [x.split("=", 1) for x in args.lib]
-    if any(len(x) != 2 or not x[0] for x in libs):
+    pairs = [x.split("=", 1) for x in args.lib]
+    if any(len(x) != 2 or not x[0] for x in pairs):
         ap.error(f"--lib takes NAME=PATH, got {args.lib}")
     from tools._cuda import check_plan_tokens
 
-    for name, spec in libs:
-        if not spec.split("@")[0]:
+    libs = []  # (name, path, plan tokens)
+    for name, spec in pairs:
+        path, *words = spec.split("@")
+        tokens = ["@" + w for w in words]
+        if not path:
             ap.error(f"--lib {name}={spec}: no library path before the plan tokens")
         try:
-            check_plan_tokens(["@" + t for t in spec.split("@")[1:]], spec)
+            check_plan_tokens(tokens, spec)
         except ValueError as e:
             ap.error(f"--lib {name}=...: {e}")
+        libs.append((name, path, tokens))
 
     import torch
     from fmha.problem import validate
@@ -60,10 +64,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         ap.error("needs a CUDA GPU")
     dev = torch.device("cuda")
-    backends = {}
-    for name, spec in libs:
-        path, *tokens = spec.split("@")
-        backends[name] = library_backend(path, ["@" + t for t in tokens])
+    backends = {name: library_backend(path, tokens) for name, path, tokens in libs}
     prefixes = [s for s in args.shapes.split(",") if s]
     shapes = [s for s in select("deepseek", None) if any(s.name.startswith(p) for p in prefixes)]
     if not shapes:
