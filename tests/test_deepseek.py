@@ -362,6 +362,34 @@ def test_cuda_seesaw64_row_block_pairs(monkeypatch, T, heads, page_size):
 
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("layout,T,heads,num_splits", [
+    ("wide", 3, (32, 1), 1),       # rows 1280 B apart: Q by TMA, boxes of 32 heads x 2 tokens, token 3 of 4 past T
+    ("wide", 2, (48, 1), 3),       # 48 heads: a row block is no box of (heads, tokens), the consumers load Q
+    ("token_major", 2, (128, 1), 1),  # [T, B, Hq, D] memory seen as [B, T, Hq, D]: TMA takes any stride order
+    ("wide", 1, (16, 1), 4),       # 16 heads x 4 tokens a box, tokens 1-3 past T
+])
+def test_cuda_seesaw64_q_views(monkeypatch, layout, T, heads, num_splits):
+    """The 64-key seesaw's Q as views whose rows are not dense: read by TMA where a row block is one box of
+    (heads, tokens), else by the consumers; results as the reference, poisoned output, NaN past every length."""
+    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
+    Hq, Hkv = heads
+    B, S, Dqk = 2, 129, 576
+    q, k, v, sl = latent_inputs(B, T, Hq, Hkv, S, Dqk, 512, "slice", [S, 70], seed=T + Hq, device="cuda")
+    if layout == "token_major":
+        view = q.transpose(0, 1).contiguous().transpose(0, 1)
+    else:
+        view = torch.full((B, T, Hq, 640), float("nan"), dtype=q.dtype, device="cuda")[..., :Dqk]
+        view.copy_(q)
+    assert torch.equal(view, q) and not view.is_contiguous()
+    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True)
+    k_in, v_in = with_nan_past_lengths(k, v, sl, "slice")
+    out, lse = run_poisoned("cuda", view, k_in, v_in, sl)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(),
+            what=f"Q {layout} T={T} {Hq}/{Hkv} splits={num_splits}")
+
+
+@sm90_kernel
+@pytest.mark.gpu
 @pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
                                                         (3, None, torch.float16)])
 def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, page_size, dtype):

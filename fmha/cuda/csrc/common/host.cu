@@ -119,6 +119,31 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
   return 0;
 }
 
+bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int Hq, int D, int G, int64_t q_b,
+                  int64_t q_t, int64_t q_h) {
+  auto encode = get_encode_fn();
+  if (encode == nullptr || G <= 0 || (G % 64 != 0 && 64 % G != 0)) return false;
+  // Strides of size-1 dimensions address nothing (torch may report any value for them).
+  if (Hq == 1) q_h = D;
+  if (T == 1) q_t = static_cast<int64_t>(Hq) * q_h;
+  if (B == 1) q_b = static_cast<int64_t>(T) * q_t;
+  const int64_t eb = 2;  // bytes per element (fp16 / bf16)
+  for (int64_t st : {q_h, q_t, q_b})
+    if (st <= 0 || (st * eb) % 16 != 0 || st * eb >= (int64_t(1) << 40)) return false;
+  if (reinterpret_cast<uintptr_t>(q) % 16 != 0) return false;
+  cuuint64_t dims[4] = {static_cast<cuuint64_t>(D), static_cast<cuuint64_t>(Hq), static_cast<cuuint64_t>(T),
+                        static_cast<cuuint64_t>(B)};
+  cuuint64_t strides[3] = {static_cast<cuuint64_t>(q_h * eb), static_cast<cuuint64_t>(q_t * eb),
+                           static_cast<cuuint64_t>(q_b * eb)};
+  const cuuint32_t heads = G % 64 == 0 ? 64u : static_cast<cuuint32_t>(G);
+  cuuint32_t box[4] = {64u, heads, 64u / heads, 1u};
+  cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
+  const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  return encode(map, dt, 4, const_cast<void*>(q), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   if (num_splits <= 1) return 0;
   return static_cast<size_t>(workspace_o_elems(B, T, Hq, D, num_splits) + workspace_lse_elems(B, T, Hq, num_splits)) *

@@ -2,9 +2,12 @@
 // 128B-swizzled K-major boxes the MMA reads (Ss::q[box][row * 64 + col]), and the rows of KV-head pairs.
 #pragma once
 
+#include <cuda.h>  // CUtensorMap (types only)
+
 #include <cstdint>
 
 #include "params.h"
+#include "ptx.cuh"
 
 namespace fmha {
 
@@ -76,6 +79,35 @@ __device__ __forceinline__ void load_q_tile_chunks(Ss& ss, const DecodeParams& p
   }
 }
 
+// All kBoxes of Q, in order, into shared-memory boxes 0 .. kBoxes - 1 of a seesaw (its Q boxes and then its P
+// boxes: consumer_prologue_q_boxes), where the producer does not load them by TMA. A thread's chunks
+// e = ctid + i kThreads lie on rows that grow by at most kThreads / kChunksPerRow + 1 from one to the next, so its
+// row's (token, head) follows by carries from one division per thread instead of one per chunk.
+template <class Tr, class Ss>
+__device__ __forceinline__ void load_q_all_boxes(Ss& ss, const DecodeParams& p, int b, int kvh, int row0,
+                                                 int ctid) {
+  static_assert(Tr::kSeesaw && Tr::kBoxes <= Tr::kQSmemBoxes + Tr::kPBoxes, "Q in boxes: the seesaw's P boxes");
+  constexpr int kChunksPerRow = Tr::kBoxes * 8;
+  constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
+  static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
+  constexpr int kPerThread = kTotal / Tr::kConsumerThreads;
+  const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_b + kvh * p.G * p.q_h;
+  int r_at = 0, t = row0 / p.G, g = row0 % p.G;  // (token, head in the group) of row row0 + r_at
+  uint4 val[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = ctid + i * Tr::kConsumerThreads, r = e / kChunksPerRow, c = e % kChunksPerRow;
+    for (g += r - r_at, r_at = r; g >= p.G; g -= p.G) ++t;
+    val[i] = make_uint4(0u, 0u, 0u, 0u);
+    if (row0 + r < p.rows) val[i] = __ldg(reinterpret_cast<const uint4*>(q + t * p.q_t + g * p.q_h + c * 8));
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int e = ctid + i * Tr::kConsumerThreads, r = e / kChunksPerRow, c = e % kChunksPerRow;
+    *reinterpret_cast<uint4*>(&ss.q[c / 8][r * Tr::kBoxCols + ((c % 8) ^ (r % 8)) * 8]) = val[i];  // 128B swizzle
+  }
+}
+
 template <class Tr, class Ss>
 __device__ __forceinline__ void load_q_tile(Ss& ss, const DecodeParams& p, int b, int kvh, int row0,
                                             int ctid) {
@@ -83,6 +115,22 @@ __device__ __forceinline__ void load_q_tile(Ss& ss, const DecodeParams& p, int b
     load_q_tile_rows<Tr>(ss, p, b, kvh, row0, ctid);
   else
     load_q_tile_chunks<Tr>(ss, p, b, kvh, row0, ctid);
+}
+
+// Q by TMA (DecodeParams::q_tma): the row block's Tr::kBoxes 64-column boxes, in head-dim order, into shared-memory
+// boxes 0 .. kBoxes - 1 of Ss::q, on ss.q_full; one thread. The map (encode_q_map) runs over (D, Hq, T, B) with a
+// box of 64 packed rows: 64 heads of one token where G % 64 == 0, else all G heads of 64 / G tokens, whose tokens
+// past T come back as zeros (the pad rows). Either way the row block starts at head kvh G + row0 % G of token
+// row0 / G, and the box's rows are the packed rows in order.
+template <class Tr, class Ss>
+__device__ __forceinline__ void load_q_boxes_tma(Ss& ss, const CUtensorMap* tmap_q, const DecodeParams& p, int b,
+                                                 int kvh, int row0) {
+  static_assert(Tr::kBoxes <= sizeof(ss.q) / sizeof(ss.q[0]), "Q by TMA: a shared-memory box for every Q box");
+  const int head = kvh * p.G + row0 % p.G, token = row0 / p.G;
+  ptx::mbarrier_arrive_expect_tx(&ss.q_full, Tr::kBoxes * Tr::kQBoxBytes);
+#pragma unroll
+  for (int bx = 0; bx < Tr::kBoxes; ++bx)
+    ptx::tma_load_4d(&ss.q[bx][0], tmap_q, &ss.q_full, bx * Tr::kBoxCols, head, token, b);
 }
 
 // KV-head pairs (p.head_pairs, see DecodeParams): which D = 64 KV head packed row n of CTA kvh belongs to,

@@ -30,7 +30,8 @@
 //     then has kGatherThreads threads), and the full barriers complete on their arrivals.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
 //     128B-swizzled K-major layout; at D = 512 three quarters of it as register
-//     fragments instead, see QRegs), then per tile
+//     fragments instead, see QRegs; the 64-key seesaw's producer loads it by TMA
+//     where a row block's rows are one box, DecodeParams::q_tma), then per tile
 //       S = Q K^T            wgmma, A = Q (smem desc, or registers), B = K (smem desc), both K-major
 //       online softmax        in registers (FA2 rescale), masks keys j >= limit
 //       O += P V              wgmma, A = P (registers), B = V (smem desc, MN-major)
@@ -129,6 +130,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
     if constexpr (Tr::kSeesaw)
       for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
+    if constexpr (Tr::kSeesaw64) ptx::mbarrier_init(&ss.q_full, 1);
     ptx::fence_mbarrier_init();  // (release at cluster scope: the partner arrives on pair_full)
     // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
     ptx::prefetch_tensormap(&tmap_k);
@@ -153,6 +155,9 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
+    // Q ahead of the ring's first stages (tmap_v is Q's map here: V is read from the K stage).
+    if constexpr (Tr::kSeesaw64)
+      if (p.q_tma && warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) load_q_boxes_tma<Tr>(ss, &tmap_v, p, b, kvh, row0);
     if (kv_gather(p)) {
       if (warp < Tr::kProducerWarp + Tr::kGatherWarps)
         producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32, warp - Tr::kProducerWarp);

@@ -51,13 +51,12 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   const bool gathered = kv_gather(p);
 
   int limit_abs[2];
-  consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
+  QRegs<Tr> qr;
+  consumer_prologue_q_boxes<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs, qr);
   // The quad lane's column offset folded into the key limits (the softmax then masks with constant
   // columns, ql = 0): per-element columns need a register the 576-wide kernel does not have.
   limit_abs[0] -= 2 * ql;
   limit_abs[1] -= 2 * ql;
-  QRegs<Tr> qr;
-  load_q_regs<Tr>(qr, p, b, kvh, row0, wg, tid_wg);
 
   RowState st;  // the state after the latest tile this warpgroup computed or took
   st.init();

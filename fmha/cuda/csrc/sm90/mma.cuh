@@ -153,6 +153,39 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
   row_key_limits<Tr>(p, tr, row0, tid_wg / 32, (tid_wg % 32) / 4, limit_abs);
 }
 
+// consumer_prologue and load_q_regs of the 64-key seesaw: all of Q in shared-memory boxes 0 .. kBoxes - 1, the
+// columns held in registers (QRegs) in the P boxes, which nothing writes before the first softmax, read out from
+// there. The producer loads the boxes by TMA (DecodeParams::q_tma), or the consumers with 16-byte loads.
+template <class Tr>
+__device__ __forceinline__ void consumer_prologue_q_boxes(SharedStorage<Tr>& ss, const DecodeParams& p,
+                                                          const TileRange& tr, int b, int kvh, int row0, int ctid,
+                                                          int (&limit_abs)[2], QRegs<Tr>& qr) {
+  constexpr int kSmemSteps = Tr::kHeadDim / 16 - Tr::kQRegSteps;
+  static_assert(Tr::kSeesaw && Tr::kQSmemBoxes * Tr::kBoxCols == kSmemSteps * 16, "Q in boxes: whole boxes");
+  const int tid_wg = ctid % 128;
+  const int w = tid_wg / 32, g = (tid_wg % 32) / 4, ql = tid_wg % 4;
+  if (p.q_tma) {
+    ptx::mbarrier_wait_parity(&ss.q_full, 0);
+  } else {
+    load_q_all_boxes<Tr>(ss, p, b, kvh, row0, ctid);
+    ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads
+    ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+  }
+  // Register j of step kk: row 16 w + g + 8 (j & 1), columns 16 (kSmemSteps + kk) + 8 (j >> 1) + 2 ql and + 1,
+  // as load_q_regs reads them; the row's 16 B chunks are swizzled by row % 8 = g.
+#pragma unroll
+  for (int kk = 0; kk < Tr::kQRegSteps; ++kk)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int row = 16 * w + g + 8 * (j & 1);
+      const int col = 16 * (kSmemSteps + kk) + 8 * (j >> 1) + 2 * ql;
+      const int c = col % Tr::kBoxCols;
+      qr.r[kk][j] = *reinterpret_cast<const uint32_t*>(
+          &ss.q[col / Tr::kBoxCols][row * Tr::kBoxCols + (((c / 8) ^ g) * 8) + c % 8]);
+    }
+  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);  // every read done before the first P overwrites them
+  row_key_limits<Tr>(p, tr, row0, w, g, limit_abs);
+}
 
 // The online softmax of ring position `it` (s becomes P), masked only where a key of the tile is past some
 // row's limit (unmasked_until: keys below it are visible to every row); Tr::kLazyMax: a lazy reference max;

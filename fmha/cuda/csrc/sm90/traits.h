@@ -198,6 +198,9 @@ struct SharedStorage {
   // (it / 2) % 2; every thread of the publishing warpgroup arrives (release), the other waits (acquire).
   static constexpr uint32_t kPublishArrivals = 128;
   alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
+  // DecodeParams::q_tma (the 64-key seesaw): Q's kBoxes TMA boxes landed in q[0 .. kBoxes - 1], the Q boxes and then
+  // the P boxes, which hold the columns the consumers keep in registers until they read them out.
+  alignas(8) uint64_t q_full;
   // kMergeDealtRows: the K and V rings and the score exchange behind them (idle by then) receive the rows this CTA
   // merges, from every split of its cluster (see ClusterMerge, common/merge.cuh; merge_capacity_floats).
   static constexpr int kMergeStride = merge_stride(Tr::kHeadDimV);
