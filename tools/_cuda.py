@@ -2,8 +2,8 @@
 or a prebuilt file, bound to its own `CudaBackend`; and launch-plan overrides.
 
 A build variant is given as words: nvcc flags (on top of FMHA_NVCC_FLAGS, e.g. the feature flags
--DFMHA_DISABLE_PDL=1, -DFMHA_DISABLE_CLUSTER_MERGE=1 or -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1), at most one probe
-mode `probe:MODE` (a library of `fmha.cuda.loader.load_probe(MODE)`) and plan tokens `@...` (see force_plan).
+-DFMHA_DISABLE_PDL=1, -DFMHA_DISABLE_CLUSTER_MERGE=1, -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1 or
+-DFMHA_DISABLE_Q_TMA=1), at most one probe mode `probe:MODE` (a library of `fmha.cuda.loader.load_probe(MODE)`) and plan tokens `@...` (see force_plan).
 """
 from __future__ import annotations
 

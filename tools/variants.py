@@ -6,7 +6,8 @@ probe builds, prebuilt libraries and launch-plan overrides, against the triton b
     python tools/variants.py --variant plan= --variant deep=@deep --variant s8="@deep @splits=8" --shape 1,1,32,8,32768,128
 
 A variant is NAME=SPEC, SPEC words among: nvcc flags (on top of FMHA_NVCC_FLAGS; the feature flags
--DFMHA_DISABLE_PDL=1, -DFMHA_DISABLE_CLUSTER_MERGE=1, -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1), one probe build
+-DFMHA_DISABLE_PDL=1, -DFMHA_DISABLE_CLUSTER_MERGE=1, -DFMHA_DISABLE_ROW_BLOCK_PAIRS=1, -DFMHA_DISABLE_Q_TMA=1), one
+probe build
 `probe:MODE` (timestamps; stream_only and no_combine give wrong results by design: consumers release each stage as
 soon as it lands, split partials are not merged) and plan tokens (@wide, @deep, @stream, @pairs, @seesaw, @split_qk,
 @wide_gather, the @latent_* configurations where V is K's memory, @splits=N; see tools/_cuda.py force_plan). Every
