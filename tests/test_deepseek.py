@@ -367,6 +367,8 @@ def test_cuda_seesaw64_row_block_pairs(monkeypatch, T, heads, page_size):
     ("wide", 2, (48, 1), 3),       # 48 heads: a row block is no box of (heads, tokens), the consumers load Q
     ("token_major", 2, (128, 1), 1),  # [T, B, Hq, D] memory seen as [B, T, Hq, D]: TMA takes any stride order
     ("wide", 1, (16, 1), 4),       # 16 heads x 4 tokens a box, tokens 1-3 past T
+    ("wide", 5, (32, 2), 1),       # two KV heads: boxes from head 16 kvh, tokens 5-7 past T
+    ("wide", 2, (256, 2), 3),      # two KV heads of 128: boxes from head 128 kvh + 64 (row block % 2)
 ])
 def test_cuda_seesaw64_q_views(monkeypatch, layout, T, heads, num_splits):
     """The 64-key seesaw's Q as views whose rows are not dense: read by TMA where a row block is one box of

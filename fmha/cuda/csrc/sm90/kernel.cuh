@@ -155,9 +155,11 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
   if (warp >= Tr::kProducerWarp) {
     // Producer
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
+#if !FMHA_PROBE_STREAM_ONLY  // (that probe's consumers never wait for Q: it times the K/V stream alone)
     // Q ahead of the ring's first stages (tmap_v is Q's map here: V is read from the K stage).
     if constexpr (Tr::kSeesaw64)
       if (p.q_tma && warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) load_q_boxes_tma<Tr>(ss, &tmap_v, p, b, kvh, row0);
+#endif
     if (kv_gather(p)) {
       if (warp < Tr::kProducerWarp + Tr::kGatherWarps)
         producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32, warp - Tr::kProducerWarp);
