@@ -87,6 +87,8 @@
 namespace fmha {
 namespace sm90 {
 
+// tmap_v is V's map, except in the shared-latent kernels, which read V from the K stage: there it is K's, or in the
+// 64-key seesaw Q's where DecodeParams::q_tma is set.
 template <int D, bool kBf16, int kConfig>
 __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
     decode_kernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
