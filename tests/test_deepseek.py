@@ -362,18 +362,24 @@ def test_cuda_seesaw64_row_block_pairs(monkeypatch, T, heads, page_size):
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("layout,T,heads,num_splits", [
-    ("wide", 3, (32, 1), 1),       # rows 1280 B apart: Q by TMA, boxes of 32 heads x 2 tokens, token 3 of 4 past T
-    ("wide", 2, (48, 1), 3),       # 48 heads: a row block is no box of (heads, tokens), the consumers load Q
-    ("token_major", 2, (128, 1), 1),  # [T, B, Hq, D] memory seen as [B, T, Hq, D]: TMA takes any stride order
-    ("wide", 1, (16, 1), 4),       # 16 heads x 4 tokens a box, tokens 1-3 past T
-    ("wide", 5, (32, 2), 1),       # two KV heads: boxes from head 16 kvh, tokens 5-7 past T
-    ("wide", 2, (256, 2), 3),      # two KV heads of 128: boxes from head 128 kvh + 64 (row block % 2)
+@pytest.mark.parametrize("config,layout,T,heads,num_splits", [
+    ("latent_seesaw64", "wide", 3, (32, 1), 1),  # rows 1280 B apart: Q by TMA, boxes of 32 heads x 2 tokens, token 3
+    ("latent_seesaw64", "wide", 2, (48, 1), 3),  # 48 heads: a row block is no box of (heads, tokens), consumers load Q
+    ("latent_seesaw64", "token_major", 2, (128, 1), 1),  # [T, B, Hq, D] memory as [B, T, Hq, D]: any stride order
+    ("latent_seesaw64", "wide", 1, (16, 1), 4),  # 16 heads x 4 tokens a box, tokens 1-3 past T
+    ("latent_seesaw64", "wide", 5, (32, 2), 1),  # two KV heads: boxes from head 16 kvh, tokens 5-7 past T
+    ("latent_seesaw64", "wide", 2, (256, 2), 3),  # two KV heads of 128: boxes from head 128 kvh + 64 (row block % 2)
+    # the narrow loop's 16-row boxes
+    ("latent_narrow", "wide", 1, (16, 1), 1),  # 16 heads of one token
+    ("latent_narrow", "wide", 3, (4, 1), 3),  # 4 heads x 4 tokens, token 3 past T
+    ("latent_narrow", "token_major", 2, (16, 2), 1),  # two KV heads of 8: boxes from head 8 kvh
+    ("latent_narrow", "wide", 1, (12, 1), 1),  # 12 heads: no box of (heads, tokens), the consumers load Q
 ])
-def test_cuda_seesaw64_q_views(monkeypatch, layout, T, heads, num_splits):
-    """The 64-key seesaw's Q as views whose rows are not dense: read by TMA where a row block is one box of
-    (heads, tokens), else by the consumers; results as the reference, poisoned output, NaN past every length."""
-    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
+def test_cuda_latent_q_views(monkeypatch, config, layout, T, heads, num_splits):
+    """The 64-key seesaw's and the narrow loop's Q as views whose rows are not dense: read by TMA where its rows
+    are one box of (heads, tokens), else by the consumers; results as the reference, poisoned output, NaN past
+    every length."""
+    force_launch_plan(monkeypatch, config, num_splits)
     Hq, Hkv = heads
     B, S, Dqk = 2, 129, 576
     q, k, v, sl = latent_inputs(B, T, Hq, Hkv, S, Dqk, 512, "slice", [S, 70], seed=T + Hq, device="cuda")
@@ -387,7 +393,7 @@ def test_cuda_seesaw64_q_views(monkeypatch, layout, T, heads, num_splits):
     k_in, v_in = with_nan_past_lengths(k, v, sl, "slice")
     out, lse = run_poisoned("cuda", view, k_in, v_in, sl)
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(),
-            what=f"Q {layout} T={T} {Hq}/{Hkv} splits={num_splits}")
+            what=f"{config}: Q {layout} T={T} {Hq}/{Hkv} splits={num_splits}")
 
 
 @sm90_kernel

@@ -120,9 +120,9 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
 }
 
 bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int Hq, int D, int G, int64_t q_b,
-                  int64_t q_t, int64_t q_h) {
+                  int64_t q_t, int64_t q_h, int rows) {
   auto encode = get_encode_fn();
-  if (encode == nullptr || G <= 0 || (G % 64 != 0 && 64 % G != 0)) return false;
+  if (encode == nullptr || G <= 0 || rows <= 0 || rows > 256 || (G % rows != 0 && rows % G != 0)) return false;
   // Strides of size-1 dimensions address nothing (torch may report any value for them).
   if (Hq == 1) q_h = D;
   if (T == 1) q_t = static_cast<int64_t>(Hq) * q_h;
@@ -135,8 +135,8 @@ bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int 
                         static_cast<cuuint64_t>(B)};
   cuuint64_t strides[3] = {static_cast<cuuint64_t>(q_h * eb), static_cast<cuuint64_t>(q_t * eb),
                            static_cast<cuuint64_t>(q_b * eb)};
-  const cuuint32_t heads = G % 64 == 0 ? 64u : static_cast<cuuint32_t>(G);
-  cuuint32_t box[4] = {64u, heads, 64u / heads, 1u};
+  const cuuint32_t heads = static_cast<cuuint32_t>(G % rows == 0 ? rows : G);
+  cuuint32_t box[4] = {64u, heads, static_cast<cuuint32_t>(rows) / heads, 1u};
   cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
   const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   return encode(map, dt, 4, const_cast<void*>(q), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,

@@ -50,13 +50,14 @@ void sanitize_kv_strides(int S, int Hkv, int D, int B, int64_t& s_b, int64_t& s_
 int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, int Hkv, int D, int64_t s_b,
                   int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name, bool paged = false);
 
-// A 4-D tiled TMA map over Q [B, T, Hq, D] whose box is one row block's 64 packed rows of 64 columns (DecodeParams::
-// q_tma, load_q_boxes_tma): dims (D, Hq, T, B), box (64, 64, 1, 1) where G % 64 == 0, else (64, G, 64 / G, 1).
-// 128B swizzle, OOB -> zeros. False, with no error set, where Q cannot be read so (64 % G != 0 and G % 64 != 0, a
+// A 4-D tiled TMA map over Q [B, T, Hq, D] whose box is `rows` packed rows (a row block's, 64, or the narrow loop's
+// 16) of 64 columns (DecodeParams::q_tma, load_q_boxes_tma): dims (D, Hq, T, B), box (64, rows, 1, 1) where
+// G % rows == 0, else (64, G, rows / G, 1). 128B swizzle, OOB -> zeros. False, with no error set, where Q cannot be
+// read so (rows % G != 0 and G % rows != 0, a
 // zero stride (Q broadcast over a dimension), a stride or the base not a multiple of 16 bytes, no driver entry
 // point, the encode failing): the consumers then load it.
 bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int Hq, int D, int G, int64_t q_b,
-                  int64_t q_t, int64_t q_h);
+                  int64_t q_t, int64_t q_h, int rows);
 
 // Bytes of split-KV workspace (params.h) for num_splits > 1 merged by the combine kernel; 0 unsplit.
 size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits);

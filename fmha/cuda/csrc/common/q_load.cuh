@@ -117,17 +117,17 @@ __device__ __forceinline__ void load_q_tile(Ss& ss, const DecodeParams& p, int b
     load_q_tile_chunks<Tr>(ss, p, b, kvh, row0, ctid);
 }
 
-// Q by TMA (DecodeParams::q_tma): the row block's Tr::kBoxes 64-column boxes, in head-dim order, into shared-memory
-// boxes 0 .. kBoxes - 1 of Ss::q, on ss.q_full; one thread. The map (encode_q_map) runs over (D, Hq, T, B) with a
-// box of 64 packed rows: 64 heads of one token where G % 64 == 0, else all G heads of 64 / G tokens, whose tokens
-// past T come back as zeros (the pad rows). Either way the row block starts at head kvh G + row0 % G of token
-// row0 / G, and the box's rows are the packed rows in order.
+// Q by TMA (DecodeParams::q_tma): the row block's Tr::kBoxes 64-column boxes, in head-dim order, into rows
+// 0 .. kQTmaRows - 1 of shared-memory boxes 0 .. kBoxes - 1 of Ss::q, on ss.q_full; one thread. The map
+// (encode_q_map) runs over (D, Hq, T, B) with a box of R = kQTmaRows packed rows: R heads of one token where
+// G % R == 0, else all G heads of R / G tokens, whose tokens past T come back as zeros (the pad rows). Either way
+// the row block starts at head kvh G + row0 % G of token row0 / G, and the box's rows are the packed rows in order.
 template <class Tr, class Ss>
 __device__ __forceinline__ void load_q_boxes_tma(Ss& ss, const CUtensorMap* tmap_q, const DecodeParams& p, int b,
                                                  int kvh, int row0) {
   static_assert(Tr::kBoxes <= sizeof(ss.q) / sizeof(ss.q[0]), "Q by TMA: a shared-memory box for every Q box");
   const int head = kvh * p.G + row0 % p.G, token = row0 / p.G;
-  ptx::mbarrier_arrive_expect_tx(&ss.q_full, Tr::kBoxes * Tr::kQBoxBytes);
+  ptx::mbarrier_arrive_expect_tx(&ss.q_full, Tr::kBoxes * Tr::kQTmaRows * Tr::kRowBytes);
 #pragma unroll
   for (int bx = 0; bx < Tr::kBoxes; ++bx)
     ptx::tma_load_4d(&ss.q[bx][0], tmap_q, &ss.q_full, bx * Tr::kBoxCols, head, token, b);

@@ -30,8 +30,9 @@
 //     then has kGatherThreads threads), and the full barriers complete on their arrivals.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
 //     128B-swizzled K-major layout; at D = 512 three quarters of it as register
-//     fragments instead, see QRegs; the 64-key seesaw's producer loads it by TMA
-//     where a row block's rows are one box, DecodeParams::q_tma), then per tile
+//     fragments instead, see QRegs; the shared-latent 64-key seesaw's and narrow
+//     loop's producer loads it by TMA where its rows are one box, DecodeParams::q_tma),
+//     then per tile
 //       S = Q K^T            wgmma, A = Q (smem desc, or registers), B = K (smem desc), both K-major
 //       online softmax        in registers (FA2 rescale), masks keys j >= limit
 //       O += P V              wgmma, A = P (registers), B = V (smem desc, MN-major)
@@ -87,8 +88,8 @@
 namespace fmha {
 namespace sm90 {
 
-// tmap_v is V's map, except in the shared-latent kernels, which read V from the K stage: there it is K's, or in the
-// 64-key seesaw Q's where DecodeParams::q_tma is set.
+// tmap_v is V's map, except in the shared-latent kernels, which read V from the K stage: there it is K's, or Q's
+// where DecodeParams::q_tma is set (Tr::kQByTma).
 template <int D, bool kBf16, int kConfig>
 __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
     decode_kernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
@@ -132,7 +133,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
     if constexpr (Tr::kSeesaw)
       for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
-    if constexpr (Tr::kSeesaw64) ptx::mbarrier_init(&ss.q_full, 1);
+    if constexpr (Tr::kQByTma) ptx::mbarrier_init(&ss.q_full, 1);
     ptx::fence_mbarrier_init();  // (release at cluster scope: the partner arrives on pair_full)
     // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
     ptx::prefetch_tensormap(&tmap_k);
@@ -159,7 +160,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
 #if !FMHA_PROBE_STREAM_ONLY  // (that probe's consumers never wait for Q: it times the K/V stream alone)
     // Q ahead of the ring's first stages (tmap_v is Q's map here: V is read from the K stage).
-    if constexpr (Tr::kSeesaw64)
+    if constexpr (Tr::kQByTma)
       if (p.q_tma && warp == Tr::kProducerWarp && threadIdx.x % 32 == 0) load_q_boxes_tma<Tr>(ss, &tmap_v, p, b, kvh, row0);
 #endif
     if (kv_gather(p)) {

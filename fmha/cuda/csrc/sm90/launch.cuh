@@ -126,9 +126,10 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   const bool gather = p.block_table != nullptr && paged_gathers(D, kConfig, p.page_size, ctas, sm_count());
   CUtensorMap tmap_k, tmap_v;
   if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, gather, &tmap_k, &tmap_v, Tr::kSharedKv)) return 1;
-  // The 64-key seesaw's V is its K stage, so the V-map slot carries Q's map where a row block is one Q box.
-  if constexpr (Tr::kSeesaw64)
-    lp.q_tma = kQTmaEnabled && encode_q_map(&tmap_v, p.q, kBf16 ? 1 : 0, p.B, p.T, p.Hq, D, p.G, p.q_b, p.q_t, p.q_h);
+  // The shared-latent kernels' V is their K stage, so the V-map slot carries Q's map where Q's rows are one box.
+  if constexpr (Tr::kQByTma)
+    lp.q_tma = kQTmaEnabled && encode_q_map(&tmap_v, p.q, kBf16 ? 1 : 0, p.B, p.T, p.Hq, D, p.G, p.q_b, p.q_t, p.q_h,
+                                            Tr::kQTmaRows);
 
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();

@@ -96,11 +96,21 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   if constexpr (Tr::kHeadPairs) {
     if (p.head_pairs) load_q_tile_pairs<Tr>(ss, p, b, kvh, ctid);
     else load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+  } else if constexpr (Tr::kQByTma) {
+    if (p.q_tma) {
+      ptx::mbarrier_wait_parity(&ss.q_full, 0);  // the producer's TMA: rows 0-15 of every Q box
+    } else {
+      load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+      ptx::fence_proxy_async_shared();
+      ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
+    }
   } else {
     load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
   }
-  ptx::fence_proxy_async_shared();
-  ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
 
   // Per column slot j (query row n = 8 (j >> 1) + 2 q + (j & 1)): visible-key limit and state.
   int limit_abs[4];

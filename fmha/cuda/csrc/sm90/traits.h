@@ -49,6 +49,10 @@ struct DecodeTraits {
   // separate K and V: the tile's owner; halves: warpgroup 0, whose P V reads the first half), else by every
   // consumer warp. V barriers exist for a V ring or a stage's second half (warpgroup 1's).
   static constexpr bool kKFreedByOneWg = kSeesaw && (!kSharedKv || kRingHalves);
+  // The producer may load Q by TMA (DecodeParams::q_tma) through the V-map slot, which the shared-latent 64-key
+  // seesaw and narrow loop leave free: boxes of kQTmaRows rows (the narrow loop's B operand is rows 0-15 of each).
+  static constexpr bool kQByTma = kSeesaw64 || (kNarrowOnly && kSharedKv);
+  static constexpr int kQTmaRows = kNarrowOnly ? 16 : 64;
   static constexpr bool kVBarriers = !kSharedKv || kRingHalves;
   // The softmax keeps a lazy reference max (online_softmax_tile): the 64-key seesaw's accumulator rescales lie
   // on the hand-off chain between its warpgroups.
@@ -198,8 +202,8 @@ struct SharedStorage {
   // (it / 2) % 2; every thread of the publishing warpgroup arrives (release), the other waits (acquire).
   static constexpr uint32_t kPublishArrivals = 128;
   alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
-  // DecodeParams::q_tma (the 64-key seesaw): Q's kBoxes TMA boxes landed in q[0 .. kBoxes - 1], the Q boxes and then
-  // the P boxes, which hold the columns the consumers keep in registers until they read them out.
+  // DecodeParams::q_tma (Tr::kQByTma): Q's kBoxes TMA boxes landed in q[0 .. kBoxes - 1] (the 64-key seesaw: the Q
+  // boxes and then the P boxes, which hold the columns the consumers keep in registers until they read them out).
   alignas(8) uint64_t q_full;
   // kMergeDealtRows: the K and V rings and the score exchange behind them (idle by then) receive the rows this CTA
   // merges, from every split of its cluster (see ClusterMerge, common/merge.cuh; merge_capacity_floats).
