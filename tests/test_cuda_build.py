@@ -275,7 +275,8 @@ def test_probe_build(tmp_path):
     ("-DFMHA_DISABLE_PDL=1", "ACQBULK", "d128_bf16_deep"),  # griddepcontrol.wait
     ("-DFMHA_DISABLE_CLUSTER_MERGE=1", None, "d128_bf16_deep"),
     ("-DFMHA_DISABLE_ROW_BLOCK_PAIRS=1", None, "d576_bf16_latent_seesaw64"),  # the one configuration it changes
-    ("-DFMHA_DISABLE_Q_TMA=1", None, "d576_bf16_latent_seesaw64"),  # likewise
+    ("-DFMHA_DISABLE_Q_TMA=1", None, "d576_bf16_latent_seesaw64"),  # one of the two configurations it changes
+    ("-DFMHA_DISABLE_Q_TMA=1", None, "d576_bf16_latent_narrow"),
 ])
 def test_feature_flags_compile(flag, absent, unit, tmp_path):
     """Each DISABLE_* feature flag builds (D = 128 DEEP has every feature but the row-block pairs, which only

@@ -374,6 +374,8 @@ def test_cuda_seesaw64_row_block_pairs(monkeypatch, T, heads, page_size):
     ("latent_narrow", "wide", 3, (4, 1), 3),  # 4 heads x 4 tokens, token 3 past T
     ("latent_narrow", "token_major", 2, (16, 2), 1),  # two KV heads of 8: boxes from head 8 kvh
     ("latent_narrow", "wide", 1, (12, 1), 1),  # 12 heads: no box of (heads, tokens), the consumers load Q
+    ("latent_narrow", "wide", 4, (1, 1), 1),  # one head x 16 tokens, tokens 4-15 past T
+    ("latent_narrow", "wide", 3, (4, 2), 3),  # two KV heads of 2: 2 heads x 8 tokens from head 2 kvh
 ])
 def test_cuda_latent_q_views(monkeypatch, config, layout, T, heads, num_splits):
     """The 64-key seesaw's and the narrow loop's Q as views whose rows are not dense: read by TMA where its rows

@@ -68,9 +68,9 @@ struct DecodeParams {
   // in the epilogue of unsplit launches (add_sink, softmax.cuh) and by the merge of split ones: the combine
   // kernel or the dealt-rows cluster merge (the host never sends a launch with sinks to the pair merge).
   const float* sinks;
-  // 1: the 64-key seesaw's producer loads Q by TMA (load_q_boxes_tma) through the tensor map in the kernel's V-map
-  // slot (its V is the K stage's), set by the host where a row block's 64 packed rows are one box (encode_q_map);
-  // 0: the consumers load Q with plain loads.
+  // 1: the producer of a shared-latent 64-key seesaw or narrow loop (DecodeTraits::kQByTma) loads Q by TMA
+  // (load_q_boxes_tma) through the tensor map in the kernel's V-map slot (its V is the K stage's), set by the host
+  // where the loop's rows (64, or the narrow loop's 16) are one box (encode_q_map); 0: the consumers load Q.
   int q_tma;
 };
 

@@ -141,7 +141,7 @@ constexpr bool kClusterMergeEnabled = !FMHA_DISABLE_CLUSTER_MERGE;
 #define FMHA_DISABLE_ROW_BLOCK_PAIRS 0
 #endif
 constexpr bool kPairRowBlocksEnabled = !FMHA_DISABLE_ROW_BLOCK_PAIRS;
-#ifndef FMHA_DISABLE_Q_TMA  // 1: the 64-key seesaw's consumers always load Q with plain loads (DecodeParams::q_tma)
+#ifndef FMHA_DISABLE_Q_TMA  // 1: the shared-latent loops' consumers always load Q (DecodeParams::q_tma)
 #define FMHA_DISABLE_Q_TMA 0
 #endif
 constexpr bool kQTmaEnabled = !FMHA_DISABLE_Q_TMA;

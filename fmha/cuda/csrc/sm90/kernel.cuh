@@ -30,9 +30,8 @@
 //     then has kGatherThreads threads), and the full barriers complete on their arrivals.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
 //     128B-swizzled K-major layout; at D = 512 three quarters of it as register
-//     fragments instead, see QRegs; the shared-latent 64-key seesaw's and narrow
-//     loop's producer loads it by TMA where its rows are one box, DecodeParams::q_tma),
-//     then per tile
+//     fragments instead, see QRegs; in the shared-latent 64-key seesaw and narrow
+//     loop the producer loads it by TMA where its rows are one box, q_tma), then per tile
 //       S = Q K^T            wgmma, A = Q (smem desc, or registers), B = K (smem desc), both K-major
 //       online softmax        in registers (FA2 rescale), masks keys j >= limit
 //       O += P V              wgmma, A = P (registers), B = V (smem desc, MN-major)

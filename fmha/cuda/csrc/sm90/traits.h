@@ -50,9 +50,8 @@ struct DecodeTraits {
   // consumer warp. V barriers exist for a V ring or a stage's second half (warpgroup 1's).
   static constexpr bool kKFreedByOneWg = kSeesaw && (!kSharedKv || kRingHalves);
   // The producer may load Q by TMA (DecodeParams::q_tma) through the V-map slot, which the shared-latent 64-key
-  // seesaw and narrow loop leave free: boxes of kQTmaRows rows (the narrow loop's B operand is rows 0-15 of each).
+  // seesaw and narrow loop leave free: boxes of kQTmaRows rows (below).
   static constexpr bool kQByTma = kSeesaw64 || (kNarrowOnly && kSharedKv);
-  static constexpr int kQTmaRows = kNarrowOnly ? 16 : 64;
   static constexpr bool kVBarriers = !kSharedKv || kRingHalves;
   // The softmax keeps a lazy reference max (online_softmax_tile): the 64-key seesaw's accumulator rescales lie
   // on the hand-off chain between its warpgroups.
@@ -65,6 +64,8 @@ struct DecodeTraits {
   static constexpr int kOutCols = kHeadDimV / kConsumerWGs;  // output columns per consumer warpgroup (PV wgmma N)
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
   static constexpr int kNarrowRows = 16;
+  // Rows of a Q TMA box (kQByTma): a row block, or the narrow loop's rows, its B operand's N.
+  static constexpr int kQTmaRows = kNarrowOnly ? kNarrowRows : kBlockM;
   static constexpr bool kNarrow = kCfg.narrow;
   static constexpr bool kClusterMerge = kCfg.cluster_merge;
   // Packed query rows up to which the dealt-rows merge is taken: any in the 64-key seesaw, whose 512-column
@@ -202,8 +203,9 @@ struct SharedStorage {
   // (it / 2) % 2; every thread of the publishing warpgroup arrives (release), the other waits (acquire).
   static constexpr uint32_t kPublishArrivals = 128;
   alignas(8) uint64_t p_full[Tr::kSeesaw ? 2 : 1];
-  // DecodeParams::q_tma (Tr::kQByTma): Q's kBoxes TMA boxes landed in q[0 .. kBoxes - 1] (the 64-key seesaw: the Q
-  // boxes and then the P boxes, which hold the columns the consumers keep in registers until they read them out).
+  // DecodeParams::q_tma (Tr::kQByTma): Q's kBoxes TMA boxes landed in rows 0 .. kQTmaRows - 1 of q[0 .. kBoxes - 1]
+  // (the 64-key seesaw: the Q boxes and then the P boxes, which hold the columns the consumers keep in registers
+  // until they read them out).
   alignas(8) uint64_t q_full;
   // kMergeDealtRows: the K and V rings and the score exchange behind them (idle by then) receive the rows this CTA
   // merges, from every split of its cluster (see ClusterMerge, common/merge.cuh; merge_capacity_floats).
