@@ -33,6 +33,11 @@ PFN_cuTensorMapEncodeTiled_v12000 get_encode_fn() {
   return fn;
 }
 
+// The tensor-map element type of fp16 (dtype 0) or bf16 (dtype 1).
+CUtensorMapDataType tensor_map_dtype(int dtype) {
+  return dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+}
+
 }  // namespace
 
 int fail(const char* fmt, ...) {
@@ -106,9 +111,8 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
   cuuint32_t box[4] = {64u, head_major ? 1u : static_cast<cuuint32_t>(box_rows),
                        head_major ? static_cast<cuuint32_t>(box_rows) : 1u, 1u};
   cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
-  const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
   // L2 promotion of 128 B, one box row (256 B cost bandwidth).
-  CUresult r = encode(map, dt, 4, const_cast<void*>(base), dims, strides, box, elem_strides,
+  CUresult r = encode(map, tensor_map_dtype(dtype), 4, const_cast<void*>(base), dims, strides, box, elem_strides,
                       CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
@@ -123,10 +127,7 @@ bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int 
                   int64_t q_t, int64_t q_h, int rows) {
   auto encode = get_encode_fn();
   if (encode == nullptr || G <= 0 || rows <= 0 || rows > 256 || (G % rows != 0 && rows % G != 0)) return false;
-  // Strides of size-1 dimensions address nothing (torch may report any value for them).
-  if (Hq == 1) q_h = D;
-  if (T == 1) q_t = static_cast<int64_t>(Hq) * q_h;
-  if (B == 1) q_b = static_cast<int64_t>(T) * q_t;
+  sanitize_kv_strides(T, Hq, D, B, q_b, q_t, q_h);  // (token, head) in the place of (S, Hkv)
   const int64_t eb = 2;  // bytes per element (fp16 / bf16)
   for (int64_t st : {q_h, q_t, q_b})
     if (st <= 0 || (st * eb) % 16 != 0 || st * eb >= (int64_t(1) << 40)) return false;
@@ -138,8 +139,7 @@ bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int 
   const cuuint32_t heads = static_cast<cuuint32_t>(G % rows == 0 ? rows : G);
   cuuint32_t box[4] = {64u, heads, static_cast<cuuint32_t>(rows) / heads, 1u};
   cuuint32_t elem_strides[4] = {1u, 1u, 1u, 1u};
-  const CUtensorMapDataType dt = dtype == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  return encode(map, dt, 4, const_cast<void*>(q), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+  return encode(map, tensor_map_dtype(dtype), 4, const_cast<void*>(q), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                 CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
