@@ -291,11 +291,11 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 
 # (config, num_splits) x (D_qk, v_mode, T, (Hq, Hkv), S, page_size, sinks): both latent loops, unsplit and split
 # through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
-# (16, 5, 1); the 64-key seesaw's splits also inside clusters (contiguous and TMA-paged: rows dealt 22, 22, 20
-# to three ranks, 16 to each of four), with and without sinks.
+# (16, 5, 1); the 64-key seesaw's splits also inside clusters (contiguous and TMA-paged: two splits merged from
+# registers, rows dealt 22, 22, 20 to three ranks, 16 to each of four), with and without sinks.
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
-                ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 3),
-                ("latent_seesaw64", 4)]
+                ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 2),
+                ("latent_seesaw64", 3), ("latent_seesaw64", 4)]
 LATENT_CUDA_CASES = [
     (576, "slice", 1, (16, 1), 1000, None, True),
     (576, "slice", 3, (28, 4), 129, None, False),
@@ -334,7 +334,8 @@ def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("use_sinks", [False, True])
-@pytest.mark.parametrize("Dqk,num_splits,page_size", [(576, 4, None), (512, 4, 64), (576, 2, None), (512, 3, None)])
+@pytest.mark.parametrize("Dqk,num_splits,page_size", [(576, 4, None), (512, 4, 64), (576, 2, None), (512, 2, 64),
+                                                      (512, 3, None)])
 def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, Dqk, num_splits, page_size, use_sinks):
     """The 64-key seesaw's splits merge inside clusters (no combine kernel, no workspace) where the GPU holds
     every cluster at once, sinks or not, the 512-wide ring's receive buffer included; results as the reference."""

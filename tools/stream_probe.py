@@ -2,6 +2,7 @@
 
     python tools/stream_probe.py --shape 1,1,32,8,65536,128
     python tools/stream_probe.py --shape 8,16,32,8,8192,128 --causal
+    python tools/stream_probe.py --shape 32,2,64,1,8192,576 --causal --latent --repeat 20
 
 Runs the cuda backend on the probe build of the library (fmha.cuda.loader.load_probe("timestamps"): results
 stay correct; the product library has none of the probe's code), runs the shape once, zeroes the stamps,
@@ -94,6 +95,9 @@ def main():
                     help="calls back to back (no host sync between) before reading: the stamps are the last call's")
     ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd",
                     help="cache storage order (tools/ncu_probe.py random_cache): bhsd keeps each head's tokens contiguous")
+    ap.add_argument("--latent", action="store_true",
+                    help="DeepSeek's shared latent (tools/ncu_probe.py random_inputs): v_cache is k_cache or its first "
+                         "512 columns; D = 512 or 576")
     a = ap.parse_args()
 
     import torch
@@ -101,7 +105,7 @@ def main():
     from tools._cuda import CONFIG_NAMES, KV_HEAD_PAIRS, tile_bytes
     from tools.ncu_probe import random_inputs
 
-    q, k, v, out = random_inputs(a.shape, a.kv_layout)
+    q, k, v, out = random_inputs(a.shape, a.kv_layout, a.latent)
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
     p = validate(q, k, v, causal=a.causal)
     try:

@@ -170,6 +170,83 @@ __device__ __forceinline__ void store_output_pair(Ss& ss, const DecodeParams& p,
 }
 
 // ----------------------------------------------------------------------------
+// Two splits merged from registers (two consumer warpgroups, p.cluster_merge, num_splits == 2)
+// ----------------------------------------------------------------------------
+// The dealt-rows merge for two splits without its copies: rank r merges rows 32 r .. 32 r + 31 of the
+// block, which warps 2 r and 2 r + 1 of each warpgroup hold. After the first cluster barrier (both rings
+// idle: the partner's ring is the receive buffer), the warps holding the partner's rows push them, o
+// divided by l and the LSE, as float4 slots [k][slot] (slot = the pushing thread's place among the 128
+// threads of its kind, so the partner's thread of the same place reads the same rows and columns); after
+// the second, the merging warps combine the slots with their registers, in split order (the bits do not
+// depend on which CTA finishes first), add the sink where the launch has sinks and store out and the LSE.
+// Against the dealt-rows merge, a CTA pushes half the bytes (none to itself) and reads its own partial
+// from registers; the kernel body runs neither its second barrier nor merge_cluster_splits.
+template <class Tr>
+struct ClusterPairSlots {
+  static constexpr int kSlots = 128;                       // 2 warpgroups x 2 warps x 32 lanes
+  static constexpr int kVec = Tr::kOutCols / 8;            // float4 of one thread's accumulators
+  static constexpr int kOBytes = kVec * kSlots * 16;
+  static constexpr int kBytes = kOBytes + 2 * kSlots * 4;  // + the LSEs of both rows of each slot
+};
+
+template <class Tr, bool kBf16, class Ss>
+__device__ __forceinline__ void store_output_cluster_pair(Ss& ss, const DecodeParams& p,
+                                                          const float (&acc)[Tr::kOutCols / 2],
+                                                          const float (&inv_l)[2], const float (&lse)[2], int b,
+                                                          int kvh, int row0, int split, int wg, int tid_wg) {
+  static_assert(Tr::kConsumerWGs == 2, "two consumer warpgroups, each holding every row of its columns");
+  using Sl = ClusterPairSlots<Tr>;
+  const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
+  const int slot = wg * 64 + (w % 2) * 32 + lane;
+  const uint32_t base = ptx::smem_addr(ss.merge_base());
+  auto partial4 = [&](int k) {  // acc[4 k + e]: row h = e / 2 (0: g, 1: g + 8) of the warp's 16
+    return make_float4(acc[4 * k] * inv_l[0], acc[4 * k + 1] * inv_l[0], acc[4 * k + 2] * inv_l[1],
+                       acc[4 * k + 3] * inv_l[1]);
+  };
+  ptx::cluster_sync();  // every ring of the pair idle
+  if (w / 2 != split) {  // the partner merges these rows: push them
+    const uint32_t partner = static_cast<uint32_t>(split ^ 1);
+    const uint32_t dst = ptx::map_shared_rank(base, partner);
+#pragma unroll
+    for (int k = 0; k < Sl::kVec; ++k) ptx::st_shared_cluster_v4f32(dst + 16u * (k * Sl::kSlots + slot), partial4(k));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) ptx::st_shared_cluster_f32(dst + Sl::kOBytes + 4u * (h * Sl::kSlots + slot), lse[h]);
+  }
+  ptx::cluster_sync();  // every push landed
+  if (w / 2 != split) return;
+  const float* recv = ss.merge_base();
+  const float* recv_lse = recv + Sl::kOBytes / 4;
+  float wt[2][2], inv_w[2];
+  uint16_t* dst[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 16 * w + g + 8 * h;
+    const OutRow r(p, b, kvh, min(row, p.rows - 1));
+    const float other = recv_lse[h * Sl::kSlots + slot];
+    const float l0 = split == 0 ? lse[h] : other, l1 = split == 0 ? other : lse[h];
+    const float ls = p.sinks != nullptr ? __ldg(p.sinks + r.hq) : -INFINITY;  // the sink: a partial of no output
+    const float m = fmaxf(fmaxf(l0, l1), ls);
+    wt[h][0] = l0 == -INFINITY ? 0.f : exp2_approx((l0 - m) * kLog2e);
+    wt[h][1] = l1 == -INFINITY ? 0.f : exp2_approx((l1 - m) * kLog2e);
+    const float wsum = wt[h][0] + wt[h][1] + (ls == -INFINITY ? 0.f : exp2_approx((ls - m) * kLog2e));
+    inv_w[h] = wsum > 0.f ? 1.f / wsum : 0.f;
+    dst[h] = row < p.rows ? r.out(p, b) + wg * Tr::kOutCols : nullptr;
+    if (ql == 0 && wg == 0 && row < p.rows) p.lse[r.lse_idx] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
+  }
+#pragma unroll
+  for (int k = 0; k < Sl::kVec; ++k) {
+    const float4 mine = partial4(k), other = *reinterpret_cast<const float4*>(recv + 4 * (k * Sl::kSlots + slot));
+    const float4 o0 = split == 0 ? mine : other, o1 = split == 0 ? other : mine;
+    const float r00 = fmaf(wt[0][1], o1.x, wt[0][0] * o0.x) * inv_w[0];
+    const float r01 = fmaf(wt[0][1], o1.y, wt[0][0] * o0.y) * inv_w[0];
+    const float r10 = fmaf(wt[1][1], o1.z, wt[1][0] * o0.z) * inv_w[1];
+    const float r11 = fmaf(wt[1][1], o1.w, wt[1][0] * o0.w) * inv_w[1];
+    if (dst[0]) *reinterpret_cast<uint32_t*>(dst[0] + frag_col(4 * k, ql)) = pack2<kBf16>(r00, r01);
+    if (dst[1]) *reinterpret_cast<uint32_t*>(dst[1] + frag_col(4 * k + 2, ql)) = pack2<kBf16>(r10, r11);
+  }
+}
+
+// ----------------------------------------------------------------------------
 // Split-KV merge inside a cluster (p.cluster_merge), after the pushes (see ClusterMerge)
 // ----------------------------------------------------------------------------
 // This rank's rows, from its own receive buffer, with combine_splits_kernel's merge step (SplitMerge,

@@ -199,7 +199,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
   } else {
     consumer_loop<Tr, kBf16>(ss, p, tr, b, kvh, row0, split, threadIdx.x);
   }
-  if (cluster_merge) {
+  if (cluster_merge && !merges_pair_in_registers<Tr>(p)) {
     ptx::cluster_sync();  // (the second barrier; the first is in the epilogue) every push landed
     merge_cluster_splits<Tr, kBf16>(ss, p, b, kvh, row0, threadIdx.x);
   }

@@ -136,6 +136,8 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
   static_assert(fits_ctas_per_sm<Tr>(), "shared memory of kCtasPerSm CTAs exceeds one SM");
   static_assert(merge_capacity_floats<Tr>() > 0, "cluster merge: the K and V rings must be adjacent");
+  static_assert(!Tr::kSeesaw64 || ClusterPairSlots<Tr>::kBytes <= merge_capacity_floats<Tr>() * sizeof(float),
+                "the two-split merge from registers receives into the idle ring");
   if (detail::configure_kernel<D, kBf16, kConfig>()) return 1;
 
   const long long clusters = static_cast<long long>(grid.x / p.num_splits) * p.Hkv * p.B;  // one per split group

@@ -12,6 +12,17 @@
 namespace fmha {
 namespace sm90 {
 
+// Two splits of this loop merge from registers (store_output_cluster_pair, common/merge.cuh); the kernel
+// body then skips its own second cluster barrier and merge_cluster_splits.
+template <class Tr>
+__device__ __forceinline__ bool merges_pair_in_registers(const DecodeParams& p) {
+  if constexpr (!Tr::kSeesaw64) {
+    return false;
+  } else {
+    return uses_cluster_merge<Tr>(p) && p.num_splits == 2;
+  }
+}
+
 // ----------------------------------------------------------------------------
 // The seesaw over 64-key tiles (Tr::kSeesaw64)
 // ----------------------------------------------------------------------------
@@ -198,7 +209,14 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   else if (o < n)
     trip(o, False{}, False{});
 
-  finish_output<Tr, kBf16>(ss, p, acc, st, b, kvh, row0, split, wg, tid_wg);
+  if (merges_pair_in_registers<Tr>(p)) {
+    float inv_l[2], lse[2];
+    finalize_rows(st, inv_l, lse);
+    store_output_cluster_pair<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, epilogue_row0<Tr>(p, row0),
+                                         epilogue_split<Tr>(p, split), wg, tid_wg);
+  } else {
+    finish_output<Tr, kBf16>(ss, p, acc, st, b, kvh, row0, split, wg, tid_wg);
+  }
 }
 
 }  // namespace sm90
