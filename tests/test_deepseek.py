@@ -401,6 +401,37 @@ def test_cuda_latent_q_views(monkeypatch, config, layout, T, heads, num_splits):
 
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("layout,T,heads,use_sinks", [
+    ("wide", 3, (28, 4), True),  # 21 rows: the copy-out stops at the block's padding rows
+    ("token_major", 2, (64, 1), False),  # [T, B, Hq, Dv] memory
+    ("wide", 1, (128, 2), True),  # two row blocks of each of two KV heads
+])
+def test_cuda_seesaw64_out_views(monkeypatch, layout, T, heads, use_sinks):
+    """The unsplit 64-key seesaw's output, staged in shared memory and copied out a row at a time, into views of
+    `out` whose rows are not dense: results as the reference, and the buffer's columns past D_v untouched."""
+    force_launch_plan(monkeypatch, "latent_seesaw64", 1)
+    Hq, Hkv = heads
+    B, S, Dqk = 2, 129, 576
+    q, k, v, sl = latent_inputs(B, T, Hq, Hkv, S, Dqk, 512, "slice", [S, 70], seed=T + Hq, device="cuda")
+    sinks = sinks_for(Hq, device="cuda") if use_sinks else None
+    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
+    k_in, v_in = with_nan_past_lengths(k, v, sl, "slice")
+    if layout == "token_major":
+        buf = torch.full((T, B, Hq, 512), float("nan"), dtype=q.dtype, device="cuda")
+        out = buf.transpose(0, 1)
+    else:
+        buf = torch.full((B, T, Hq, 640), float("nan"), dtype=q.dtype, device="cuda")
+        out = buf[..., :512]
+    res, lse = fmha.attention(q, k_in, v_in, sl, return_lse=True, backend="cuda", out=out, sinks=sinks)
+    assert res.data_ptr() == out.data_ptr()
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(),
+            what=f"seesaw64 out {layout} T={T} {Hq}/{Hkv} sinks={use_sinks}")
+    if layout == "wide":
+        assert torch.isnan(buf[..., 512:]).all(), "columns past D_v were written"
+
+
+@sm90_kernel
+@pytest.mark.gpu
 @pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
                                                         (3, None, torch.float16)])
 def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, page_size, dtype):

@@ -257,6 +257,7 @@ constexpr uint32_t kBarVTail = 2;   // consumers (the seesaw: the tile owner's w
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
+constexpr uint32_t kBarOutStaged = 6;  // + warpgroup (64-key seesaw): its output tile staged in shared memory
 
 }  // namespace sm90
 }  // namespace fmha
