@@ -401,18 +401,20 @@ def test_cuda_latent_q_views(monkeypatch, config, layout, T, heads, num_splits):
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("layout,T,heads,use_sinks", [
-    ("wide", 3, (28, 4), True),  # 21 rows: the copy-out stops at the block's padding rows
-    ("token_major", 2, (64, 1), False),  # [T, B, Hq, Dv] memory
-    ("wide", 1, (128, 2), True),  # two row blocks of each of two KV heads
+@pytest.mark.parametrize("layout,T,heads,use_sinks,dtype", [
+    ("wide", 3, (28, 4), True, bf16),  # 21 rows: the copy-out stops at the block's padding rows
+    ("token_major", 2, (64, 1), False, torch.float16),  # [T, B, Hq, Dv] memory
+    ("wide", 1, (256, 2), True, bf16),  # two row blocks of each of two KV heads (launched as cluster pairs)
 ])
-def test_cuda_seesaw64_out_views(monkeypatch, layout, T, heads, use_sinks):
+def test_cuda_seesaw64_out_views(monkeypatch, layout, T, heads, use_sinks, dtype):
     """The unsplit 64-key seesaw's output, staged in shared memory and copied out a row at a time, into views of
     `out` whose rows are not dense: results as the reference, and the buffer's columns past D_v untouched."""
     force_launch_plan(monkeypatch, "latent_seesaw64", 1)
     Hq, Hkv = heads
     B, S, Dqk = 2, 129, 576
-    q, k, v, sl = latent_inputs(B, T, Hq, Hkv, S, Dqk, 512, "slice", [S, 70], seed=T + Hq, device="cuda")
+    q, k, _, sl = latent_inputs(B, T, Hq, Hkv, S, Dqk, 512, "slice", [S, 70], seed=T + Hq, device="cuda")
+    q, k = q.to(dtype), k.to(dtype)
+    v = k[..., :512]
     sinks = sinks_for(Hq, device="cuda") if use_sinks else None
     ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
     k_in, v_in = with_nan_past_lengths(k, v, sl, "slice")
@@ -433,7 +435,8 @@ def test_cuda_seesaw64_out_views(monkeypatch, layout, T, heads, use_sinks):
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
-                                                        (3, None, torch.float16)])
+                                                        (3, None, torch.float16), (2, None, torch.float16),
+                                                        (1, None, torch.float16)])
 def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, page_size, dtype):
     """Scores that climb along the sequence, so that each row's max moves on every tile: by about 3 (log2
     units) a tile in sequence 0, which the 64-key seesaw's lazy reference follows only every few tiles (P up

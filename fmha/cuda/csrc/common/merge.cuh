@@ -1,5 +1,6 @@
 // fmha: split-KV merges inside thread-block clusters, arch-neutral: the dealt-rows merge (every split
-// pushes each partial row to the rank that merges it) and the pair merge (two splits push as soon as
+// pushes each partial row to the rank that merges it; with two consumer warpgroups and two splits, only the
+// partner's rows, the rank's own merged from registers) and the pair merge (two splits push as soon as
 // each has finished). The combine kernel (combine.cuh) merges the rest through the workspace.
 #pragma once
 
@@ -170,7 +171,8 @@ __device__ __forceinline__ void store_output_pair(Ss& ss, const DecodeParams& p,
 }
 
 // ----------------------------------------------------------------------------
-// Two splits merged from registers (two consumer warpgroups, p.cluster_merge, num_splits == 2)
+// Two splits merged from registers (two consumer warpgroups; kMergeDealtRows with num_splits == 2, not
+// kMergePair: the pair merge's CTAs push before the partner has finished, into buffers of their own)
 // ----------------------------------------------------------------------------
 // The dealt-rows merge for two splits without its copies: rank r merges rows 32 r .. 32 r + 31 of the
 // block, which warps 2 r and 2 r + 1 of each warpgroup hold. After the first cluster barrier (both rings

@@ -54,7 +54,8 @@
 //   Split-KV partials are merged inside a thread-block cluster when the host
 //   launches the splits of a row block as one (p.cluster_merge): kMergeDealtRows (see
 //   ClusterMerge: at most 16 splits, every cluster resident at once, <= 16 packed
-//   rows, any in LATENT_SEESAW64) or kMergePair (two splits of the 64-row loop, see store_output_pair), common/merge.cuh;
+//   rows, any in LATENT_SEESAW64, whose two splits merge from registers: store_output_cluster_pair) or
+//   kMergePair (two splits of the 64-row loop, see store_output_pair), common/merge.cuh;
 //   else by combine_splits_kernel (common/combine.cuh, launched as a programmatic dependent).
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R

@@ -57,6 +57,7 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
   else
     ptx::named_barrier_sync(kBarOutStaged + 1, 128);
   static_assert(kBoxesOut * 8 == 32, "a warp copies one row's kOutCols columns, 16 bytes a lane");
+  static_assert(Tr::kBlockN == Tr::kBlockM, "a ring box (kBlockN rows) holds the block's kBlockM output rows");
   const int box = lane / 8, chunk = lane % 8;
 #pragma unroll 4
   for (int r = w; r < Tr::kBlockM; r += 4) {
