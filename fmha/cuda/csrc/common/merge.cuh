@@ -104,6 +104,20 @@ __device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
   return cluster;
 }
 
+// Float4 k of a thread's two rows merged from its own split's values (mine) and the partner's (other), in
+// split order, and stored out as 16-bit pairs (dst[h]: row h's output, null for a padding row).
+template <bool kBf16>
+__device__ __forceinline__ void store_pair_merged4(uint16_t* (&dst)[2], int k, int ql, int split, float4 mine,
+                                                   float4 other, float (&wt)[2][2], float (&inv_w)[2]) {
+  const float4 o0 = split == 0 ? mine : other, o1 = split == 0 ? other : mine;
+  const float r00 = fmaf(wt[0][1], o1.x, wt[0][0] * o0.x) * inv_w[0];
+  const float r01 = fmaf(wt[0][1], o1.y, wt[0][0] * o0.y) * inv_w[0];
+  const float r10 = fmaf(wt[1][1], o1.z, wt[1][0] * o0.z) * inv_w[1];
+  const float r11 = fmaf(wt[1][1], o1.w, wt[1][0] * o0.w) * inv_w[1];
+  if (dst[0]) *reinterpret_cast<uint32_t*>(dst[0] + frag_col(4 * k, ql)) = pack2<kBf16>(r00, r01);
+  if (dst[1]) *reinterpret_cast<uint32_t*>(dst[1] + frag_col(4 * k + 2, ql)) = pack2<kBf16>(r10, r11);
+}
+
 // kMergePair: the two splits of a row block run as a cluster pair (rank = split). Rank 0 merges rows
 // 0-31 of the block (warps 0-1 hold them), rank 1 rows 32-63 (warps 2-3). As soon as a CTA's loop is
 // done, its two warps holding the partner's rows push their partial (o already divided by l, and the
@@ -160,13 +174,7 @@ __device__ __forceinline__ void store_output_pair(Ss& ss, const DecodeParams& p,
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
     const float4 mine = partial4(k), other = ss.pair_recv[k * Ss::kPairSlots + slot];
-    const float4 o0 = split == 0 ? mine : other, o1 = split == 0 ? other : mine;
-    const float r00 = fmaf(wt[0][1], o1.x, wt[0][0] * o0.x) * inv_w[0];
-    const float r01 = fmaf(wt[0][1], o1.y, wt[0][0] * o0.y) * inv_w[0];
-    const float r10 = fmaf(wt[1][1], o1.z, wt[1][0] * o0.z) * inv_w[1];
-    const float r11 = fmaf(wt[1][1], o1.w, wt[1][0] * o0.w) * inv_w[1];
-    if (dst[0]) *reinterpret_cast<uint32_t*>(dst[0] + frag_col(4 * k, ql)) = pack2<kBf16>(r00, r01);
-    if (dst[1]) *reinterpret_cast<uint32_t*>(dst[1] + frag_col(4 * k + 2, ql)) = pack2<kBf16>(r10, r11);
+    store_pair_merged4<kBf16>(dst, k, ql, split, mine, other, wt, inv_w);
   }
 }
 
@@ -238,13 +246,7 @@ __device__ __forceinline__ void store_output_cluster_pair(Ss& ss, const DecodePa
 #pragma unroll
   for (int k = 0; k < Sl::kVec; ++k) {
     const float4 mine = partial4(k), other = *reinterpret_cast<const float4*>(recv + 4 * (k * Sl::kSlots + slot));
-    const float4 o0 = split == 0 ? mine : other, o1 = split == 0 ? other : mine;
-    const float r00 = fmaf(wt[0][1], o1.x, wt[0][0] * o0.x) * inv_w[0];
-    const float r01 = fmaf(wt[0][1], o1.y, wt[0][0] * o0.y) * inv_w[0];
-    const float r10 = fmaf(wt[1][1], o1.z, wt[1][0] * o0.z) * inv_w[1];
-    const float r11 = fmaf(wt[1][1], o1.w, wt[1][0] * o0.w) * inv_w[1];
-    if (dst[0]) *reinterpret_cast<uint32_t*>(dst[0] + frag_col(4 * k, ql)) = pack2<kBf16>(r00, r01);
-    if (dst[1]) *reinterpret_cast<uint32_t*>(dst[1] + frag_col(4 * k + 2, ql)) = pack2<kBf16>(r10, r11);
+    store_pair_merged4<kBf16>(dst, k, ql, split, mine, other, wt, inv_w);
   }
 }
 
