@@ -12,8 +12,8 @@ launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-ro
 (two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles); KV-head pairs at D = 64
 (the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
 gather (13; its two or four warps), unsplit, split and with more CTAs than SMs, and page ids out of the pool's range (clamped: no access outside it); the shared
-latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw forced unsplit and at
-two splits) and attention sinks."""
+latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw forced unsplit, at
+two splits and at four on more clusters than fit) and attention sinks."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -126,9 +126,10 @@ for (B, T, Hq, Hkv, S, D, sl) in (((2, 1, 8, 2, 300, 128, [300, 0]), (2, 3, 28, 
     torch.cuda.synchronize()
     print("ran sinks", B, T, Hq, Hkv, S, D, "nan" if torch.isnan(out).any() else "ok", flush=True)
 
-# The 64-key seesaw forced unsplit (its output staged in the ring) and at two splits (merged from registers
-# inside a cluster pair): 21 packed rows of GQA 28/4 at T=3 with a 7-token sequence (its second split empty),
-# two row blocks with an empty sequence, sinks, NaN past every length.
+# The 64-key seesaw forced unsplit (its output staged in the ring), at two splits (merged from registers
+# inside a cluster pair) and at four on more clusters than the GPU holds (fp32 partials to the workspace for
+# the combine kernel): 21 packed rows of GQA 28/4 at T=3 with a 7-token sequence (its later splits empty), two
+# row blocks with an empty sequence, sinks, NaN past every length.
 if wanted("latent"):
     from fmha.backends import registry
     from fmha.cuda.backend import Config
@@ -137,10 +138,13 @@ if wanted("latent"):
         b._bind()
     own_plan = b.launch_plan
     for Dqk in (576, 512):
-        for num_splits in (1, 2):
+        for num_splits in (1, 2, 4):
             b.launch_plan = lambda p, index, n=num_splits: (Config.LATENT_SEESAW64, n)
             b._launches = {}
-            for (B, T, Hq, Hkv, S, sl) in ((2, 3, 28, 4, 129, [129, 7]), (2, 1, 128, 1, 300, [300, 0])):
+            shapes = ((2, 3, 28, 4, 129, [129, 7]), (2, 1, 128, 1, 300, [300, 0]))
+            if num_splits == 4:  # 40 x 4 clusters of four: the combine kernel merges
+                shapes = ((40, 3, 28, 4, 129, [129, 7] * 20), (80, 1, 128, 1, 300, [300, 0] * 40))
+            for (B, T, Hq, Hkv, S, sl) in shapes:
                 q, kv, _, cs = make_inputs(B, T, Hq, Hkv, S, Dqk, device="cuda", seqlens=sl)
                 kv = nan_past(kv, cs)
                 out, lse = fmha.attention(q, kv, kv[..., :512], cs, backend="cuda", return_lse=True,

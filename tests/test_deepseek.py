@@ -434,6 +434,28 @@ def test_cuda_seesaw64_out_views(monkeypatch, layout, T, heads, use_sinks, dtype
 
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("Dqk,T,heads,page_size,use_sinks", [
+    (576, 1, (64, 1), None, True),  # one full row block a sequence (V4-Flash's rows)
+    (512, 3, (28, 4), 64, False),   # 21 rows: the copy-out stops at the block's padding rows; TMA-paged
+    (576, 2, (128, 1), None, True),  # two row blocks a KV head
+])
+def test_cuda_seesaw64_partials_for_the_combine_kernel(monkeypatch, Dqk, T, heads, page_size, use_sinks):
+    """Four splits of the 64-key seesaw on 160 clusters, more than the GPU holds at once, so that each CTA writes
+    its fp32 partials to the workspace and the combine kernel merges them: splits with one, two and no tiles,
+    padding rows, a zero-length sequence; results and LSE as the reference."""
+    force_launch_plan(monkeypatch, "latent_seesaw64", 4)
+    Hq, Hkv = heads
+    B = 160 // (Hkv * -(-T * Hq // Hkv // 64))
+    seqlens = [(37 * i) % 300 + 1 for i in range(B)]
+    seqlens[1] = 0
+    v_mode = "slice" if Dqk == 576 else "self"
+    q, k, v, sl = latent_inputs(B, T, Hq, Hkv, 300, Dqk, 512, v_mode, seqlens, device="cuda")
+    assert "combine kernel" in str(fmha.explain(q, k, v, sl, backend="cuda"))
+    check_cuda_case(Dqk, 512, v_mode, T, heads, 300, page_size, use_sinks, seed=Dqk + T, seqlens=seqlens)
+
+
+@sm90_kernel
+@pytest.mark.gpu
 @pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
                                                         (3, None, torch.float16), (2, None, torch.float16),
                                                         (1, None, torch.float16)])
