@@ -100,9 +100,6 @@ HEAD_PAIRS_MIN_FILL = 0.8
 # where WIDE's and STREAM's CTAs have two (H200, B128 S8192 16-token pages: 1200 -> 958 us); and with more CTAs
 # than SMs at any page size, which the C API then gathers too. D = 64 measured slower so.
 GATHER_DEEP_HEAD_DIMS = (128,)
-# Except narrow grids of more CTAs than SMs that STREAM holds in one wave (two CTAs per SM), which stream faster
-# at every page size through its ring and narrow loop (H200, B32 T4 S4096 64-token pages: DEEP 130.6, STREAM
-# 127.3 us, contiguous 126.3); B128 S8192 (eight waves of DEEP) keeps DEEP: 960 against 968 us.
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 
 
@@ -282,8 +279,8 @@ class CudaBackend(Backend):
         """(Config, num_splits) for a problem on device `index`.
 
         D = 64 problems of enough KV-head pairs to fill most SMs run as pairs (_head_pairs). Otherwise a grid
-        of more CTAs than SMs runs WIDE and unsplit (several CTAs share an SM, one's prologue and epilogue
-        hide behind another's streaming). Otherwise the keys are split when the grid would leave SMs idle
+        of more CTAs than SMs runs WIDE and unsplit (at D <= 128 several CTAs share an SM, one's prologue and
+        epilogue hide behind another's streaming). Otherwise the keys are split when the grid would leave SMs idle
         (one deep CTA per SM fills them), and short split problems take fewer splits, on 64 CTAs, where those
         merge inside clusters (clustered_splits). That grid, unsplit or split, runs the shallow ring where it
         is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and gives each CTA at least
@@ -323,7 +320,9 @@ class CudaBackend(Backend):
 
     def _paged_stream(self, p: Problem, index: int, ctas: int) -> bool:
         """Whether a grid of `ctas` > SMs CTAs that the GATHER_DEEP_HEAD_DIMS rule would run DEEP runs STREAM
-        instead: at most the narrow loop's rows, and at most the CTAs STREAM holds at once."""
+        instead: at most the narrow loop's rows, and at most the CTAs STREAM holds at once (two a SM), which
+        stream faster at every page size through its ring and narrow loop (B32 T4 64-token pages: 130.6 ->
+        127.3 us; docs/paged.md)."""
         key = (p.head_dim, Config.STREAM)
         return (p.seqlen_q * p.group_size <= self._narrow_rows[key]
                 and ctas <= self._ctas_per_sm[key] * num_sms(index))
@@ -452,7 +451,7 @@ class CudaBackend(Backend):
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
             ws_ptr = workspace.data_ptr()
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
-        # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument, not 38.
+        # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument instead of one per field.
         args = _ARGS.buffer
         _PACKED_PER_CALL.pack_into(
             args.raw, 0, q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr(), out.data_ptr(), lse.data_ptr(),

@@ -26,7 +26,7 @@ from typing import Optional, Sequence
 
 CSRC = Path(__file__).resolve().parent / "csrc"
 DEFAULT_ARCH = "sm_90a"
-# Architectures with a decode kernel, and the flags their units share. sm_100a's kernel is compiled and
+# Architectures with a decode kernel. sm_100a's kernel is compiled and
 # disassembled only: it has never run on a Blackwell GPU (docs/design-sm100.md).
 KERNEL_ARCHS = ("sm_90a", "sm_100a")
 # Compute capability -> the architecture the loader builds for a device of it.

@@ -1,5 +1,5 @@
 // fmha: the host launch of the split-KV combine kernel (common/combine.cuh), one explicit instantiation
-// per head dim and dtype (instantiations/combine_*.cu).
+// per head dim and dtype (instantiations/combine.cu).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -106,7 +106,7 @@ __device__ __forceinline__ void init_kv_ring(Ss& ss, uint32_t full_arrivals, uin
 // The pages of one tile's TMA boxes (paged caches), looked up a tile ahead so that the latency of the
 // table loads overlaps the ring wait instead of delaying the refill: box i covers tokens token0 + i
 // p.page_box_rows onwards (page_box_rows >= Tr::kPagedMinBoxRows, 8 or more). Tr::kLeanProducer
-// (a producer on setmaxnreg's 24 registers): only the page ids are kept, and a box's row in its page is
+// (a producer on setmaxnreg's few registers, Tr::kProducerRegs): only the page ids are kept, and a box's row in its page is
 // recomputed when it is issued.
 template <class Tr>
 struct PagedTile {
@@ -184,7 +184,7 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
   const int sub = lane / 8, chunk = lane % 8;
   const uint16_t* head = static_cast<const uint16_t*>(pool) + kvh * s_h + chunk * 8;
   if constexpr (Tr::kLeanProducer) {
-    // At most 32 rows a warp (kPerLane = 1), its row groups as a loop: setmaxnreg's 24 registers.
+    // At most 32 rows a warp (kPerLane = 1), its row groups as a loop: setmaxnreg's few registers.
     static_assert(Rows::kPerLane == 1, "lean gather: one lookup entry per lane");
 #pragma unroll 1
     for (int g = 0; g < Rows::kRows / 4; ++g) {

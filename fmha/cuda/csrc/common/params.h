@@ -18,8 +18,8 @@ constexpr bool kPdl = !FMHA_DISABLE_PDL;
 // (t = r / G, hq = kvh * G + r % G); rows = T * G.
 struct DecodeParams {
   const void* q;           // [B, T, Hq, D], last stride 1
-  void* out;               // [B, T, Hq, D], last stride 1 (written when num_splits == 1)
-  float* lse;              // [B, Hq, T] contiguous, natural log (written when num_splits == 1)
+  void* out;               // [B, T, Hq, D], last stride 1 (by the decode kernel unless the combine kernel merges)
+  float* lse;              // [B, Hq, T] contiguous, natural log (written as out)
   const int* seqlens;      // [B] valid keys per sequence, nullptr = S; clamped to [0, S]
   float* o_partial;        // split-KV workspace (see workspace layout below), nullptr when num_splits == 1
   float* lse_partial;
@@ -51,8 +51,8 @@ struct DecodeParams {
   // tensor maps run over the pools (dims D, page_size, Hkv, num_blocks). Page ids are clamped into
   // [0, num_blocks): a wrong id reads a wrong page of the pool, never outside it.
   //   page_box_rows > 0: TMA path, tokens per box (a divisor of page_size and of the tile's TMA rows);
-  //   page_box_rows = 0: gather path (pages not a multiple of kPagedTmaMinRows tokens), the producer warps
-  //   copy 16-byte chunks from k / v with the element strides below.
+  //   page_box_rows = 0: gather path (the architecture's paged_gathers), the producer warps copy 16-byte
+  //   chunks from k / v with the element strides below.
   const int* block_table;
   int64_t block_table_stride;
   int page_size;

@@ -21,8 +21,8 @@ __device__ __forceinline__ void load_q_tile_rows(Ss& ss, const DecodeParams& p, 
   static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
   constexpr int kPerThread = kTotal / Tr::kConsumerThreads;
   // A thread loads one chunk column c of the rows r_first + i kRowStep: (t, query head) of its first
-  // row takes one division by G, the others follow by carries (a division per chunk measured ~58
-  // instructions each in the SASS, ahead of the last load).
+  // row takes one division by G, the others follow by carries (a division per chunk costs dozens of SASS
+  // instructions ahead of the last load).
   static_assert(Tr::kConsumerThreads % kChunksPerRow == 0, "Q load: whole rows per pass");
   constexpr int kRowStep = Tr::kConsumerThreads / kChunksPerRow;
   const int c = ctid % kChunksPerRow;  // shared-memory chunk: box c / 8, chunk c % 8 of it
@@ -31,8 +31,7 @@ __device__ __forceinline__ void load_q_tile_rows(Ss& ss, const DecodeParams& p, 
   const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_b + kvh * p.G * p.q_h + col;
   int t = (row0 + r_first) / p.G, g = (row0 + r_first) % p.G;
   const int step_t = kRowStep / p.G, step_g = kRowStep % p.G;
-  // All loads are issued before the first store (T=16 70.7 vs 73.6 us against a
-  // division per chunk and loads in groups of four).
+  // All loads are issued before the first store (T = 16: 73.6 -> 70.7 us).
   uint4 val[kPerThread];
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
@@ -81,7 +80,7 @@ __device__ __forceinline__ void load_q_tile_chunks(Ss& ss, const DecodeParams& p
 
 // All kBoxes of Q, in order, into shared-memory boxes 0 .. kBoxes - 1 of a seesaw (its Q boxes and then its P
 // boxes: consumer_prologue_q_boxes), where the producer does not load them by TMA. A thread's chunks
-// e = ctid + i kConsumerThreads lie on rows that grow by at most kThreads / kChunksPerRow + 1 from one to the next, so its
+// e = ctid + i kConsumerThreads lie on rows that grow by at most kConsumerThreads / kChunksPerRow + 1 from one to the next, so its
 // row's (token, head) follows by carries from one division per thread instead of one per chunk.
 template <class Tr, class Ss>
 __device__ __forceinline__ void load_q_all_boxes(Ss& ss, const DecodeParams& p, int b, int kvh, int row0,

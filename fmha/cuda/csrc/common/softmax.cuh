@@ -85,7 +85,7 @@ struct RowState {
 // kLazyMax: a row's reference m_i moves only when the tile's max exceeds it by more than kLazyMaxSlack
 // (log2 units), so that most tiles leave alpha = 1 and the accumulator unscaled; P is at most
 // 2^kLazyMaxSlack, and out = acc / l_i and the LSE are unchanged in exact arithmetic (l_i and acc share the
-// reference; P is rounded to 16 bits for P V as before, now at values up to 2^8).
+// reference; P is rounded to 16 bits for P V, at values up to 2^kLazyMaxSlack).
 // kShortChains: the row max and row sum in interleaved chains (row_half_reduce), for a softmax that lies on a
 // hand-off chain between warpgroups; the sum rounds differently from one chain, the max is exact in any order.
 constexpr float kLazyMaxSlack = 8.f;

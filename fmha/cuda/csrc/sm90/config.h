@@ -48,6 +48,7 @@ constexpr Mainloop kSerial = Mainloop::kSerial, kOverlapped = Mainloop::kOverlap
 
 // The table. A rule's reason in one line; its measurement in docs/design-sm90.md.
 //   tile  K  V  CTAs  TMA  loop  narrow  split_qk  Q regs  early wait  cluster merge  pair merge
+//   (then shared kv and gather warps, where an entry sets them)
 constexpr Config config_table(int D, int config) {
   switch (D) {
     case 64:

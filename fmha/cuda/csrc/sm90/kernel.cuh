@@ -14,7 +14,7 @@
 // instantiations/). The host (fmha/cuda/backend.py) runs grids of more CTAs than SMs with WIDE (two
 // CTAs per SM at D <= 128, shallow ring), narrow grids of one wave (unsplit or split) at D = 128 with
 // STREAM (WIDE's ring, the narrow loop; at D = 64 WIDE is that), other smaller or split-KV grids with
-// DEEP (one CTA per SM, deeper ring), and D = 512 with SEESAW (more than one row block) or SPLIT_QK.
+// DEEP (one CTA per SM, deeper ring), and D >= 512 with d512_config's choice (backend.py).
 // The C API launches a split grid of one wave one CTA per SM (exclusive_sms). D = 64 caches whose KV
 // heads lie side by side run on the D = 128 STREAM kernel as KV-head pairs where the pairs fill most
 // SMs (DecodeParams::head_pairs, pair_row; FMHA_CONFIG_KV_HEAD_PAIRS): blockIdx.y is then a pair.
@@ -24,13 +24,13 @@
 // warpgroup of which one warp works when setmaxnreg is used)
 //   Producer warp (one elected lane, common/kv_ring.cuh): streams K and V tiles of kBlockN tokens
 //     by TMA into rings of kStages (K) and kStagesV (V) stages; full_k/full_v[stage] complete on the TMA
-//     bytes; empty_k[stage] is armed by every consumer warp once its Q K^T
-//     that read the K tile completed, empty_v[stage] once its P V did. Gathered paged launches
+//     bytes; empty_k[stage] is armed by the warps that read the K tile once their last read of
+//     it completed (Tr::kKFreedByOneWg), empty_v[stage] once their P V did. Gathered paged launches
 //     (kv_gather) instead run Tr::kGatherWarps producer warps, every lane copying with cp.async (the CTA
 //     then has kGatherThreads threads), and the full barriers complete on their arrivals.
 //   Consumer warpgroup(s): load Q once (plain 16 B loads, written in the
-//     128B-swizzled K-major layout; at D = 512 three quarters of it as register
-//     fragments instead, see QRegs; in the shared-latent 64-key seesaw and narrow
+//     128B-swizzled K-major layout; at D >= 512 Config::q_reg_cols columns of it as
+//     register fragments instead, see QRegs; in the shared-latent 64-key seesaw and narrow
 //     loop the producer loads it by TMA where its rows are one box, q_tma), then per tile
 //       S = Q K^T            wgmma, A = Q (smem desc, or registers), B = K (smem desc), both K-major
 //       online softmax        in registers (FA2 rescale), masks keys j >= limit

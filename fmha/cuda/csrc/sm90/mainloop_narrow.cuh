@@ -13,7 +13,7 @@ namespace sm90 {
 // ----------------------------------------------------------------------------
 // Narrow problems (at most 16 packed query rows: T = 1 with G <= 16, or T x G <= 16)
 // ----------------------------------------------------------------------------
-// The loops above put the packed rows in wgmma's M = 64, so at T = 1 with 4 query heads per KV
+// The 64-row loops put the packed rows in wgmma's M = 64, so at T = 1 with 4 query heads per KV
 // head 60 of 64 rows are padding the tensor core multiplies anyway: 64 multiply-adds per cache
 // byte, which keeps the GPU at its power cap (docs/design-sm90.md). Here the operands swap: keys and
 // head-dim columns fill M, the 16 query rows are N.

@@ -1,4 +1,4 @@
-// fmha sm_90a: the D = 512 seesaw: two consumer warpgroups take turns over the tiles.
+// fmha sm_90a: the seesaw at D >= 512: two consumer warpgroups take turns over the tiles.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +10,11 @@ namespace fmha {
 namespace sm90 {
 
 // ----------------------------------------------------------------------------
-// D = 512: the two consumer warpgroups take turns (FMHA_CONFIG_SEESAW)
+// D >= 512: the two consumer warpgroups take turns (FMHA_CONFIG_SEESAW, FMHA_CONFIG_LATENT_SEESAW)
 // ----------------------------------------------------------------------------
 // Warpgroup w owns the tiles it = w, w + 2, ... (ring positions): it computes their S = Q K^T over the
-// whole head dim (the tile's K stage is read by it alone: empty_k counts its 4 warps) and their online
+// whole head dim (separate rings: the tile's K stage is read by it alone, empty_k counts its 4 warps; one
+// ring: both warpgroups' P V read it, and each frees it after its P V) and their online
 // softmax, and publishes P(it) and the row state after the tile (m_i, l_i, alpha) in shared memory
 // (SeesawSmem). Both warpgroups accumulate O += P V of every tile, in tile order, over their own 256
 // output columns. The softmax of tile it needs the state after it - 1, so the softmax chain alternates

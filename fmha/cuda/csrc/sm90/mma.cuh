@@ -78,7 +78,7 @@ __device__ __forceinline__ void rescale_acc(float (&acc)[N], const float (&alpha
 
 // S = Q K^T over head-dim columns [kCol0, kCol0 + kCols): kCols/16 k16 steps,
 // each a 32 B advance inside a 128 B swizzle row, moving to the next box every 4 steps.
-// With Tr::kQRegCols (split Q K^T at D = 512) the last kQRegSteps steps take A from qr.
+// With Tr::kQRegCols (split Q K^T, or the seesaw) the last kQRegSteps steps take A from qr.
 template <class Tr, bool kBf16, int kCols = Tr::kHeadDim>
 __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const SharedStorage<Tr>& ss, int stage,
                                         int col0 = 0, const QRegs<Tr>* qr = nullptr) {

@@ -92,8 +92,7 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(uint32_t smem_byte_addr
 // A descriptor built once and moved by byte offsets: the start-address field holds addr >> 4 in bits
 // 0-13 and every shared-memory address is below 2^18, so adding (offset >> 4) to the low word never
 // carries out of the field. Building each descriptor from its address (mask, shift, or) cost about 7
-// instructions a wgmma; this costs one add on the low word (the D = 512 consumer loop spent 204 of its
-// 496 instructions a tile on descriptors).
+// instructions a wgmma; this costs one add on the low word.
 struct SmemDescSw128 {
   uint32_t lo, hi;
   __device__ __forceinline__ SmemDescSw128(uint32_t smem_byte_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {

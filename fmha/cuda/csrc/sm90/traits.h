@@ -88,10 +88,10 @@ struct DecodeTraits {
   static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   // Producer warps that gather a paged tile with cp.async (common/kv_ring.cuh; the gather path only): one
-  // warp's copies fall short of the bytes in flight the ring allows (H200, D = 256 token-level pages: 659 ->
-  // 498 us with four). Two where two CTAs share an SM (four cap every launch's registers: D = 64 WIDE's
-  // consumer from 167 to 128), else four, or the configuration's own count (Config::gather_warps); a gathered
-  // launch has kGatherThreads threads, within the launch bounds (kMaxThreads).
+  // warp's copies fall short of the bytes in flight the ring allows (D = 256 token-level pages: 659 -> 498 us
+  // with four). Two where two CTAs share an SM (four would cap every launch's consumer registers), else four,
+  // or the configuration's own count (Config::gather_warps); a gathered launch has kGatherThreads threads,
+  // within the launch bounds (kMaxThreads).
   static constexpr int kGatherWarps =
       kCfg.gather_warps ? kCfg.gather_warps : kSetMaxNReg ? kProducerThreads / 32 : kCtasPerSm == 2 ? 2 : 4;
   static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
@@ -189,7 +189,7 @@ struct SharedStorage {
   alignas(8) uint64_t full_k[Tr::kStages];   // TMA bytes of the K tile landed
   // kRingHalves: full_k / empty_k are the first half of the K stage's, full_v / empty_v its second half's.
   alignas(8) uint64_t full_v[Tr::kVBarriers ? Tr::kStagesV : 1];  // TMA bytes of the V tile landed (kSharedKv: full_k)
-  alignas(8) uint64_t empty_k[Tr::kStages];  // every consumer warp is done with the stage's K tile
+  alignas(8) uint64_t empty_k[Tr::kStages];  // the warps that read the stage's K tile are done (kKFreedByOneWg)
   alignas(8) uint64_t empty_v[Tr::kVBarriers ? Tr::kStagesV : 1];  // ... with its V tile (kSharedKv: empty_k, after P V)
   // kMergePair (store_output_pair): the half of the partner's partial that this CTA merges, pushed by the
   // partner's 64 threads that hold it, slot = the pusher's thread index in those two warps: o
