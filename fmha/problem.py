@@ -174,7 +174,8 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     if not paged and Bk != B:
         raise ValueError(f"k_cache: batch {Bk} differs from q's batch {B}")
     if Dk != D:
-        raise ValueError(f"k_cache: head_dim {Dk} differs from q's head_dim {D}")
+        raise ValueError(f"k_cache: head_dim {Dk} differs from q's head_dim {D}; K's head dim must equal Q's "
+                         f"(D_qk; allowed: {', '.join(map(str, SUPPORTED_QK_DIMS))})")
     if D not in SUPPORTED_QK_DIMS:
         raise ValueError(f"q: head_dim {D} is not supported; allowed: {', '.join(map(str, SUPPORTED_QK_DIMS))}")
     if Dv > D:
@@ -354,9 +355,9 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
     """Everything `validate` decides from, as one hashable tuple, or None where no key is safe.
 
     Per tensor: its type, shape, strides, dtype, device and data_ptr mod 16 (the 16-byte alignment), and
-    whether k_cache and v_cache start at one address (shares_memory); then the scalars; cache_seqlens, a
-    block table and sinks by their metadata alone, layout included (a sparse tensor has strides too; their
-    values are device data). Equal keys mean
+    whether k_cache and v_cache start at one address (shares_memory; meta tensors have none, so for them
+    whether v_cache is k_cache); then the scalars; cache_seqlens, a block table and sinks by their metadata
+    alone, layout included (a sparse tensor has strides too; their values are device data). Equal keys mean
     equal verdicts, so a memo on it may skip `validate`. Built flat from attribute reads (~1.7 us for
     four tensors, against ~11 us for the checks); raises for arguments that are not tensors or not
     hashable, and the caller then runs `validate`, which says what is wrong."""
@@ -367,7 +368,9 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
     return (type(q), q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             type(k_cache), k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device, k_cache.data_ptr() & 15,
             type(v_cache), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() & 15,
-            k_cache.data_ptr() == v_cache.data_ptr(), softmax_scale, causal,
+            # (every meta tensor's pointer is 0: there only K passed as V itself shares, as in shares_memory)
+            k_cache.data_ptr() == v_cache.data_ptr() and (k_cache is v_cache or not k_cache.is_meta),
+            softmax_scale, causal,
             # nested, so that a tensor passed as cache_seqlens never reads like the same tensor passed as out
             None if cache_seqlens is None else (type(cache_seqlens), cache_seqlens.shape, cache_seqlens.stride(),
                                                 cache_seqlens.dtype, cache_seqlens.device, cache_seqlens.layout),

@@ -101,6 +101,8 @@ CASES = [
     (512, 512, "separate", 3, (4, 1), 33, None, True),
     (64, 64, "self", 3, (8, 2), 33, None, True),
     (128, 128, "separate", 1, (8, 2), 33, 5, True),
+    (576, 512, "slice", 4, (6, 2), 33, None, True),  # T = 4 causal, two KV heads of a 576 latent
+    (512, 512, "self", 2, (8, 1), 20, 16, False),
 ]
 
 
@@ -253,6 +255,17 @@ def test_memo_tells_shared_from_a_copy_of_the_same_metadata():
         out, lse = run_poisoned("triton", q, k, vv, sl)
         ref, ref_lse = attention_reference(q, k, vv, sl, 512 ** -0.5, True)
         compare(out, lse, ref, ref_lse, q.dtype, vmax=vv.float().abs().max().item(), what="memo")
+
+
+def test_memo_tells_meta_k_passed_as_v_from_a_separate_meta_v():
+    """Meta tensors (shape-only planning, fmha.explain) all have data pointer 0: K passed as V is shared, a
+    separate meta V of the same metadata is not, whichever the memo saw first."""
+    q = torch.empty(2, 1, 16, 512, dtype=bf16, device="meta")
+    k = torch.empty(2, 64, 1, 512, dtype=bf16, device="meta")
+    v = torch.empty_like(k)
+    for first, second in (((k, k), (k, v)), ((k, v), (k, k))):
+        for kk, vv in (first, second):
+            assert validate_cached(q, kk, vv).kv_shared == (vv is kk) == validate(q, kk, vv).kv_shared
 
 
 def test_explain_says_whether_the_latent_is_read_once():
