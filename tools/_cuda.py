@@ -135,7 +135,7 @@ def probe_library(mode: str, flags=()):
     if not flags:
         return loader.load_probe(mode)
     if "extra_flags" in inspect.signature(loader.load_probe).parameters:
-        return loader.load_probe(mode, extra_flags=list(flags))
+        return loader.load_probe(mode, extra_flags=tuple(flags))  # (lru_cache: hashable)
     raise ValueError(f"nvcc flags {list(flags)} with probe:{mode}: fmha.cuda.loader.load_probe takes no extra flags "
                      "here; give them in FMHA_NVCC_FLAGS instead (every build of the process then has them)")
 
