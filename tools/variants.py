@@ -74,7 +74,12 @@ def main():
     ap.add_argument("--kv-layout", choices=KV_LAYOUTS, default="bshd",
                     help="cache storage order: bshd [B, S, Hkv, D] (the tokens of all heads side by side), or bhsd: "
                          "stored [B, Hkv, S, D] and passed as its transposed view (each head's tokens contiguous)")
+    ap.add_argument("--latent", action="store_true",
+                    help="DeepSeek's shared latent: v_cache is k_cache (D = 512) or its first 512 columns (D = 576), "
+                         "so the @latent_* configurations serve; without --page and peers")
     args = ap.parse_args()
+    if args.latent and args.page:
+        ap.error("--latent runs contiguous caches only (no --page)")
     from tools._cuda import library_backend, parse_variant, variant_backend
 
     specs = dict(v.split("=", 1) if "=" in v else (v, "") for v in args.variant)
@@ -176,12 +181,17 @@ def main():
     for shape in shapes:
         B, T, Hq, Hkv, S, D = shape
         causal = T > 1
-        per = 2 * B * S * Hkv * D * 2
+        per = (1 if args.latent else 2) * B * S * Hkv * D * 2  # cache bytes a set reads
         n = max(2, min(16, -(-3 * 60 * 2 ** 20 // per)))
+        if args.latent and D not in (512, 576):
+            ap.error(f"--latent: D must be 512 or 576, got {D}")
         sets = [(torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16),
-                 random_cache(B, S, Hkv, D, args.kv_layout), random_cache(B, S, Hkv, D, args.kv_layout))
+                 random_cache(B, S, Hkv, D, args.kv_layout), None if args.latent else random_cache(B, S, Hkv, D,
+                                                                                                  args.kv_layout))
                 for _ in range(n)]
-        outs = [torch.empty_like(q) for q, _, _ in sets]
+        if args.latent:  # V: the latent's first 512 columns, a view of K's memory
+            sets = [(q, k, k[..., :512]) for q, k, _ in sets]
+        outs = [q.new_empty(*q.shape[:3], v.shape[-1]) for q, _, v in sets]
         lse = torch.empty(B, Hq, T, device="cuda")
         contenders = {}
         if args.page:
@@ -202,7 +212,7 @@ def main():
             for name, b in backends.items():
                 contenders[name] = [lambda q=q, k=k, v=v, o=o, b=b: b.run(p, q, k, v, None, o, lse)
                                     for (q, k, v), o in zip(sets, outs)]
-        if not args.no_peers and not args.page:
+        if not args.no_peers and not args.page and not args.latent:
             contenders["triton"] = [lambda q=q, k=k, v=v, o=o: fmha.attention(q, k, v, causal=causal, backend="triton",
                                                                              out=o) for (q, k, v), o in zip(sets, outs)]
             cd = cudnn_calls(sets, causal)
@@ -212,7 +222,7 @@ def main():
         ref = fmha.attention(q, k, v, causal=causal, backend="triton")
         check = {}
         for name, b in backends.items():
-            o = torch.full_like(q, float("nan"))
+            o = torch.full_like(outs[0], float("nan"))
             if args.page:
                 bt, kv = paged[0]
                 b.run(p, q, kv[0], kv[1], seqlens, o, lse, block_table=bt)
