@@ -92,7 +92,7 @@ for (D, T) in (((64, 1), (128, 4)) if wanted("paged") else ()):
         print("ran paged own plan", D, T, page_size, launch.split(",")[0], launch.split("; ")[-1],
               "nan in valid sequences" if torch.isnan(valid).any() else "ok", flush=True)
 # DeepSeek's shared latent (one K/V ring: V read from the K stage) at 576/512 and 512/512, each latent loop
-# (narrow: 16 rows; seesaw: 128 rows, split), with sinks, NaN past every length, paged (TMA, gather); and sinks
+# (narrow: 16 and 32 rows; seesaw: 128 rows, split), with sinks, NaN past every length, paged (TMA, gather); and sinks
 # in the plain loops (narrow, 64-row, split through the combine kernel or inside clusters).
 def nan_past(k, sl):
     k = k.clone()
@@ -103,7 +103,8 @@ def nan_past(k, sl):
 
 for Dqk in ((576, 512) if wanted("latent") else ()):
     for (B, T, Hq, S, sl, page_size) in ((3, 1, 16, 300, [300, 0, 129], None), (2, 1, 128, 4000, [4000, 33], None),
-                                         (3, 2, 16, 300, [300, 0, 129], 64), (2, 1, 16, 300, [300, 7], 13),
+                                         (3, 2, 16, 300, [300, 0, 129], 64), (3, 2, 16, 300, [300, 0, 129], None),
+                                         (2, 1, 16, 300, [300, 7], 13),
                                          (2, 2, 64, 1000, [1000, 129], 64)):  # (two row blocks, paged)
         q, kv, _, cs = make_inputs(B, T, Hq, 1, S, Dqk, device="cuda", seqlens=sl)
         sinks = torch.linspace(-20, 20, Hq, device="cuda")

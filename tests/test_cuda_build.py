@@ -198,8 +198,8 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "D=576: only the LATENT configurations" in msg, msg
     status, msg = call(D=512, Hq=2, Hkv=1, config=6, v=ptr + 4096)
     assert status != 0 and "config=6 reads K and V as one latent: v must be k itself" in msg, msg
-    status, msg = call(D=512, Hq=32, Hkv=1, config=8)
-    assert status != 0 and "LATENT_NARROW serves at most 16 packed rows, got T x Hq/Hkv = 32" in msg, msg
+    status, msg = call(D=512, Hq=64, Hkv=1, config=8)
+    assert status != 0 and "LATENT_NARROW serves at most 32 packed rows, got T x Hq/Hkv = 64" in msg, msg
     status, msg = call(sinks=ptr + 2)
     assert status != 0 and "sinks must be 4-byte aligned" in msg, msg
 

@@ -235,6 +235,24 @@ def test_shared_latent_runs_a_latent_loop_on_sm90(D, T, Hq):
         assert d512_config(p, 100) in (Config.SEESAW, Config.SPLIT_QK)
 
 
+@pytest.mark.parametrize("D", (512, 576))
+@pytest.mark.parametrize("B,T,Hq,Hkv,sms,expected", (
+    (128, 2, 16, 1, 132, Config.LATENT_NARROW),     # 32 rows, an unsplit grid of 128 CTAs on 132 SMs: N = 32
+    (64, 1, 24, 1, 132, Config.LATENT_SEESAW64),    # 24 rows on 64 CTAs: the grid is split, the seesaw takes it
+    (64, 3, 28, 4, 132, Config.LATENT_SEESAW64),    # 21 rows on 256 CTAs: two waves
+    (128, 2, 16, 1, None, Config.LATENT_SEESAW64),  # no SM count (a split grid): the seesaw
+    (300, 1, 16, 1, 132, Config.LATENT_NARROW),     # 16 rows: narrow on any grid
+    (120, 4, 8, 1, 132, Config.LATENT_NARROW),      # 32 rows of four tokens, 120 of 132 SMs
+    (112, 4, 8, 1, 132, Config.LATENT_SEESAW64),    # ... 112 of 132 (under LATENT_NARROW32_MIN_FILL)
+    (128, 3, 16, 1, 132, Config.LATENT_SEESAW64),   # 48 rows
+))
+def test_latent_narrow_takes_32_rows_on_one_wave(D, B, T, Hq, Hkv, sms, expected):
+    import dataclasses
+
+    p = dataclasses.replace(problem(B, T, Hq, Hkv, 4096, D), head_dim_v=512, kv_shared=True)
+    assert d512_config(p, 90, sms) == expected
+
+
 @pytest.mark.parametrize("Hq,answer", ((128, 1), (128, 0), (64, 0)))
 def test_explain_says_row_block_pairs_as_the_library_answers(monkeypatch, Hq, answer):
     """explain's row-block pair clause is the library's answer (fmha_row_block_pairs, which also knows a build

@@ -17,6 +17,7 @@ from conftest import DEVICE
 from _util import CUDA_KERNEL_SKIP, compare, force_launch_plan, has_cuda_kernel, make_paged
 from fmha.problem import validate, validate_cached
 from fmha.reference import attention_reference
+from fmha.cuda.backend import LATENT_NARROW_ROWS
 
 bf16 = torch.bfloat16
 # Large magnitudes: the sink dominates a row or vanishes from it; exp(100) overflows fp32 unless the sink takes
@@ -326,6 +327,9 @@ LATENT_CUDA_CASES = [
     (576, "slice", 2, (64, 1), 1000, None, True),
     (512, "self", 4, (64, 1), 129, 64, False),
     (576, "slice", 1, (128, 1), 1000, 32, False),
+    # 32 packed rows: the narrow loop's N = 32 (one token of 16 heads past T = 1, and 8 heads of four tokens)
+    (576, "slice", 2, (16, 1), 1000, 64, True),
+    (512, "self", 4, (8, 1), 129, None, False),
 ]
 
 
@@ -337,7 +341,7 @@ def _rows(case):
 @pytest.mark.gpu
 @pytest.mark.parametrize("config,num_splits,Dqk,v_mode,T,heads,S,page_size,use_sinks", [
     (*plan, *case) for plan in LATENT_PLANS for case in LATENT_CUDA_CASES
-    if plan[0] != "latent_narrow" or _rows(case) <= 16])
+    if plan[0] != "latent_narrow" or _rows(case) <= LATENT_NARROW_ROWS])
 def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk, v_mode, T, heads, S, page_size,
                                             use_sinks):
     force_launch_plan(monkeypatch, config, num_splits)

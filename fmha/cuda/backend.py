@@ -44,7 +44,7 @@ class Config(enum.IntEnum):
     SPLIT_QK = 5  # D = 512, one 64-row block: the two consumer warpgroups split Q K^T's head dim
     LATENT_SEESAW = 6  # SEESAW over one ring: D = 512 with V = K, D = 576 with V = K's first 512 columns
     LATENT_SPLIT_QK = 7  # SPLIT_QK over that ring
-    LATENT_NARROW = 8  # the narrow loop over that ring (at most 16 packed rows)
+    LATENT_NARROW = 8  # the narrow loop over that ring (at most 32 packed rows)
     LATENT_SEESAW64 = 9  # LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
     WIDE_GATHER = 10  # D = 64: WIDE with four gathering producer warps (paged launches that gather)
 
@@ -129,7 +129,13 @@ def _arch_capability(arch) -> tuple:
     return divmod(int(arch), 10)
 
 
-LATENT_NARROW_ROWS = 16  # the narrow loop's N (fmha_config_narrow_rows)
+LATENT_NARROW_ROWS = 32  # the latent narrow loop's widest N (fmha_config_narrow_rows)
+# It takes up to 16 packed rows on any grid, 17-32 (N = 32) only on an unsplit grid of one wave filling at least
+# this share of the SMs: there the 64-key seesaw, which multiplies those rows padded to 64, runs at the power cap
+# (H200, B128 Hq16 T2: 158.1 -> 148.3 us); on split and multi-wave grids the seesaw is the faster
+# (docs/deepseek.md).
+LATENT_NARROW_ANY_GRID_ROWS = 16
+LATENT_NARROW32_MIN_FILL = 0.875
 
 
 def latent_ring(p: Problem, arch: int = 90) -> bool:
@@ -138,13 +144,16 @@ def latent_ring(p: Problem, arch: int = 90) -> bool:
     return arch == 90 and p.kv_shared and p.head_dim in (512, 576)
 
 
-def d512_config(p: Problem, arch: int = 90) -> Config:
+def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config:
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
-    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, else LATENT_SEESAW64, the
-    fastest of the latent loops at every row count measured (docs/deepseek.md)."""
+    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, and up to 32 where its unsplit grid
+    fills one wave of `sms` SMs (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64 (docs/deepseek.md)."""
     if latent_ring(p, arch):
-        return Config.LATENT_NARROW if p.seqlen_q * p.group_size <= LATENT_NARROW_ROWS else Config.LATENT_SEESAW64
+        rows, ctas = p.seqlen_q * p.group_size, _grid_ctas(p)
+        one_wave = sms is not None and LATENT_NARROW32_MIN_FILL * sms <= ctas <= sms
+        narrow = rows <= LATENT_NARROW_ANY_GRID_ROWS or (rows <= LATENT_NARROW_ROWS and one_wave)
+        return Config.LATENT_NARROW if narrow else Config.LATENT_SEESAW64
     return Config.SEESAW if p.seqlen_q * p.group_size > BLOCK_M else Config.SPLIT_QK
 
 
@@ -300,14 +309,14 @@ class CudaBackend(Backend):
             ctas > num_sms(index) or self._gathers(p, Config.DEEP, 0))
         if ctas > num_sms(index):
             if p.head_dim >= 512:
-                return d512_config(p, self._arch), 1
+                return d512_config(p, self._arch, num_sms(index)), 1
             if gather_deep and self._paged_stream(p, index, ctas):
                 return Config.STREAM, 1
             return self._wide_gather(p, Config.DEEP if gather_deep else Config.WIDE, ctas), 1
         splits = clustered_splits(p, ctas, self._occupancy_splits(p, index),
                                   self._merge_modes(p, index, self._split_config(p)))
-        if p.head_dim >= 512:
-            return d512_config(p, self._arch), splits
+        if p.head_dim >= 512:  # (LATENT_NARROW's 17-32 rows: unsplit grids only)
+            return d512_config(p, self._arch, num_sms(index) if splits == 1 else None), splits
         shallow = None if gather_deep else self._shallow_ring_config(p, index, splits)
         return (Config.DEEP if shallow is None else self._wide_gather(p, shallow, ctas * splits)), splits
 

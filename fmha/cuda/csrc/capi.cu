@@ -132,7 +132,7 @@ ConfigShape config_shape(int D, int config) {
 const char* kConfigHelp =
     "0 = WIDE (D = 64, 128, 256), 1 = DEEP (D = 64, 128, 256), 2 = STREAM (D = 128), 3 = KV_HEAD_PAIRS (D = 64), "
     "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576; sm_90a), "
-    "7 = LATENT_SPLIT_QK (D = 512, 576; sm_90a), 8 = LATENT_NARROW (D = 512, 576, at most 16 packed rows; sm_90a), "
+    "7 = LATENT_SPLIT_QK (D = 512, 576; sm_90a), 8 = LATENT_NARROW (D = 512, 576, at most 32 packed rows; sm_90a), "
     "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }

@@ -11,13 +11,13 @@
 
 namespace fmha {
 
-// Gather the 64 packed Q rows of this block into the swizzled K-major tile (the boxes kept in shared
+// Gather the 64 (kRows) packed Q rows of this block into the swizzled K-major tile (the boxes kept in shared
 // memory). All consumer threads take part; pad rows are zero-filled.
-template <class Tr, class Ss>
+template <class Tr, int kRows = Tr::kBlockM, class Ss>
 __device__ __forceinline__ void load_q_tile_rows(Ss& ss, const DecodeParams& p, int b, int kvh,
                                                  int row0, int ctid) {
   constexpr int kChunksPerRow = Tr::kQSmemBoxes * 8;  // 16 B chunks kept in shared memory
-  constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
+  constexpr int kTotal = kRows * kChunksPerRow;
   static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
   constexpr int kPerThread = kTotal / Tr::kConsumerThreads;
   // A thread loads one chunk column c of the rows r_first + i kRowStep: (t, query head) of its first
@@ -55,11 +55,11 @@ __device__ __forceinline__ void load_q_tile_rows(Ss& ss, const DecodeParams& p, 
 
 // load_q_tile where a pass of the consumer threads does not cover whole rows (the seesaw's 5 boxes: 40
 // chunks a row): a division per chunk, once per CTA; all loads before the first store.
-template <class Tr, class Ss>
+template <class Tr, int kRows = Tr::kBlockM, class Ss>
 __device__ __forceinline__ void load_q_tile_chunks(Ss& ss, const DecodeParams& p, int b, int kvh,
                                                    int row0, int ctid) {
   constexpr int kChunksPerRow = Tr::kQSmemBoxes * 8;
-  constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
+  constexpr int kTotal = kRows * kChunksPerRow;
   static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
   constexpr int kPerThread = kTotal / Tr::kConsumerThreads;
   const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_b + kvh * p.G * p.q_h;
@@ -107,13 +107,14 @@ __device__ __forceinline__ void load_q_all_boxes(Ss& ss, const DecodeParams& p, 
   }
 }
 
-template <class Tr, class Ss>
+// kRows: the rows the loop reads (the narrow loop: its N; the rows past them are left as they are).
+template <class Tr, int kRows = Tr::kBlockM, class Ss>
 __device__ __forceinline__ void load_q_tile(Ss& ss, const DecodeParams& p, int b, int kvh, int row0,
                                             int ctid) {
   if constexpr (Tr::kConsumerThreads % (Tr::kQSmemBoxes * 8) == 0)
-    load_q_tile_rows<Tr>(ss, p, b, kvh, row0, ctid);
+    load_q_tile_rows<Tr, kRows>(ss, p, b, kvh, row0, ctid);
   else
-    load_q_tile_chunks<Tr>(ss, p, b, kvh, row0, ctid);
+    load_q_tile_chunks<Tr, kRows>(ss, p, b, kvh, row0, ctid);
 }
 
 // Q by TMA (DecodeParams::q_tma): the row block's Tr::kBoxes 64-column boxes, in head-dim order, into rows

@@ -31,8 +31,8 @@ struct Config {
   int stages_v;             // V ring depth
   int ctas_per_sm;          // resident CTAs per SM the launch bounds ask for
   int tma_rows;             // tokens per TMA box (tile_n: whole tiles)
-  Mainloop loop;            // more than 16 packed rows
-  bool narrow;              // at most 16 packed rows: the narrow loop (keys in the MMA's M)
+  Mainloop loop;            // more than the narrow loop's packed rows
+  bool narrow;              // at most 16 (LATENT_NARROW: 32) packed rows: the narrow loop (keys in the MMA's M)
   bool split_qk;            // two consumer warpgroups, each computes Q K^T over half of the head dim
   int q_reg_cols;           // Q head-dim columns a consumer warpgroup keeps as register A fragments
   bool early_operand_wait;  // overlapped loop: wait for the next tile's K and V before P V's wgmma wait
@@ -89,7 +89,7 @@ constexpr Config config_table(int D, int config) {
       // warpgroup. 64 Q columns in registers (128 leave the consumer too few). Splits merge inside clusters:
       // the idle ring receives them.
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, true, false, true};
-      // At most 16 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
+      // At most 32 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
     case 576:

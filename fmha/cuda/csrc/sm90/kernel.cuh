@@ -47,8 +47,8 @@
 //   64-key tiles of a ring whose stages fill and free by halves, LATENT_SEESAW64); each owns half of the
 //   output columns.
 //   Problems of at most 16 packed rows (T = 1 with up to 16 query heads per KV
-//   head, or T x G <= 16) take consumer_loop_narrow instead, where keys and
-//   head-dim columns fill the MMA's M and the 16 rows its N (see its comment);
+//   head, or T x G <= 16; LATENT_NARROW: 32) take consumer_loop_narrow instead, where keys and
+//   head-dim columns fill the MMA's M and the 16 (32) rows its N (see its comment);
 //   the D = 128 WIDE configuration keeps the 64-row loop (measured faster; STREAM is the same
 //   ring with the narrow loop).
 //   Split-KV partials are merged inside a thread-block cluster when the host
@@ -188,7 +188,13 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
   bool narrow = false;
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
   if constexpr (Tr::kNarrowOnly) {
-    consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+    if constexpr (Tr::kNarrowRows > 16) {
+      narrow_wait_q<Tr>(ss, p, b, kvh, threadIdx.x);
+      if (p.rows > 16) consumer_loop_narrow<Tr, kBf16, 32, true>(ss, p, tr, b, kvh, split, threadIdx.x);
+      else consumer_loop_narrow<Tr, kBf16, 16, true>(ss, p, tr, b, kvh, split, threadIdx.x);
+    } else {
+      consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
+    }
   } else if (narrow) {
     if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
   } else if constexpr (Tr::kSeesaw64) {

@@ -62,8 +62,9 @@ struct DecodeTraits {
   static constexpr bool kOverlap = kCfg.loop == Mainloop::kOverlapped;
   static constexpr bool kSkipUnitRescale = D >= kSkipUnitRescaleMinD;  // see rescale_acc
   static constexpr int kOutCols = kHeadDimV / kConsumerWGs;  // output columns per consumer warpgroup (PV wgmma N)
-  // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks.
-  static constexpr int kNarrowRows = 16;
+  // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks. The shared
+  // latent's takes 32 (N = 32 above 16 rows): the 64-key seesaw multiplies those rows padded to 64.
+  static constexpr int kNarrowRows = kNarrowOnly && kSharedKv ? 32 : 16;
   // Rows of a Q TMA box (kQByTma): a row block, or the narrow loop's rows, its B operand's N.
   static constexpr int kQTmaRows = kNarrowOnly ? kNarrowRows : kBlockM;
   static constexpr bool kNarrow = kCfg.narrow;
