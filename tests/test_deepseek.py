@@ -387,13 +387,16 @@ def test_cuda_seesaw64_row_block_pairs(monkeypatch, T, heads, page_size):
     ("latent_seesaw64", "wide", 1, (16, 1), 4),  # 16 heads x 4 tokens a box, tokens 1-3 past T
     ("latent_seesaw64", "wide", 5, (32, 2), 1),  # two KV heads: boxes from head 16 kvh, tokens 5-7 past T
     ("latent_seesaw64", "wide", 2, (256, 2), 3),  # two KV heads of 128: boxes from head 128 kvh + 64 (row block % 2)
-    # the narrow loop's 16-row boxes
-    ("latent_narrow", "wide", 1, (16, 1), 1),  # 16 heads of one token
-    ("latent_narrow", "wide", 3, (4, 1), 3),  # 4 heads x 4 tokens, token 3 past T
-    ("latent_narrow", "token_major", 2, (16, 2), 1),  # two KV heads of 8: boxes from head 8 kvh
+    # the narrow loop's 32-row boxes (N = 16 below 17 rows, 32 above)
+    ("latent_narrow", "wide", 1, (16, 1), 1),  # 16 heads x 2 tokens, token 1 past T
+    ("latent_narrow", "wide", 3, (4, 1), 3),  # 4 heads x 8 tokens, tokens 3-7 past T
+    ("latent_narrow", "token_major", 2, (16, 2), 1),  # two KV heads of 8: 8 heads x 4 tokens from head 8 kvh
     ("latent_narrow", "wide", 1, (12, 1), 1),  # 12 heads: no box of (heads, tokens), the consumers load Q
-    ("latent_narrow", "wide", 4, (1, 1), 1),  # one head x 16 tokens, tokens 4-15 past T
-    ("latent_narrow", "wide", 3, (4, 2), 3),  # two KV heads of 2: 2 heads x 8 tokens from head 2 kvh
+    ("latent_narrow", "wide", 4, (1, 1), 1),  # one head x 32 tokens, tokens 4-31 past T
+    ("latent_narrow", "wide", 3, (4, 2), 3),  # two KV heads of 2: 2 heads x 16 tokens from head 2 kvh
+    ("latent_narrow", "wide", 1, (32, 1), 1),  # 32 heads of one token (N = 32)
+    ("latent_narrow", "wide", 3, (8, 1), 1),  # 8 heads x 4 tokens, token 3 past T: 24 rows by TMA (N = 32)
+    ("latent_narrow", "token_major", 2, (16, 1), 3),  # 32 rows of a strided view, split (N = 32)
 ])
 def test_cuda_latent_q_views(monkeypatch, config, layout, T, heads, num_splits):
     """The 64-key seesaw's and the narrow loop's Q as views whose rows are not dense: read by TMA where its rows

@@ -739,7 +739,7 @@ def test_force_plan_forces_only_what_serves_the_problem():
             return 64 if (d in (512, 576) and c in (4, 5, 6, 7, 8, 9)) or (d == 128 and c in (0, 1, 2)) else 0
 
         def fmha_config_narrow_rows(self, d, c):
-            return 16 if c == CONFIGS["latent_narrow"] else 0
+            return 32 if c == CONFIGS["latent_narrow"] else 0
 
     def plan_of(tokens, **problem):
         b = types.SimpleNamespace(launch_plan=lambda p, index: (-1, 3))

@@ -51,7 +51,7 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
                   int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name, bool paged = false);
 
 // A 4-D tiled TMA map over Q [B, T, Hq, D] whose box is `rows` packed rows (a row block's, 64, or the narrow loop's
-// 16) of 64 columns (DecodeParams::q_tma, load_q_boxes_tma): dims (D, Hq, T, B), box (64, rows, 1, 1) where
+// kNarrowRows) of 64 columns (DecodeParams::q_tma, load_q_boxes_tma): dims (D, Hq, T, B), box (64, rows, 1, 1) where
 // G % rows == 0, else (64, G, rows / G, 1). 128B swizzle, OOB -> zeros. False, with no error set, where Q cannot be
 // read so (rows % G != 0 and G % rows != 0, a zero stride (Q broadcast over a dimension), a stride or the base not
 // a multiple of 16 bytes, no driver entry point, the encode failing): the consumers then load it.

@@ -70,7 +70,7 @@ struct DecodeParams {
   const float* sinks;
   // 1: the producer of a shared-latent 64-key seesaw or narrow loop (DecodeTraits::kQByTma) loads Q by TMA
   // (load_q_boxes_tma) through the tensor map in the kernel's V-map slot (its V is the K stage's), set by the host
-  // where the loop's rows (64, or the narrow loop's 16) are one box (encode_q_map); 0: the consumers load Q.
+  // where the loop's rows (64, or the narrow loop's kNarrowRows) are one box (encode_q_map); 0: the consumers load Q.
   int q_tma;
 };
 

@@ -128,15 +128,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     else load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
-  } else if constexpr (Tr::kQByTma) {
-    if (p.q_tma) {
-      ptx::mbarrier_wait_parity(&ss.q_full, 0);  // the producer's TMA: rows 0-15 of every Q box
-    } else {
-      load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
-      ptx::fence_proxy_async_shared();
-      ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
-    }
   } else {
+    static_assert(!Tr::kQByTma, "narrow: a loop whose producer may load Q takes it from narrow_wait_q (kQLoaded)");
     load_q_tile<Tr>(ss, p, b, kvh, 0, ctid);
     ptx::fence_proxy_async_shared();
     ptx::named_barrier_sync(kBarQReady, Tr::kConsumerThreads);
