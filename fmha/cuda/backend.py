@@ -309,7 +309,7 @@ class CudaBackend(Backend):
             ctas > num_sms(index) or self._gathers(p, Config.DEEP, 0))
         if ctas > num_sms(index):
             if p.head_dim >= 512:
-                return d512_config(p, self._arch, num_sms(index)), 1
+                return d512_config(p, self._arch), 1
             if gather_deep and self._paged_stream(p, index, ctas):
                 return Config.STREAM, 1
             return self._wide_gather(p, Config.DEEP if gather_deep else Config.WIDE, ctas), 1

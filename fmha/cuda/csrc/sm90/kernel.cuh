@@ -187,14 +187,10 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
 #endif
   bool narrow = false;
   if constexpr (Tr::kNarrow) narrow = p.rows <= Tr::kNarrowRows;  // uniform over the grid (row_block is 0)
-  if constexpr (Tr::kNarrowOnly) {
-    if constexpr (Tr::kNarrowRows > 16) {
-      narrow_wait_q<Tr>(ss, p, b, kvh, threadIdx.x);
-      if (p.rows > 16) consumer_loop_narrow<Tr, kBf16, 32, true>(ss, p, tr, b, kvh, split, threadIdx.x);
-      else consumer_loop_narrow<Tr, kBf16, 16, true>(ss, p, tr, b, kvh, split, threadIdx.x);
-    } else {
-      consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
-    }
+  if constexpr (Tr::kNarrowOnly) {  // (the shared latent's: N = 16 or 32, Q waited for ahead of the choice)
+    narrow_wait_q<Tr>(ss, p, b, kvh, threadIdx.x);
+    if (p.rows > 16) consumer_loop_narrow<Tr, kBf16, 32, true>(ss, p, tr, b, kvh, split, threadIdx.x);
+    else consumer_loop_narrow<Tr, kBf16, 16, true>(ss, p, tr, b, kvh, split, threadIdx.x);
   } else if (narrow) {
     if constexpr (Tr::kNarrow) consumer_loop_narrow<Tr, kBf16>(ss, p, tr, b, kvh, split, threadIdx.x);
   } else if constexpr (Tr::kSeesaw64) {

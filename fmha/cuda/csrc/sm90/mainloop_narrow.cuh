@@ -90,8 +90,6 @@ __device__ __forceinline__ float narrow_lanes_reduce(float v) {
   return v;
 }
 
-// kN: the MMA's N, 16 or (kNarrowRows = 32) 32 columns of packed query rows; the kernel takes the narrowest
-// that holds p.rows. kQLoaded: Q is in shared memory already (narrow_wait_q).
 // Q in shared memory for the narrow loop of a kernel that runs it at two N (kNarrowRows = 32): waited for once,
 // ahead of the choice, so that the two loops do not each hold the consumers' Q load.
 template <class Tr>
@@ -106,6 +104,8 @@ __device__ __forceinline__ void narrow_wait_q(SharedStorage<Tr>& ss, const Decod
   }
 }
 
+// kN: the MMA's N, 16 or (kNarrowRows = 32) 32 columns of packed query rows; the kernel takes the narrowest
+// that holds p.rows. kQLoaded: Q is in shared memory already (narrow_wait_q).
 template <class Tr, bool kBf16, int kN = 16, bool kQLoaded = false>
 __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                      const TileRange& tr, int b, int kvh, int split, int ctid) {

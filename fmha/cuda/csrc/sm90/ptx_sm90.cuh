@@ -185,18 +185,19 @@ struct SmemDescSw128 {
   "{\n.reg .pred p;\n" "setp.ne.b32 p, " scale ", 0;\n" "wgmma.mma_async.sync.aligned." shape ".f32." type "." type "\n" \
   "{" acc "}, " tail ";\n}\n"
 
-template <bool kBf16>
+// kTransA = 1: A MN-major (the narrow path's V^T, as m64n16k16 below).
+template <bool kBf16, bool kTransA = false>
 __device__ __forceinline__ void wgmma_ss_m64n32k16(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
 #if FMHA_SM90_ENABLED
   if constexpr (kBf16)
-    asm volatile(FMHA_WGMMA_ASM("m64n32k16", "bf16", FMHA_ACC_REGS_16, "%16, %17, p, 1, 1, 0, 0", "%18")
+    asm volatile(FMHA_WGMMA_ASM("m64n32k16", "bf16", FMHA_ACC_REGS_16, "%16, %17, p, 1, 1, %19, 0", "%18")
                  : FMHA_ACC_OPERANDS_16(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA ? 1 : 0)
                  : "memory");
   else
-    asm volatile(FMHA_WGMMA_ASM("m64n32k16", "f16", FMHA_ACC_REGS_16, "%16, %17, p, 1, 1, 0, 0", "%18")
+    asm volatile(FMHA_WGMMA_ASM("m64n32k16", "f16", FMHA_ACC_REGS_16, "%16, %17, p, 1, 1, %19, 0", "%18")
                  : FMHA_ACC_OPERANDS_16(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA ? 1 : 0)
                  : "memory");
 #else
   (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
@@ -372,32 +373,12 @@ __device__ __forceinline__ void wgmma_ss_m64n16k16(float (&d)[8], uint64_t desc_
 #endif
 }
 
-// m64n32k16 of the narrow path (as m64n16k16 above, N = 32 query rows); kTransA as there.
-template <bool kBf16, bool kTransA>
-__device__ __forceinline__ void wgmma_ss_m64n32k16_ta(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-#if FMHA_SM90_ENABLED
-  if constexpr (kBf16)
-    asm volatile(FMHA_WGMMA_ASM("m64n32k16", "bf16", FMHA_ACC_REGS_16, "%16, %17, p, 1, 1, %19, 0", "%18")
-                 : FMHA_ACC_OPERANDS_16(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA ? 1 : 0)
-                 : "memory");
-  else
-    asm volatile(FMHA_WGMMA_ASM("m64n32k16", "f16", FMHA_ACC_REGS_16, "%16, %17, p, 1, 1, %19, 0", "%18")
-                 : FMHA_ACC_OPERANDS_16(d)
-                 : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA ? 1 : 0)
-                 : "memory");
-#else
-  (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
-  FMHA_TRAP_UNSUPPORTED();
-#endif
-}
-
 // The narrow path's wgmma over its N = 16 or 32 query rows.
 template <int N, bool kBf16, bool kTransA>
 __device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   static_assert(N == 16 || N == 32, "wgmma_ss_narrow: N not instantiated");
   if constexpr (N == 16) wgmma_ss_m64n16k16<kBf16, kTransA>(d, desc_a, desc_b, scale_d);
-  else wgmma_ss_m64n32k16_ta<kBf16, kTransA>(d, desc_a, desc_b, scale_d);
+  else wgmma_ss_m64n32k16<kBf16, kTransA>(d, desc_a, desc_b, scale_d);
 }
 
 // Compile-time dispatch over N (kBf16: bf16 inputs, else f16).

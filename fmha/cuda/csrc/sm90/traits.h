@@ -64,7 +64,8 @@ struct DecodeTraits {
   static constexpr int kOutCols = kHeadDimV / kConsumerWGs;  // output columns per consumer warpgroup (PV wgmma N)
   // consumer_loop_narrow (at most kNarrowRows packed rows): one warpgroup, whole 64-key M blocks. The shared
   // latent's takes 32 (N = 32 above 16 rows): the 64-key seesaw multiplies those rows padded to 64.
-  static constexpr int kNarrowRows = kNarrowOnly && kSharedKv ? 32 : 16;
+  static constexpr int kNarrowRows = kNarrowOnly ? 32 : 16;
+  static_assert(!kNarrowOnly || kSharedKv, "the narrow-only loop is the shared latent's (LATENT_NARROW)");
   // Rows of a Q TMA box (kQByTma): a row block, or the narrow loop's rows, its B operand's N.
   static constexpr int kQTmaRows = kNarrowOnly ? kNarrowRows : kBlockM;
   static constexpr bool kNarrow = kCfg.narrow;
