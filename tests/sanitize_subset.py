@@ -13,7 +13,8 @@ launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-ro
 (the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
 gather (13; its two or four warps), unsplit, split and with more CTAs than SMs, and page ids out of the pool's range (clamped: no access outside it); the shared
 latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw forced unsplit, at
-two splits and at four on more clusters than fit) and attention sinks."""
+two splits and at four on more clusters than fit; the balanced schedule forced on mixed lengths) and attention
+sinks."""
 import sys, torch
 import os
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -153,6 +154,27 @@ if wanted("latent"):
                 torch.cuda.synchronize()
                 print("ran latent_seesaw64", Dqk, num_splits, B, T, Hq, Hkv, "nan" if torch.isnan(out).any() else "ok",
                       flush=True)
+    # The balanced schedule (the latent narrow loop forced unsplit): mixed lengths with empty sequences, one long
+    # sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged by TMA boxes; sinks, NaN past every length.
+    b.launch_plan = lambda p, index: (Config.LATENT_NARROW, 1)
+    b._launches = {}
+    os.environ["FMHA_CUDA_SCHEDULE"] = "balanced"
+    for Dqk in (576, 512):
+        for (T, Hq, Hkv, sl, page_size) in ((1, 16, 1, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], None),
+                                            (2, 16, 1, [4000] + [64] * 15, 64),
+                                            (3, 28, 4, [129, 0, 700, 1, 2500], None)):
+            q, kv, _, cs = make_inputs(len(sl), T, Hq, Hkv, max(sl), Dqk, device="cuda", seqlens=sl)
+            kv = nan_past(kv, cs)
+            bt = None
+            if page_size is not None:
+                kv, _, bt = make_paged(kv, kv, page_size, cs)
+            launch = fmha.explain(q, kv, kv[..., :512], cs, block_table=bt, backend="cuda").launch
+            out, lse = fmha.attention(q, kv, kv[..., :512], cs, block_table=bt, backend="cuda", return_lse=True,
+                                      sinks=torch.linspace(-20, 20, Hq, device="cuda"))
+            torch.cuda.synchronize()
+            print("ran balanced", Dqk, T, Hq, Hkv, page_size, "balanced" if "balanced schedule" in launch else launch,
+                  "nan" if torch.isnan(out).any() else "ok", flush=True)
+    del os.environ["FMHA_CUDA_SCHEDULE"]
     b.launch_plan = own_plan
     b._launches = {}
 

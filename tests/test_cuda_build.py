@@ -142,11 +142,12 @@ def test_packed_arguments_reach_the_c_side(build):
     ptr = 1 << 40  # 16-byte aligned, never dereferenced: the checks fail first
 
     def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, v=ptr, config=0, block_table=0, page_size=0,
-             head_dim_v=0, num_blocks=0, max_blocks=0, table_stride=None, sinks=0):
+             head_dim_v=0, num_blocks=0, max_blocks=0, table_stride=None, sinks=0, num_splits=1, workspace=0,
+             workspace_bytes=0, balanced=0):
         table_stride = max_blocks if table_stride is None else table_stride
         cb._PACKED.pack_into(buf.raw, 0, q, ptr, v, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
-                             *([1024] * 12), 0.125, 1, 1, config, 0, 0, 0, block_table, table_stride, page_size,
-                             head_dim_v, num_blocks, max_blocks, sinks)
+                             *([1024] * 12), 0.125, 1, num_splits, config, workspace, workspace_bytes, 0, block_table,
+                             table_stride, page_size, head_dim_v, num_blocks, max_blocks, sinks, balanced)
         status = lib.fmha_decode(buf.address)
         return status, lib.fmha_last_error().decode()
 
@@ -202,6 +203,22 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "LATENT_NARROW serves at most 32 packed rows, got T x Hq/Hkv = 64" in msg, msg
     status, msg = call(sinks=ptr + 2)
     assert status != 0 and "sinks must be 4-byte aligned" in msg, msg
+    # The balanced schedule: the latent narrow loop, unsplit, with its workspace.
+    latent = dict(D=576, head_dim_v=512, Hq=16, Hkv=1, config=8)
+    status, msg = call(balanced=2, **latent)
+    assert status != 0 and "balanced=2 invalid (0 or 1)" in msg, msg
+    status, msg = call(balanced=1)
+    assert status != 0 and "balanced=1 needs config LATENT_NARROW (8), got config=0" in msg, msg
+    status, msg = call(balanced=1, num_splits=2, **latent)
+    assert status != 0 and "balanced=1 runs unsplit, got num_splits=2" in msg, msg
+    need = lib.fmha_balanced_workspace_bytes(2, 1, 16, 1, 512)
+    assert need == 2 * 2 * 16 * 513 * 4 + 16 * 2 and lib.fmha_balanced_workspace_bytes(0, 1, 16, 1, 512) == 0
+    status, msg = call(balanced=1, **latent)
+    assert status != 0 and f"workspace of 0 bytes too small: balanced=1 needs {need}" in msg, msg
+    status, msg = call(balanced=1, workspace=ptr, workspace_bytes=need - 1, **latent)
+    assert status != 0 and f"workspace of {need - 1} bytes too small: balanced=1 needs {need}" in msg, msg
+    status, msg = call(balanced=1, workspace=ptr + 4, workspace_bytes=need, **latent)
+    assert status != 0 and f"bytes misaligned: balanced=1 needs {need}, 16-byte aligned" in msg, msg
 
 
 def test_merge_query_rejects_bad_arguments(build):

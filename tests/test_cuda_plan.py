@@ -481,13 +481,13 @@ def test_run_packs_the_paged_call(monkeypatch, layout, B):
     assert a[1:3] == (kp.data_ptr(), vp.data_ptr()) and a[5] == sl.data_ptr()
     assert a[6:13] == (B, 1, 32, 8, 48, 64, 1)  # S = 3 pages of 16
     assert a[16:19] == kp.stride()[:3] and a[19:22] == vp.stride()[:3]
-    assert a[32:] == (bt.data_ptr(), 6 if B > 1 else 3, 16, 64, kp.shape[0], 3, 0)  # ..., no sinks
+    assert a[32:] == (bt.data_ptr(), 6 if B > 1 else 3, 16, 64, kp.shape[0], 3, 0, 0)  # no sinks, not balanced
     assert int(b.launch_plan(p, 0)[0]) == a[28] != int(Config.KV_HEAD_PAIRS)
     with pytest.raises(ValueError, match="block_table"):
         b.run(p, q, kp, vp, sl, out, lse)  # a paged problem without its table
     flat = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda:0"))
     b.run(flat, q, k, v, sl, out, lse)
-    assert sent[-1][32:] == (0, 0, 0, 64, 0, 0, 0)
+    assert sent[-1][32:] == (0, 0, 0, 64, 0, 0, 0, 0)
 
 
 @pytest.mark.parametrize("answer", (0, 1, 2))
@@ -520,3 +520,45 @@ def test_older_library_answers_the_gather_rule_of_its_time():
 
     old = _OlderLibrary(object())  # a library without the entry point
     assert [old.fmha_paged_gather(128, 1, page, 0) for page in (1, 13, 16, 64)] == [1, 1, 0, 0]
+
+
+@pytest.mark.parametrize("B,seqlens,env,balanced", (
+    (128, True, "balanced", True),   # one CTA a sequence fills the SMs: unsplit, the tiles dealt by cache length
+    (128, True, None, False),        # the default: static
+    (128, True, "static", False),
+    (128, False, "balanced", False),  # every sequence S long: nothing to balance
+    (4, True, "balanced", False),     # a split grid (its splits follow each sequence's length)
+))
+def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, seqlens, env, balanced):
+    """The balanced schedule is asked for (FmhaDecodeArgs::balanced) where FMHA_CUDA_SCHEDULE says so and the latent
+    narrow loop runs unsplit with cache lengths, with the library's workspace for its pieces; explain says so."""
+    import dataclasses
+    import struct
+
+    if env is None:
+        monkeypatch.delenv(cb.SCHEDULE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(cb.SCHEDULE_ENV, env)
+    b = stub_backend(monkeypatch, clustered=set())
+    b._arch = 90
+    for config, shape in ((Config.LATENT_NARROW, (64, 1, 32)), (Config.LATENT_SPLIT_QK, (32, 1, 0))):
+        key = (576, config)  # (the stub's table stops at D = 512)
+        b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = shape
+    b._row_block_pairs = lambda *args: 0
+    b._balanced_ws_bytes = lambda B, T, Hq, Hkv, Dv: 7 * B * T * Hq * Hkv * Dv
+    p = dataclasses.replace(problem(B, 1, 16, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
+                            has_cache_seqlens=seqlens)
+    config, splits = b.launch_plan(p, 0)
+    assert config == Config.LATENT_NARROW and (splits == 1) == (B == 128)
+    launch = b._launch_constants(p)
+    assert launch[-1] == balanced
+    if balanced:
+        assert launch[4] == 7 * B * 16 * 512
+    assert ("balanced schedule" in b.launch_details(p)) == balanced
+    assert struct.unpack("<d3q", launch[6])[2] == splits
+
+
+def test_schedule_env_refuses_an_unknown_schedule(monkeypatch):
+    monkeypatch.setenv(cb.SCHEDULE_ENV, "fair")
+    with pytest.raises(ValueError, match=r"FMHA_CUDA_SCHEDULE: got 'fair'; allowed: static, balanced"):
+        cb.schedule_env()

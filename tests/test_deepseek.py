@@ -522,6 +522,72 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
 
 
+# The balanced schedule (FMHA_CUDA_SCHEDULE=balanced: the latent narrow loop, unsplit, with cache lengths; forced
+# here, where the plan would split these few sequences): mixed lengths with empty sequences, one long sequence among
+# short ones (shared by many CTAs: many pieces), GQA 28/4 at T = 3 (N = 32), all sequences empty, paged by TMA
+# boxes (64) and gathered (16: one CTA a unit instead), sinks.
+BALANCED_CASES = [
+    (576, "slice", 1, (16, 1), None, True, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129]),
+    (512, "self", 2, (16, 1), 64, False, [4000] + [64] * 15),
+    (576, "slice", 3, (28, 4), None, False, [129, 0, 700, 1, 2500]),
+    (512, "self", 1, (16, 1), None, True, [0, 0, 0]),
+    (576, "slice", 4, (8, 1), 16, True, [300, 0, 1000, 5]),
+    (576, "slice", 1, (16, 1), 64, True, [64 * 40, 1, 1, 1, 1, 1, 1, 1]),
+]
+
+
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("Dqk,v_mode,T,heads,page_size,use_sinks,seqlens", BALANCED_CASES)
+def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens):
+    """The tiles dealt by cache length: right against the reference (out and LSE, NaN past every length, a
+    zero-length sequence gives zeros and the sink), and the same bits on every call."""
+    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
+    force_launch_plan(monkeypatch, "latent_narrow", 1)
+    S = max(seqlens) + 3
+    q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, 512, v_mode, T, heads, S, page_size,
+                                                                   use_sinks, seqlens, seed=S + T, device="cuda")
+    assert "balanced schedule" in str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks,
+                                                   backend="cuda"))
+    out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
+    what = f"balanced {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens}"
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
+    for b, n in enumerate(seqlens):
+        if n == 0:
+            empty = torch.full((heads[0], T), float("-inf"), device="cuda") if sinks is None else \
+                sinks[:, None].expand(heads[0], T)
+            assert (out[b] == 0).all() and torch.allclose(lse[b], empty, rtol=0, atol=1e-5), what
+    for _ in range(3):
+        again, lse_again = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
+        assert torch.equal(again, out) and torch.equal(lse_again, lse), what
+
+
+@sm90_kernel
+@pytest.mark.gpu
+def test_cuda_balanced_schedule_in_a_graph(monkeypatch):
+    """Captured in a CUDA graph and replayed with new lengths and values (the shares are dealt on the device)."""
+    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
+    force_launch_plan(monkeypatch, "latent_narrow", 1)
+    S, heads = 2100, (16, 1)
+    q, k, v, sl = latent_inputs(6, 1, *heads, S, 576, 512, "slice", [S, 0, 5, 1000, 64, 2000], device="cuda")
+    out = torch.empty(6, 1, 16, 512, dtype=bf16, device="cuda")
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fmha.attention(q, k, v, sl, backend="cuda", out=out)  # warm-up (the library's one-time setup)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            _, lse = fmha.attention(q, k, v, sl, backend="cuda", out=out, return_lse=True)
+    for lengths, seed in (([S, 0, 5, 1000, 64, 2000], 1), ([1, 2000, 0, 3, S, 700], 2)):
+        q2, k2, _, sl2 = latent_inputs(6, 1, *heads, S, 576, 512, "slice", lengths, seed=seed, device="cuda")
+        q.copy_(q2), k.copy_(k2), sl.copy_(sl2)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        ref, ref_lse = attention_reference(q, k, v, sl, 576 ** -0.5, True)
+        compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=f"graph replay {lengths}")
+
+
 @sm90_kernel
 @pytest.mark.gpu
 def test_cuda_latent_views_of_one_kv_head():

@@ -122,9 +122,10 @@ def test_packed_args_match_the_header():
     assert span(cb._SCALAR_FIELDS) == ["softmax_scale", "causal", "num_splits", "config"]
     assert span(cb._TAIL_FIELDS) == ["block_table", "block_table_stride", "page_size", "head_dim_v", "num_blocks",
                                      "max_blocks_per_seq"]
-    # the per-call packing ends with the precomputed tail and the sinks' pointer: nothing of the struct is left unsent
-    assert names[cb._TAIL_FIELDS.stop // 8:] == ["sinks"]
-    assert cb._TAIL_FIELDS.stop + 8 == 8 * len(fields) == cb._PACKED_PER_CALL.size
+    # the per-call packing ends with the precomputed tail, the sinks' pointer and the balanced flag: nothing of the
+    # struct is left unsent
+    assert names[cb._TAIL_FIELDS.stop // 8:] == ["sinks", "balanced"]
+    assert cb._TAIL_FIELDS.stop + 2 * 8 == 8 * len(fields) == cb._PACKED_PER_CALL.size
 
 
 def test_configurations_match_the_header():

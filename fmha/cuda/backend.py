@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import enum
+import os
 import functools
 import struct
 import threading
@@ -138,6 +139,28 @@ LATENT_NARROW_ANY_GRID_ROWS = 16
 LATENT_NARROW32_MIN_FILL = 0.875
 
 
+# Which schedule unsplit latent narrow launches with cache lengths take: "static" (one CTA a sequence and KV head,
+# the default) or "balanced" (the tiles dealt over the CTAs by cache length, fmha_capi.h). Balanced measured 1.2-4.3x
+# faster on batches of mixed lengths and 1-6% slower on batches of equal ones (docs/deepseek.md); read when a call
+# shape is first planned.
+SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
+SCHEDULES = ("static", "balanced")
+
+
+def schedule_env() -> str:
+    value = os.environ.get(SCHEDULE_ENV, "") or "static"
+    if value not in SCHEDULES:
+        raise ValueError(f"{SCHEDULE_ENV}: got {value!r}; allowed: {', '.join(SCHEDULES)} (or unset: static)")
+    return value
+
+
+def balanced_schedule(p: Problem, config, num_splits: int, arch: int = 90) -> bool:
+    """Whether the launch asks for the balanced schedule (fmha_capi.h): chosen by SCHEDULE_ENV, for the latent
+    narrow loop, unsplit, with cache lengths to deal the tiles by (docs/deepseek.md)."""
+    return (arch == 90 and config == Config.LATENT_NARROW and num_splits == 1 and p.has_cache_seqlens
+            and schedule_env() == "balanced")
+
+
 def latent_ring(p: Problem, arch: int = 90) -> bool:
     """Whether p runs a LATENT configuration (one ring, the latent read once): a shared latent at D = 512 or
     576 on sm_90a."""
@@ -199,6 +222,7 @@ class CudaBackend(Backend):
         self._fn = None
         self._tile_n = None
         self._ws_bytes = None
+        self._balanced_ws_bytes = None
         self._last_error = None
         self._arch = None  # fmha_arch() of the loaded library
         self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
@@ -279,6 +303,7 @@ class CudaBackend(Backend):
         self._paged_gather = lib.fmha_paged_gather
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_workspace_bytes
+        self._balanced_ws_bytes = getattr(lib, "fmha_balanced_workspace_bytes", None)
         self._last_error = lib.fmha_last_error
         self._arch = lib.fmha_arch()
         self._fn = lib.fmha_decode
@@ -437,6 +462,9 @@ class CudaBackend(Backend):
                 gathers = self._gathers(p, config, _grid_ctas(p) * num_splits)
             paged = (f"; paged ({p.page_size}-token pages): "
                      + ("the producer warps gather each tile (cp.async)" if gathers else "TMA boxes inside each page"))
+        if balanced_schedule(p, config, num_splits, self._arch):
+            merge += (", the tiles dealt over the CTAs in equal shares by cache length (balanced schedule; the "
+                      "pieces of a sequence shared by several CTAs + combine kernel)")
         arch = ""
         if self._arch == 100:
             arch = ("; sm_100a kernel (tcgen05, Tensor Memory): compiled for sm_100a, never run on hardware before "
@@ -454,11 +482,12 @@ class CudaBackend(Backend):
         launch = self._launches.get(id(p))
         if launch is None or launch[0] is not p:  # the entry keeps p alive, so its id is not reused
             launch = self._launch_constants(p)
-        _, index, device, _, ws_bytes, shape_bytes, scalar_bytes, tail_bytes = launch
+        _, index, device, _, ws_bytes, shape_bytes, scalar_bytes, tail_bytes, balanced = launch
         ws_ptr = 0
-        if ws_bytes:  # the combine kernel's partials; sized from shapes: safe under CUDA-graph capture
-            workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)
+        if ws_bytes:  # the combine kernel's partials (or the balanced schedule's pieces); sized from shapes: safe
+            workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)  # under CUDA-graph capture
             ws_ptr = workspace.data_ptr()
+
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
         # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument instead of one per field.
         args = _ARGS.buffer
@@ -467,7 +496,7 @@ class CudaBackend(Backend):
             cache_seqlens.data_ptr() if cache_seqlens is not None else 0, shape_bytes,
             qs[0], qs[1], qs[2], ks[0], ks[1], ks[2], vs[0], vs[1], vs[2], os_[0], os_[1], os_[2],
             scalar_bytes, ws_ptr, ws_bytes, _current_stream(index), tail_bytes,
-            sinks.data_ptr() if sinks is not None else 0)
+            sinks.data_ptr() if sinks is not None else 0, 1 if balanced else 0)
         if p.has_block_table or block_table is not None:  # the table's pointer and row stride, per call
             if block_table is None or not p.has_block_table:
                 raise ValueError("block_table: given for a contiguous problem, or missing for a paged one")
@@ -491,6 +520,9 @@ class CudaBackend(Backend):
         ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)
         if num_splits > 1 and self._merge_modes(p, index, config)(num_splits) == 0:
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, num_splits)
+        balanced = balanced_schedule(p, config, num_splits, self._arch) and self._balanced_ws_bytes is not None
+        if balanced:  # the pieces of shared sequences and their descriptors
+            ws_bytes = self._balanced_ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.head_dim_v)
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
         scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, int(config))
         # Contiguous caches: no block table, no pages; paged ones: the pool's shape here, the table's pointer
@@ -499,9 +531,9 @@ class CudaBackend(Backend):
             tail_args = (0, 0, p.page_size, p.head_dim_v, p.num_blocks, p.max_blocks_per_seq)
         else:
             tail_args = (0, 0, 0, p.head_dim_v, 0, 0)
-        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0, *tail_args, 0)
+        packed = _PACKED.pack(*[0] * 6, *shape_args, *[0] * 12, *scalar_args, 0, 0, 0, *tail_args, 0, 0)
         launch = (p, index, torch.device("cuda", index), num_splits, ws_bytes,
-                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], packed[_TAIL_FIELDS])
+                  packed[_SHAPE_FIELDS], packed[_SCALAR_FIELDS], packed[_TAIL_FIELDS], balanced)
         if len(self._launches) >= 1024:  # only a cache (a graph keeps no reference to it): start over
             self._launches.clear()
         self._launches[id(p)] = launch
@@ -510,11 +542,11 @@ class CudaBackend(Backend):
 
 # Layout of FmhaDecodeArgs (fmha_capi.h), all 8-byte fields: 6 pointers, 7 shape ints, 12 strides, the scale,
 # causal, num_splits, config, workspace pointer and size, stream, then block_table (pointer), block_table_stride,
-# page_size, head_dim_v, num_blocks, max_blocks_per_seq, sinks (pointer).
-_PACKED = struct.Struct("<6Q7q12qd3q3QQ5qQ")
+# page_size, head_dim_v, num_blocks, max_blocks_per_seq, sinks (pointer), balanced.
+_PACKED = struct.Struct("<6Q7q12qd3q3QQ5qQq")
 # The same bytes with the per-problem constants (7 shape ints; scale, causal, num_splits, config; block_table ..
 # max_blocks_per_seq) as three precomputed byte strings: 25 values to pack per call instead of 39.
-_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q48sQ")
+_PACKED_PER_CALL = struct.Struct("<6Q56s12q32s3Q48sQq")
 _SHAPE_FIELDS = slice(6 * 8, 13 * 8)
 _SCALAR_FIELDS = slice(25 * 8, 29 * 8)
 _TAIL_FIELDS = slice(32 * 8, 38 * 8)
@@ -525,10 +557,10 @@ _BLOCK_TABLE = struct.Struct("<Qq")
 def _check_per_call_layout():
     shape, strides, scalars = tuple(range(1, 8)), tuple(range(10, 22)), (0.125, 1, 3, 1)
     per_call, tail = (7, 8, 9), (0x1000, 40, 64, 512, 1000, 40)
-    packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *per_call, *tail, 0x2000)
-    if _PACKED.size != 39 * 8 or _PACKED_PER_CALL.pack(
+    packed = _PACKED.pack(*range(100, 106), *shape, *strides, *scalars, *per_call, *tail, 0x2000, 1)
+    if _PACKED.size != 40 * 8 or _PACKED_PER_CALL.pack(
             *range(100, 106), packed[_SHAPE_FIELDS], *strides, packed[_SCALAR_FIELDS], *per_call,
-            packed[_TAIL_FIELDS], 0x2000) != packed:
+            packed[_TAIL_FIELDS], 0x2000, 1) != packed:
         raise RuntimeError("fmha.cuda.backend: _PACKED_PER_CALL no longer matches the _PACKED layout")
 
 

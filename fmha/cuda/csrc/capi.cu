@@ -191,6 +191,11 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return fmha::workspace_bytes(B, T, Hq, D, num_splits);
 }
 
+size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv) {
+  if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || Dv < 1) return 0;
+  return static_cast<size_t>(fmha::balanced_desc_offset_bytes(B, T, Hq, Dv)) + 16u * static_cast<size_t>(B) * Hkv;
+}
+
 int fmha_decode(const FmhaDecodeArgs* a) {
   fmha::clear_error();
   if (a == nullptr) return fail("fmha_decode: null argument struct");
@@ -270,6 +275,17 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (config == FMHA_CONFIG_LATENT_NARROW && static_cast<long long>(T) * G > config_shape(D, config).narrow_rows)
     return fail("config LATENT_NARROW serves at most %d packed rows, got T x Hq/Hkv = %lld",
                 config_shape(D, config).narrow_rows, static_cast<long long>(T) * G);
+  if (a->balanced != 0 && a->balanced != 1) return fail("balanced=%lld invalid (0 or 1)", (long long)a->balanced);
+  const size_t balanced_need = fmha_balanced_workspace_bytes(B, T, Hq, Hkv, Dv);
+  if (a->balanced) {
+    if (config != FMHA_CONFIG_LATENT_NARROW)
+      return fail("balanced=1 needs config LATENT_NARROW (%d), got config=%d", FMHA_CONFIG_LATENT_NARROW, config);
+    if (num_splits != 1) return fail("balanced=1 runs unsplit, got num_splits=%d", num_splits);
+    if (a->workspace == 0 || misaligned(a->workspace) || a->workspace_bytes < balanced_need)
+      return fail("workspace of %llu bytes%s: balanced=1 needs %zu, 16-byte aligned",
+                  (unsigned long long)(a->workspace == 0 ? 0 : a->workspace_bytes),
+                  a->workspace != 0 && misaligned(a->workspace) ? " misaligned" : " too small", balanced_need);
+  }
   const bool pairs = config == FMHA_CONFIG_KV_HEAD_PAIRS;
   if (pairs) {
     const int max_rows = config_shape(D, config).narrow_rows;
@@ -327,6 +343,12 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     if (misaligned(a->workspace)) return fail("workspace must be 16-byte aligned");
     p.o_partial = reinterpret_cast<float*>(a->workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, Dv, num_splits);
+  }
+  if (a->balanced) {  // the launch may still run one CTA a unit (Instance::launch says where)
+    p.balanced = 1;
+    p.o_partial = reinterpret_cast<float*>(a->workspace);
+    p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, Dv, 2);
+    p.balanced_desc = reinterpret_cast<int*>(a->workspace + fmha::balanced_desc_offset_bytes(B, T, Hq, Dv));
   }
   const size_t workspace_size = static_cast<size_t>(a->workspace_bytes);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(a->stream);

@@ -124,4 +124,47 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   if (col == 0) p.lse[lse_row] = merge.lse();
 }
 
+// The balanced schedule's merge (DecodeParams::balanced, sm90/schedule_balanced.cuh): rows as combine_splits_kernel's;
+// a row's unit (b, kvh) says in its descriptor how many CTAs shared it and where their pieces lie (balanced_slot);
+// a unit of one piece was written out by the decode kernel. Pieces merge four at a time, in piece order.
+template <int D, bool kBf16>
+__global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const DecodeParams p) {
+  using Tr = CombineTraits<D>;
+  constexpr int kChunk = 4;
+  ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its pieces)
+  ptx::griddep_launch_dependents();
+  const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
+  if (row >= total_rows) return;
+  const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4;
+  const int hq = static_cast<int>(row % p.Hq);
+  const int t = static_cast<int>((row / p.Hq) % p.T);
+  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
+  const int kvh = hq / p.G, n = t * p.G + hq % p.G;  // the packed row of its unit
+  const int4 desc = __ldg(reinterpret_cast<const int4*>(p.balanced_desc) + (static_cast<int64_t>(b) * p.Hkv + kvh));
+  const int pieces = desc.x;
+  if (pieces <= 1) return;
+  SplitMerge merge;
+  for (int k0 = 0; k0 < pieces; k0 += kChunk) {
+    float ls[kChunk];
+    float4 o[kChunk];
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) {
+      const int slot = balanced_slot(desc.y, desc.z, min(k0 + j, pieces - 1));
+      const int64_t slot_row = static_cast<int64_t>(slot) * p.rows + n;
+      ls[j] = k0 + j < pieces ? p.lse_partial[slot_row] : -INFINITY;
+      o[j] = *reinterpret_cast<const float4*>(p.o_partial + slot_row * D + col);
+    }
+    merge.add(ls, o);
+  }
+  if (p.sinks != nullptr) {  // the sink: a piece of LSE sinks[hq] and no output
+    const float ls[1] = {__ldg(p.sinks + hq)};
+    const float4 o[1] = {make_float4(0.f, 0.f, 0.f, 0.f)};
+    merge.add(ls, o);
+  }
+  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
+  *reinterpret_cast<uint2*>(out) = merge.packed_out<kBf16>();
+  if (col == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge.lse();
+}
+
 }  // namespace fmha

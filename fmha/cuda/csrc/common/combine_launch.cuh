@@ -23,7 +23,12 @@ int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  // Splits merged 4 at a time up to 4 splits (a grid of many rows keeps its occupancy), else 16.
+  // The balanced schedule's pieces (the shared latent's, D_v = 512) by their own kernel; splits merged 4 at a time
+  // up to 4 splits (a grid of many rows keeps its occupancy), else 16.
+  if constexpr (D == 512) {
+    if (p.balanced)
+      return check_cuda(cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16>, p), "combine kernel launch");
+  }
   const cudaError_t e = p.num_splits <= 4 ? cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 4>, p)
                                           : cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 16>, p);
   return check_cuda(e, "combine kernel launch");

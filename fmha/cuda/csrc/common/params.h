@@ -72,6 +72,12 @@ struct DecodeParams {
   // (load_q_boxes_tma) through the tensor map in the kernel's V-map slot (its V is the K stage's), set by the host
   // where the loop's rows (64, or the narrow loop's kNarrowRows) are one box (encode_q_map); 0: the consumers load Q.
   int q_tma;
+  // 1: the balanced schedule (the shared latent's narrow loop, unsplit; sm90/schedule_balanced.cuh): the cache's
+  // tiles are dealt over the CTAs in equal contiguous shares by sequence length; a (sequence, KV head) shared by
+  // several CTAs leaves fp32 pieces in the workspace (balanced workspace layout below) that combine_balanced_kernel
+  // merges. Set by the host.
+  int balanced;
+  int* balanced_desc;  // [B * Hkv][4]: pieces, first CTA, whether the unit starts inside that CTA's share, 0
 };
 
 enum ClusterMergeMode : int {
@@ -89,6 +95,18 @@ inline int64_t workspace_o_elems(int B, int T, int Hq, int D, int num_splits) {
 }
 inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * Hq * T;
+}
+
+// The balanced schedule's workspace: two slots of pieces a CTA (C = B * Hkv CTAs), o_partial [2 C][rows][D_v] and
+// lse_partial [2 C][rows] (the sizes of two splits' workspace), then from the next 16-byte boundary the units'
+// descriptors, int32 [C][4]. Slot of piece k of a unit whose pieces start at CTA first_cta (first_mid: the unit
+// starts inside that CTA's share): 2c for the visit that starts CTA c's share, 2c + 1 for one that starts inside it.
+inline int64_t balanced_desc_offset_bytes(int B, int T, int Hq, int Dv) {
+  const int64_t bytes = 4 * (workspace_o_elems(B, T, Hq, Dv, 2) + workspace_lse_elems(B, T, Hq, 2));
+  return (bytes + 15) / 16 * 16;
+}
+__host__ __device__ __forceinline__ int balanced_slot(int first_cta, int first_mid, int k) {
+  return 2 * (first_cta + k) + (k == 0 ? first_mid : 0);
 }
 
 // Whether the producer warps gather the tiles with cp.async: paged caches whose pages take no TMA boxes

@@ -57,6 +57,8 @@
 //   rows, any in LATENT_SEESAW64, whose two splits merge from registers: store_output_cluster_pair) or
 //   kMergePair (two splits of the 64-row loop, see store_output_pair), common/merge.cuh;
 //   else by combine_splits_kernel (common/combine.cuh, launched as a programmatic dependent).
+// The shared latent's narrow loop has a second entry, decode_kernel_balanced (schedule_balanced.cuh), whose CTAs
+// take shares of the tiles dealt by cache length instead of one (sequence, KV head) each.
 //
 // Shared-memory tiles: every tile is a stack of 64-column "boxes"; a box of R
 // rows is R x 128 B, 128B-swizzled (16 B chunk c of row r lives at chunk
@@ -83,6 +85,7 @@
 #include "mainloop_seesaw64.cuh"
 #include "mainloop_serial.cuh"
 #include "ptx_sm90.cuh"
+#include "schedule_balanced.cuh"
 #include "traits.h"
 
 namespace fmha {

@@ -29,12 +29,16 @@ constexpr size_t launch_smem_bytes(bool exclusive) {
 
 // Sets the decode kernel's function attributes once per device: the dynamic shared memory it needs,
 // and cluster sizes above the portable 8 (the cluster merge uses up to kMaxClusterSplits CTAs).
-template <int D, bool kBf16, int kConfig>
+template <int D, bool kBf16, int kConfig, bool kBalanced = false>
 int configure_kernel() {
   using Tr = DecodeTraits<D, kConfig>;
   static std::atomic<uint64_t> configured_devices{0};  // one per instantiation
-  return configure_decode_kernel(decode_kernel<D, kBf16, kConfig>, launch_smem_bytes<Tr>(true), true,
-                                 configured_devices);
+  if constexpr (kBalanced)
+    return configure_decode_kernel(decode_kernel_balanced<D, kBf16, kConfig>, launch_smem_bytes<Tr>(true), true,
+                                   configured_devices);
+  else
+    return configure_decode_kernel(decode_kernel<D, kBf16, kConfig>, launch_smem_bytes<Tr>(true), true,
+                                   configured_devices);
 }
 
 }  // namespace detail
@@ -131,6 +135,14 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
     lp.q_tma = kQTmaEnabled && encode_q_map(&tmap_v, p.q, kBf16 ? 1 : 0, p.B, p.T, p.Hq, D, p.G, p.q_b, p.q_t, p.q_h,
                                             Tr::kQTmaRows);
 
+  // The balanced schedule (schedule_balanced.cuh) deals the tiles by cache length: it needs the lengths, Q by TMA
+  // (each visit's Q), the TMA ring, at most kBalancedMaxB sequences and every tile index below 2^31; else the
+  // launch runs one CTA a unit, which is as right.
+  lp.balanced = 0;
+  if constexpr (Tr::kNarrowOnly)
+    lp.balanced = p.balanced && lp.q_tma && !gather && p.seqlens != nullptr && p.num_splits == 1 &&
+                  p.B <= kBalancedMaxB &&
+                  static_cast<long long>(p.B) * p.Hkv * ((p.S + Tr::kBlockN - 1) / Tr::kBlockN) + ctas < INT32_MAX;
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
@@ -139,6 +151,12 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   static_assert(!Tr::kSeesaw64 || ClusterPairSlots<Tr>::kBytes <= merge_capacity_floats<Tr>() * sizeof(float),
                 "the two-split merge from registers receives into the idle ring");
   if (detail::configure_kernel<D, kBf16, kConfig>()) return 1;
+  if constexpr (Tr::kNarrowOnly) {
+    if (lp.balanced) {
+      if (detail::configure_kernel<D, kBf16, kConfig, true>()) return 1;
+      kernel = decode_kernel_balanced<D, kBf16, kConfig>;
+    }
+  }
 
   const long long clusters = static_cast<long long>(grid.x / p.num_splits) * p.Hkv * p.B;  // one per split group
   // Decided once: the shared memory the launch asks for and the cluster occupancy the merge mode reads.
@@ -160,7 +178,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   if (launch_decode_kernel(kernel, grid, threads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
                            cluster_x, tmap_k, tmap_v, lp))
     return 1;
-  if (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel && !kProbeNoCombine)
+  if ((p.num_splits > 1 && lp.cluster_merge == kMergeByKernel && !kProbeNoCombine) || lp.balanced)
     return launch_combine<Tr::kHeadDimV, kBf16>(lp, stream, kPdl);
   return 0;
 }

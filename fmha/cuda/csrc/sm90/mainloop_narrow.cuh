@@ -104,11 +104,21 @@ __device__ __forceinline__ void narrow_wait_q(SharedStorage<Tr>& ss, const Decod
   }
 }
 
+// The ring position a run of narrow loops continues from (the balanced schedule's visits share one ring).
+struct NarrowCursor {
+  int stage = 0;
+  uint32_t phase = 0;
+};
+
 // kN: the MMA's N, 16 or (kNarrowRows = 32) 32 columns of packed query rows; the kernel takes the narrowest
-// that holds p.rows. kQLoaded: Q is in shared memory already (narrow_wait_q).
-template <class Tr, bool kBf16, int kN = 16, bool kQLoaded = false>
+// that holds p.rows. kQLoaded: Q is in shared memory already (narrow_wait_q, or the balanced schedule's visit).
+// kBalanced: one visit of the balanced schedule (cursor: the ring position, continued; vis: the visit; a unit of
+// several pieces goes to the workspace instead of out); tr is then the visit's tiles of the unit.
+template <class Tr, bool kBf16, int kN = 16, bool kQLoaded = false, bool kBalanced = false>
 __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, const DecodeParams& p,
-                                                     const TileRange& tr, int b, int kvh, int split, int ctid) {
+                                                     const TileRange& tr, int b, int kvh, int split, int ctid,
+                                                     NarrowCursor* cursor = nullptr,
+                                                     const BalancedVisit* vis = nullptr) {
   using Ns = NarrowSmem<Tr>;
   static_assert(Tr::kConsumerThreads == 128, "narrow: one consumer warpgroup");
   static_assert(kN <= Tr::kNarrowRows, "narrow: N beyond the Q rows loaded");
@@ -166,6 +176,10 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   static_assert(Tr::kStagesV == Tr::kStages, "narrow: one ring position for K and V");
   int stage = 0;        // it % kStages, kept as a counter: the deep rings have 3 or 6 stages (no shift)
   uint32_t phase = 0;   // (it / kStages) & 1
+  if constexpr (kBalanced) {
+    stage = cursor->stage;
+    phase = cursor->phase;
+  }
   for (int tile = tr.begin, it = 0; tile < tr.end; ++tile, ++it) {
     // S^T = K Q^T
     float s[kMB][kFrag];
@@ -183,6 +197,8 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
       }
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
+    if constexpr (kBalanced)
+      if (tile + 1 == tr.end) release_stage(&ss.q_empty, lane);  // the visit's last read of Q: the next Q may land
     if constexpr (!Tr::kSharedKv) {  // (one ring: the stage is released after P V)
 #pragma unroll
       for (int mb = 0; mb < kMB; ++mb) fence_regs(s[mb]);
@@ -278,6 +294,12 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
     }
   }
 
+  if constexpr (kBalanced) {
+    cursor->stage = stage;
+    cursor->phase = phase;
+    if (tr.begin >= tr.end) release_stage(&ss.q_empty, lane);  // (a visit without tiles never read its Q)
+  }
+
   // Row sums over all keys: this thread's, its column's 8 lanes, the 4 warps. The reduction row
   // is free: every warp passed the last kBarNarrowP (or none ran) after its last read of it.
   float l_tot[kSlots];
@@ -316,7 +338,17 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
       }
     }
     const OutRow r(p, b, kvh, n);
-    if (p.num_splits == 1) {
+    if (kBalanced && vis->pieces > 1) {  // a piece of a shared unit: its workspace slot (balanced_slot)
+      const int slot = balanced_slot(vis->first_cta, vis->first_mid, vis->piece);
+      const int64_t row = static_cast<int64_t>(slot) * p.rows + n;
+      float* dst = p.o_partial + row * Tr::kHeadDimV;
+#pragma unroll
+      for (int db = 0; db < kDB; ++db)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          dst[db * 64 + 16 * w + g + 8 * h] = acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j];
+      if (w == 0 && g == 0) p.lse_partial[row] = lse[j];
+    } else if (p.num_splits == 1) {
       uint16_t* dst = r.out(p, b);
       float row_inv_l = inv_l[j], row_lse = lse[j];
       if (p.sinks != nullptr) add_sink(__ldg(p.sinks + r.hq), row_inv_l, row_lse);
@@ -334,6 +366,14 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
         for (int h = 0; h < 2; ++h) dst.put(db * 64 + 16 * w + g + 8 * h, acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j]);
       if (w == 0 && g == 0) dst.put_lse(lse[j]);
     }
+  }
+  if constexpr (kBalanced) {  // the unit's descriptor, once (combine_balanced_kernel merges where pieces > 1)
+    if (vis->piece == 0 && ctid == 0) {
+      int4* desc = reinterpret_cast<int4*>(p.balanced_desc) + vis->unit;
+      *desc = make_int4(vis->pieces, vis->first_cta, vis->first_mid, 0);
+    }
+    // The next visit's first column reduction writes the rows this epilogue's reduction read.
+    ptx::named_barrier_sync(kBarNarrowP, Tr::kConsumerThreads);
   }
 }
 

@@ -1,0 +1,250 @@
+// fmha sm_90a: the balanced schedule of the shared latent's narrow loop (DecodeParams::balanced).
+//
+// Grid -> work
+//   An unsplit narrow grid has one CTA per unit, a unit being one (sequence b, KV head kvh), u = b Hkv + kvh
+//   (blockIdx.z Hkv + blockIdx.y). With one CTA a unit, a batch of mixed cache lengths lasts as long as its
+//   longest sequence. Here the units' tiles, laid end to end in unit order (N in all), are dealt in contiguous
+//   shares of chunk = ceil(N / C) tiles: CTA c takes tiles [c chunk, (c + 1) chunk) of that order, which covers
+//   the end of one unit, whole units and the start of another. Each unit it touches is a visit: Q of the unit,
+//   its tiles of the share, and an epilogue. A unit inside one share is written out directly; a unit that spans
+//   the shares of CTAs first..last is pieces = last - first + 1 pieces, each written as fp32 O / l and its LSE
+//   to a workspace slot (common/params.h balanced_slot); the CTA of piece 0 writes the unit's descriptor, and
+//   combine_balanced_kernel (common/combine.cuh, launched as a programmatic dependent) merges the pieces in
+//   piece order, so the result is the same on every run. A unit without tiles is a visit of the CTA whose
+//   share holds its position (the last CTA past the end).
+//
+// Every CTA derives the whole schedule from the cache lengths (balanced_prefix): the per-sequence tile counts
+// and their running sums, in the rows of the Q boxes that the narrow loop leaves free. Nothing is read
+// from the host, so the launch is graph-capturable and its result deterministic. The schedule costs a
+// launch of uniform lengths (where it deals one unit a CTA, as decode_kernel) a few percent: the host takes it
+// only where asked (fmha/cuda/backend.py balanced_schedule).
+//
+// Hand-off (producer warp, one thread -> consumer warpgroup), per visit v (both walk the same visits,
+// BalancedWalk):
+//   q_full         phase v: the visit's Q landed (load_q_boxes_tma)
+//   q_empty        phase v: the consumers' last Q K^T of visit v completed; the producer waits for phase v - 1
+//                  before it loads visit v's Q (the visit's first tile goes into the ring before that)
+//   ring           the visits' tiles follow one another through the same stages (one cursor on each side)
+#pragma once
+
+#include <cstdint>
+
+#include "../common/kv_ring.cuh"
+#include "../common/params.h"
+#include "../common/q_load.cuh"
+#include "mainloop_narrow.cuh"
+#include "traits.h"
+
+namespace fmha {
+namespace sm90 {
+
+// Sequences a balanced launch may hold: their running tile sums live in the free rows of the Q boxes.
+constexpr int kBalancedMaxB = 4096;
+
+// The running sums: entry i (0 <= i <= B) = tiles of sequences 0 .. i - 1, in rows kNarrowRows .. 63 of Q boxes
+// 2 .. kBoxes - 1 (box 0 holds P^T there, box 1 the cross-warp reductions and the scan's warp totals).
+template <class Tr>
+struct BalancedPrefix {
+  static constexpr int kFirstBox = 2;
+  static constexpr int kPerBox = (Tr::kBlockM - Tr::kNarrowRows) * Tr::kRowBytes / 4;
+  static constexpr int kCapacity = (Tr::kBoxes - kFirstBox) * kPerBox;
+  static_assert(kCapacity >= kBalancedMaxB + 1, "balanced: the running sums must fit in the free Q rows");
+  __device__ static int* at(SharedStorage<Tr>& ss, int i) {
+    return reinterpret_cast<int*>(&ss.q[kFirstBox + i / kPerBox][Tr::kNarrowRows * Tr::kBoxCols]) + i % kPerBox;
+  }
+  // The block scan's warp totals: 8 ints from row 40 of box 1 (below the reductions of rows 32 - 35).
+  __device__ static int* warp_totals(SharedStorage<Tr>& ss) {
+    return reinterpret_cast<int*>(&ss.q[1][40 * Tr::kBoxCols]);
+  }
+};
+
+// Tiles of sequence b (its clamped length; every packed row of the one row block sees up to L, causal or not).
+template <class Tr>
+__device__ __forceinline__ int balanced_seq_tiles(const DecodeParams& p, int b) {
+  const int L = min(max(__ldg(p.seqlens + b), 0), p.S);
+  return (L + Tr::kBlockN - 1) / Tr::kBlockN;
+}
+
+// The running sums of the sequences' tile counts, by every thread of the CTA (a TMA launch: Tr::kThreads).
+template <class Tr>
+__device__ void balanced_prefix(SharedStorage<Tr>& ss, const DecodeParams& p) {
+  using Pf = BalancedPrefix<Tr>;
+  constexpr int kThreads = Tr::kThreads;
+  static_assert(kThreads <= 8 * 32, "balanced: at most 8 warp totals");
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  for (int b = tid; b < p.B; b += kThreads) *Pf::at(ss, b + 1) = balanced_seq_tiles<Tr>(p, b);
+  if (tid == 0) *Pf::at(ss, 0) = 0;
+  __syncthreads();
+  // Thread t sums entries [lo, hi), then the block's exclusive scan of those sums offsets its rewrite.
+  const int seg = (p.B + kThreads - 1) / kThreads;
+  const int lo = 1 + min(p.B, tid * seg), hi = 1 + min(p.B, (tid + 1) * seg);
+  int sum = 0;
+  for (int i = lo; i < hi; ++i) sum += *Pf::at(ss, i);
+  int incl = sum;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int o = __shfl_up_sync(0xffffffffu, incl, d);
+    if (lane >= d) incl += o;
+  }
+  int* totals = Pf::warp_totals(ss);
+  if (lane == 31) totals[warp] = incl;
+  __syncthreads();
+  int run = incl - sum;
+  for (int w = 0; w < warp; ++w) run += totals[w];
+  for (int i = lo; i < hi; ++i) {
+    run += *Pf::at(ss, i);
+    *Pf::at(ss, i) = run;
+  }
+  __syncthreads();
+}
+
+// The walk over the units of this CTA's share, in unit order: the producer and every consumer thread run it alike
+// (it reads only the running sums), so no visit needs handing over.
+template <class Tr>
+struct BalancedWalk {
+  int C, c, chunk, r0, r1, b, kvh;
+
+  __device__ __forceinline__ BalancedWalk(SharedStorage<Tr>& ss, const DecodeParams& p) {
+    using Pf = BalancedPrefix<Tr>;
+    C = static_cast<int>(gridDim.y * gridDim.z);
+    c = static_cast<int>(blockIdx.z * gridDim.y + blockIdx.y);
+    const int total = p.Hkv * *Pf::at(ss, p.B);  // N (the host keeps it below 2^31)
+    chunk = max(1, (total + C - 1) / C);
+    r0 = c * chunk;  // this CTA's share [r0, r1) (the last one's may end past N)
+    r1 = r0 + chunk;
+    // The first unit of the share: of the first sequence whose units end past r0, or (no tiles) start at r0 or
+    // later.
+    int lo = 0, hi = p.B;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (p.Hkv * *Pf::at(ss, mid) >= r0 || p.Hkv * *Pf::at(ss, mid + 1) > r0) hi = mid;
+      else lo = mid + 1;
+    }
+    b = lo;
+    kvh = 0;
+    if (b < p.B) {
+      const int n = *Pf::at(ss, b + 1) - *Pf::at(ss, b), base = p.Hkv * *Pf::at(ss, b);
+      if (n > 0 && r0 > base) kvh = min(p.Hkv - 1, (r0 - base) / n);
+    }
+  }
+
+  // The next visit, false past the share's last unit.
+  __device__ __forceinline__ bool next(SharedStorage<Tr>& ss, const DecodeParams& p, BalancedVisit& vis) {
+    using Pf = BalancedPrefix<Tr>;
+    if (b >= p.B) return false;
+    const int n = *Pf::at(ss, b + 1) - *Pf::at(ss, b);
+    const int start = p.Hkv * *Pf::at(ss, b) + kvh * n, end = start + n;
+    const int first = n > 0 ? start / chunk : min(C - 1, start / chunk);
+    if (first > c) return false;  // (units come in order of position: the rest lie past this share)
+    const int last = n > 0 ? (end - 1) / chunk : first;
+    vis.unit = b * p.Hkv + kvh;
+    vis.b = b;
+    vis.kvh = kvh;
+    vis.tile_begin = max(start, r0) - start;
+    vis.tile_end = max(min(end, r1) - start, vis.tile_begin);
+    vis.piece = c - first;
+    vis.pieces = last - first + 1;
+    vis.first_cta = first;
+    vis.first_mid = start > first * chunk ? 1 : 0;
+    if (++kvh == p.Hkv) {
+      kvh = 0;
+      ++b;
+    }
+    return true;
+  }
+};
+
+// The producer (one thread): each visit's Q and tiles.
+template <class Tr, bool kPaged, class Ss>
+__device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUtensorMap* tmap_q,
+                                  const DecodeParams& p) {
+  const uint64_t policy = ptx::create_policy_evict_first();
+  BalancedWalk<Tr> walk(ss, p);
+  BalancedVisit vis;
+  int it = 0;  // ring position
+  for (int v = 0; walk.next(ss, p, vis); ++v) {
+    PagedTile<Tr> pages;
+    if (kPaged && vis.tile_begin < vis.tile_end) pages.lookup(p, vis.b, vis.tile_begin * Tr::kBlockN);
+    auto issue = [&](int tile) {  // tile `tile` of the unit into ring position it
+      const int stage = it % Tr::kStages;
+      ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
+      ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
+      if constexpr (kPaged)
+        load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, tile * Tr::kBlockN, vis.kvh,
+                               p.k_head_major, policy);
+      else
+        load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, vis.kvh, vis.b, p.k_head_major,
+                         policy);
+      if (kPaged && tile + 1 < vis.tile_end) pages.lookup(p, vis.b, (tile + 1) * Tr::kBlockN);
+      ++it;
+    };
+    // The first tile goes into the ring while the consumers finish the last visit; the Q boxes wait for them.
+    int tile = vis.tile_begin;
+    if (tile < vis.tile_end) issue(tile++);
+    if (v > 0) ptx::mbarrier_wait_parity(&ss.q_empty, static_cast<uint32_t>(v - 1) & 1u);
+    load_q_boxes_tma<Tr>(ss, tmap_q, p, vis.b, vis.kvh, 0);
+    for (; tile < vis.tile_end; ++tile) issue(tile);
+  }
+}
+
+// The consumer warpgroup: each visit through the narrow loop at the N that holds p.rows, continuing one ring cursor.
+template <class Tr, bool kBf16>
+__device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, int ctid) {
+  NarrowCursor cursor;
+  BalancedWalk<Tr> walk(ss, p);
+  BalancedVisit vis;
+  for (int v = 0; walk.next(ss, p, vis); ++v) {
+    ptx::mbarrier_wait_parity(&ss.q_full, static_cast<uint32_t>(v) & 1u);
+    TileRange tr;
+    tr.L = min(max(__ldg(p.seqlens + vis.b), 0), p.S);
+    tr.begin = vis.tile_begin;
+    tr.end = vis.tile_end;
+    if (p.rows > 16)
+      consumer_loop_narrow<Tr, kBf16, 32, true, true>(ss, p, tr, vis.b, vis.kvh, 0, ctid, &cursor, &vis);
+    else
+      consumer_loop_narrow<Tr, kBf16, 16, true, true>(ss, p, tr, vis.b, vis.kvh, 0, ctid, &cursor, &vis);
+  }
+}
+
+// The balanced grid's entry (the host launches it where DecodeParams::balanced holds): C = B Hkv CTAs, grid (1, Hkv,
+// B), the CTA's index c = blockIdx.z Hkv + blockIdx.y; the same ring, Q and narrow loop as decode_kernel's latent
+// narrow instantiation (tmap_q: Q's map, in the slot where that kernel takes it), in a kernel of its own so that
+// this code leaves that kernel's registers alone.
+template <int D, bool kBf16, int kConfig>
+__global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
+    decode_kernel_balanced(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_q,
+                           const DecodeParams p) {
+  using Tr = DecodeTraits<D, kConfig>;
+  static_assert(Tr::kNarrowOnly && Tr::kSharedKv && Tr::kQByTma && !Tr::kVBarriers,
+                "the balanced schedule is the shared latent's narrow loop: one ring, Q by TMA");
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;  // (as decode_kernel)
+  SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(smem_raw + pad);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < Tr::kStages; ++s) {
+      ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
+      ptx::mbarrier_init(&ss.empty_k[s], Tr::kConsumerThreads / 32);  // every consumer warp, after its P V
+    }
+    ptx::mbarrier_init(&ss.q_full, 1);
+    ptx::mbarrier_init(&ss.q_empty, Tr::kConsumerThreads / 32);
+    ptx::fence_mbarrier_init();
+    ptx::prefetch_tensormap(&tmap_k);
+    ptx::prefetch_tensormap(&tmap_q);
+  }
+  if constexpr (kPdl) {  // (as decode_kernel: nothing global is read before the previous kernel's results are visible)
+    ptx::griddep_wait();
+    ptx::griddep_launch_dependents();
+  }
+  __syncthreads();
+  balanced_prefix<Tr>(ss, p);
+  if (threadIdx.x == Tr::kProducerWarp * 32) {
+    if (p.block_table != nullptr) producer_balanced<Tr, true>(ss, &tmap_k, &tmap_q, p);
+    else producer_balanced<Tr, false>(ss, &tmap_k, &tmap_q, p);
+  } else if (threadIdx.x < Tr::kConsumerThreads) {
+    consumer_balanced<Tr, kBf16>(ss, p, threadIdx.x);
+  }
+}
+
+}  // namespace sm90
+}  // namespace fmha
