@@ -156,13 +156,13 @@ if wanted("latent"):
                       flush=True)
     # The balanced schedule (the latent narrow loop forced unsplit): mixed lengths with empty sequences, one long
     # sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged by TMA boxes; sinks, NaN past every length.
-    b.launch_plan = lambda p, index: (Config.LATENT_NARROW, 1)
-    b._launches = {}
     os.environ["FMHA_CUDA_SCHEDULE"] = "balanced"
     for Dqk in (576, 512):
-        for (T, Hq, Hkv, sl, page_size) in ((1, 16, 1, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], None),
-                                            (2, 16, 1, [4000] + [64] * 15, 64),
-                                            (3, 28, 4, [129, 0, 700, 1, 2500], None)):
+        for (T, Hq, Hkv, sl, page_size, splits) in ((1, 16, 1, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], None, 1),
+                                                    (2, 16, 1, [4000] + [64] * 15, 64, 1),
+                                                    (3, 28, 4, [129, 0, 700, 1, 2500], None, 3)):
+            b.launch_plan = lambda p, index, n=splits: (Config.LATENT_NARROW, n)
+            b._launches = {}
             q, kv, _, cs = make_inputs(len(sl), T, Hq, Hkv, max(sl), Dqk, device="cuda", seqlens=sl)
             kv = nan_past(kv, cs)
             bt = None
@@ -172,7 +172,8 @@ if wanted("latent"):
             out, lse = fmha.attention(q, kv, kv[..., :512], cs, block_table=bt, backend="cuda", return_lse=True,
                                       sinks=torch.linspace(-20, 20, Hq, device="cuda"))
             torch.cuda.synchronize()
-            print("ran balanced", Dqk, T, Hq, Hkv, page_size, "balanced" if "balanced schedule" in launch else launch,
+            print("ran balanced", Dqk, T, Hq, Hkv, page_size, splits,
+                  "balanced" if "balanced schedule" in launch else launch,
                   "nan" if torch.isnan(out).any() else "ok", flush=True)
     del os.environ["FMHA_CUDA_SCHEDULE"]
     b.launch_plan = own_plan

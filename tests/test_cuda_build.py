@@ -214,10 +214,9 @@ def test_packed_arguments_reach_the_c_side(build):
     assert status != 0 and "balanced=2 invalid (0 or 1)" in msg, msg
     status, msg = call(balanced=1)
     assert status != 0 and "balanced=1 needs config LATENT_NARROW (8), got config=0" in msg, msg
-    status, msg = call(balanced=1, num_splits=2, **latent)
-    assert status != 0 and "balanced=1 runs unsplit, got num_splits=2" in msg, msg
-    need = lib.fmha_balanced_workspace_bytes(2, 1, 16, 1, 512)
-    assert need == 2 * 2 * 16 * 513 * 4 + 16 * 2 and lib.fmha_balanced_workspace_bytes(0, 1, 16, 1, 512) == 0
+    need = lib.fmha_balanced_workspace_bytes(2, 1, 16, 1, 512, 1)
+    assert need == 2 * 2 * 16 * 513 * 4 + 16 * 2 and lib.fmha_balanced_workspace_bytes(0, 1, 16, 1, 512, 1) == 0
+    assert lib.fmha_balanced_workspace_bytes(2, 1, 16, 1, 512, 3) == 3 * 2 * 2 * 16 * 513 * 4 + 16 * 2
     status, msg = call(balanced=1, **latent)
     assert status != 0 and f"workspace of 0 bytes too small: balanced=1 needs {need}" in msg, msg
     status, msg = call(balanced=1, workspace=ptr, workspace_bytes=need - 1, **latent)

@@ -527,11 +527,11 @@ def test_older_library_answers_the_gather_rule_of_its_time():
     (128, True, None, False),        # the default: static
     (128, True, "static", False),
     (128, False, "balanced", False),  # every sequence S long: nothing to balance
-    (4, True, "balanced", False),     # a split grid (its splits follow each sequence's length)
+    (4, True, "balanced", True),      # a split grid: its splits' CTAs share the tiles alike
 ))
 def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, seqlens, env, balanced):
     """The balanced schedule is asked for (FmhaDecodeArgs::balanced) where FMHA_CUDA_SCHEDULE says so and the latent
-    narrow loop runs unsplit with cache lengths, with the library's workspace for its pieces; explain says so."""
+    narrow loop runs with cache lengths, split or not, with the library's workspace for its pieces; explain says so."""
     import dataclasses
     import struct
 
@@ -545,7 +545,7 @@ def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, se
         key = (576, config)  # (the stub's table stops at D = 512)
         b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = shape
     b._row_block_pairs = lambda *args: 0
-    b._balanced_ws_bytes = lambda B, T, Hq, Hkv, Dv: 7 * B * T * Hq * Hkv * Dv
+    b._balanced_ws_bytes = lambda B, T, Hq, Hkv, Dv, splits: 7 * B * T * Hq * Hkv * Dv * splits
     p = dataclasses.replace(problem(B, 1, 16, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
                             has_cache_seqlens=seqlens)
     config, splits = b.launch_plan(p, 0)
@@ -553,7 +553,7 @@ def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, se
     launch = b._launch_constants(p)
     assert launch[-1] == balanced
     if balanced:
-        assert launch[4] == 7 * B * 16 * 512
+        assert launch[4] == 7 * B * 16 * 512 * splits
     assert ("balanced schedule" in b.launch_details(p)) == balanced
     assert struct.unpack("<d3q", launch[6])[2] == splits
 

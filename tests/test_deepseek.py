@@ -522,35 +522,35 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
 
 
-# The balanced schedule (FMHA_CUDA_SCHEDULE=balanced: the latent narrow loop, unsplit, with cache lengths; forced
-# here, where the plan would split these few sequences): mixed lengths with empty sequences, one long sequence among
-# short ones (shared by many CTAs: many pieces), GQA 28/4 at T = 3 (N = 32), all sequences empty, paged by TMA
-# boxes (64) and gathered (16: one CTA a unit instead), sinks.
+# The balanced schedule (FMHA_CUDA_SCHEDULE=balanced: the latent narrow loop with cache lengths), on grids of one to
+# four CTAs a sequence: mixed lengths with empty sequences, one long sequence among short ones (shared by many CTAs:
+# many pieces), GQA 28/4 at T = 3 (N = 32), all sequences empty, paged by TMA boxes (64) and gathered (16: the
+# static schedule instead), sinks.
 BALANCED_CASES = [
-    (576, "slice", 1, (16, 1), None, True, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129]),
-    (512, "self", 2, (16, 1), 64, False, [4000] + [64] * 15),
-    (576, "slice", 3, (28, 4), None, False, [129, 0, 700, 1, 2500]),
-    (512, "self", 1, (16, 1), None, True, [0, 0, 0]),
-    (576, "slice", 4, (8, 1), 16, True, [300, 0, 1000, 5]),
-    (576, "slice", 1, (16, 1), 64, True, [64 * 40, 1, 1, 1, 1, 1, 1, 1]),
+    (576, "slice", 1, (16, 1), None, True, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], 1),
+    (512, "self", 2, (16, 1), 64, False, [4000] + [64] * 15, 1),
+    (576, "slice", 3, (28, 4), None, False, [129, 0, 700, 1, 2500], 3),
+    (512, "self", 1, (16, 1), None, True, [0, 0, 0], 2),
+    (576, "slice", 4, (8, 1), 16, True, [300, 0, 1000, 5], 1),
+    (576, "slice", 1, (16, 1), 64, True, [64 * 40, 1, 1, 1, 1, 1, 1, 1], 4),
 ]
 
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("Dqk,v_mode,T,heads,page_size,use_sinks,seqlens", BALANCED_CASES)
-def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens):
+@pytest.mark.parametrize("Dqk,v_mode,T,heads,page_size,use_sinks,seqlens,num_splits", BALANCED_CASES)
+def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens, num_splits):
     """The tiles dealt by cache length: right against the reference (out and LSE, NaN past every length, a
     zero-length sequence gives zeros and the sink), and the same bits on every call."""
     monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
-    force_launch_plan(monkeypatch, "latent_narrow", 1)
+    force_launch_plan(monkeypatch, "latent_narrow", num_splits)
     S = max(seqlens) + 3
     q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, 512, v_mode, T, heads, S, page_size,
                                                                    use_sinks, seqlens, seed=S + T, device="cuda")
     assert "balanced schedule" in str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks,
                                                    backend="cuda"))
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
-    what = f"balanced {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens}"
+    what = f"balanced {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens} x{num_splits}"
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
     for b, n in enumerate(seqlens):
         if n == 0:

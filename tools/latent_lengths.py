@@ -23,6 +23,7 @@ BATCHES = [
     ("equal", 128, 1, 4096, 576), ("equal", 128, 2, 4096, 576),
     ("uniform", 128, 1, 4096, 576), ("uniform", 128, 2, 4096, 576), ("uniform", 256, 1, 4096, 576),
     ("uniform", 128, 1, 4096, 512), ("longtail", 128, 1, 8192, 576), ("zipf", 132, 1, 8192, 576),
+    ("uniform", 32, 1, 8192, 576), ("zipf", 16, 1, 16384, 576),  # (split grids: the plan's CTAs a sequence)
 ]
 
 

@@ -139,10 +139,10 @@ LATENT_NARROW_ANY_GRID_ROWS = 16
 LATENT_NARROW32_MIN_FILL = 0.875
 
 
-# Which schedule unsplit latent narrow launches with cache lengths take: "static" (one CTA a sequence and KV head,
-# the default) or "balanced" (the tiles dealt over the CTAs by cache length, fmha_capi.h). Balanced measured 1.2-4.3x
-# faster on batches of mixed lengths and 1-6% slower on batches of equal ones (docs/deepseek.md); read when a call
-# shape is first planned.
+# Which schedule latent narrow launches with cache lengths take: "static" (each sequence and KV head split over the
+# plan's num_splits CTAs, the default) or "balanced" (the tiles dealt over the same CTAs by cache length,
+# fmha_capi.h). Balanced measured 1.06-4.4x faster on batches of mixed lengths and 1-3% slower on batches of equal
+# ones (docs/deepseek.md); read when a call shape is first planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
 SCHEDULES = ("static", "balanced")
 
@@ -154,11 +154,10 @@ def schedule_env() -> str:
     return value
 
 
-def balanced_schedule(p: Problem, config, num_splits: int, arch: int = 90) -> bool:
+def balanced_schedule(p: Problem, config, arch: int = 90) -> bool:
     """Whether the launch asks for the balanced schedule (fmha_capi.h): chosen by SCHEDULE_ENV, for the latent
-    narrow loop, unsplit, with cache lengths to deal the tiles by (docs/deepseek.md)."""
-    return (arch == 90 and config == Config.LATENT_NARROW and num_splits == 1 and p.has_cache_seqlens
-            and schedule_env() == "balanced")
+    narrow loop with cache lengths to deal the tiles by, over the plan's CTAs, split or not (docs/deepseek.md)."""
+    return arch == 90 and config == Config.LATENT_NARROW and p.has_cache_seqlens and schedule_env() == "balanced"
 
 
 def latent_ring(p: Problem, arch: int = 90) -> bool:
@@ -462,9 +461,9 @@ class CudaBackend(Backend):
                 gathers = self._gathers(p, config, _grid_ctas(p) * num_splits)
             paged = (f"; paged ({p.page_size}-token pages): "
                      + ("the producer warps gather each tile (cp.async)" if gathers else "TMA boxes inside each page"))
-        if balanced_schedule(p, config, num_splits, self._arch):
-            merge += (", the tiles dealt over the CTAs in equal shares by cache length (balanced schedule; the "
-                      "pieces of a sequence shared by several CTAs + combine kernel)")
+        if balanced_schedule(p, config, self._arch):
+            merge = (", the tiles dealt over the CTAs in equal shares by cache length (balanced schedule; the "
+                     "pieces of a sequence shared by several CTAs + combine kernel)")
         arch = ""
         if self._arch == 100:
             arch = ("; sm_100a kernel (tcgen05, Tensor Memory): compiled for sm_100a, never run on hardware before "
@@ -520,9 +519,9 @@ class CudaBackend(Backend):
         ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)
         if num_splits > 1 and self._merge_modes(p, index, config)(num_splits) == 0:
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, num_splits)
-        balanced = balanced_schedule(p, config, num_splits, self._arch) and self._balanced_ws_bytes is not None
+        balanced = balanced_schedule(p, config, self._arch) and self._balanced_ws_bytes is not None
         if balanced:  # the pieces of shared sequences and their descriptors
-            ws_bytes = self._balanced_ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.head_dim_v)
+            ws_bytes = self._balanced_ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.head_dim_v, num_splits)
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
         scalar_args = (p.softmax_scale, 1 if p.causal else 0, num_splits, int(config))
         # Contiguous caches: no block table, no pages; paged ones: the pool's shape here, the table's pointer

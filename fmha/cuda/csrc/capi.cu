@@ -191,9 +191,10 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return fmha::workspace_bytes(B, T, Hq, D, num_splits);
 }
 
-size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv) {
-  if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || Dv < 1) return 0;
-  return static_cast<size_t>(fmha::balanced_desc_offset_bytes(B, T, Hq, Dv)) + 16u * static_cast<size_t>(B) * Hkv;
+size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits) {
+  if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || Dv < 1 || num_splits < 1) return 0;
+  return static_cast<size_t>(fmha::balanced_desc_offset_bytes(B, T, Hq, Dv, num_splits)) +
+         16u * static_cast<size_t>(B) * Hkv;
 }
 
 int fmha_decode(const FmhaDecodeArgs* a) {
@@ -276,11 +277,10 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     return fail("config LATENT_NARROW serves at most %d packed rows, got T x Hq/Hkv = %lld",
                 config_shape(D, config).narrow_rows, static_cast<long long>(T) * G);
   if (a->balanced != 0 && a->balanced != 1) return fail("balanced=%lld invalid (0 or 1)", (long long)a->balanced);
-  const size_t balanced_need = fmha_balanced_workspace_bytes(B, T, Hq, Hkv, Dv);
+  const size_t balanced_need = fmha_balanced_workspace_bytes(B, T, Hq, Hkv, Dv, num_splits);
   if (a->balanced) {
     if (config != FMHA_CONFIG_LATENT_NARROW)
       return fail("balanced=1 needs config LATENT_NARROW (%d), got config=%d", FMHA_CONFIG_LATENT_NARROW, config);
-    if (num_splits != 1) return fail("balanced=1 runs unsplit, got num_splits=%d", num_splits);
     if (a->workspace == 0 || misaligned(a->workspace) || a->workspace_bytes < balanced_need)
       return fail("workspace of %llu bytes%s: balanced=1 needs %zu, 16-byte aligned",
                   (unsigned long long)(a->workspace == 0 ? 0 : a->workspace_bytes),
@@ -347,8 +347,8 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->balanced) {  // the launch may still run one CTA a unit (Instance::launch says where)
     p.balanced = 1;
     p.o_partial = reinterpret_cast<float*>(a->workspace);
-    p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, Dv, 2);
-    p.balanced_desc = reinterpret_cast<int*>(a->workspace + fmha::balanced_desc_offset_bytes(B, T, Hq, Dv));
+    p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, Dv, 2 * num_splits);
+    p.balanced_desc = reinterpret_cast<int*>(a->workspace + fmha::balanced_desc_offset_bytes(B, T, Hq, Dv, num_splits));
   }
   const size_t workspace_size = static_cast<size_t>(a->workspace_bytes);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(a->stream);

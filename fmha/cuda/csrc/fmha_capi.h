@@ -90,7 +90,7 @@ int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks
 // through the combine kernel (fmha_cluster_merge() == 0); a launch merged in clusters needs none.
 size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D: V's head dim
 // Bytes of workspace a balanced launch needs (FmhaDecodeArgs::balanced; Dv: V's head dim), 0 for a count below 1.
-size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv);
+size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits);
 
 // Decode attention, all arguments in one struct of 8-byte fields (one FFI argument).
 // q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16, 1 = bf16; strides in
@@ -112,8 +112,8 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv);
 // sinks: 0, or float32 [Hq] on the device: one logit per query head that joins every row's softmax
 // denominator (lse is then the log of the whole denominator; a row that sees no key gets out = 0 and
 // lse = sinks[hq]); finite or -inf, never checked (device data).
-// balanced (config LATENT_NARROW, num_splits 1): the cache's tiles are dealt over the CTAs in equal shares by
-// cache_seqlens, so that a batch of mixed lengths is not as slow as its longest sequence. A (sequence, KV head)
+// balanced (config LATENT_NARROW): the cache's tiles are dealt over the grid's num_splits x B x Hkv CTAs in equal
+// shares by cache_seqlens, so that a batch of mixed lengths is not as slow as its longest sequence. A (sequence, KV head)
 // shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to
 // initialise) that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the
 // same on every run. Where the launch cannot deal the tiles (no cache_seqlens, Q whose rows are not one TMA box,

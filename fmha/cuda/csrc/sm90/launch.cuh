@@ -140,8 +140,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   // launch runs one CTA a unit, which is as right.
   lp.balanced = 0;
   if constexpr (Tr::kNarrowOnly)
-    lp.balanced = p.balanced && lp.q_tma && !gather && p.seqlens != nullptr && p.num_splits == 1 &&
-                  p.B <= kBalancedMaxB &&
+    lp.balanced = p.balanced && lp.q_tma && !gather && p.seqlens != nullptr && p.B <= kBalancedMaxB &&
                   static_cast<long long>(p.B) * p.Hkv * ((p.S + Tr::kBlockN - 1) / Tr::kBlockN) + ctas < INT32_MAX;
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
@@ -161,7 +160,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   const long long clusters = static_cast<long long>(grid.x / p.num_splits) * p.Hkv * p.B;  // one per split group
   // Decided once: the shared memory the launch asks for and the cluster occupancy the merge mode reads.
   const bool exclusive = exclusive_sms(clusters * p.num_splits, p.num_splits);
-  lp.cluster_merge = merge_mode(p.num_splits, clusters, p.rows, exclusive);
+  lp.cluster_merge = lp.balanced ? kMergeByKernel : merge_mode(p.num_splits, clusters, p.rows, exclusive);
   // The gather path's cp.async writes into the ring, which the dealt-rows merge then receives into:
   // racecheck reports them as racing with the pushes, so gathered launches merge by kernel.
   if (kv_gather(lp) && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;

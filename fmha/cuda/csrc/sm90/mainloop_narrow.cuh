@@ -348,7 +348,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
         for (int h = 0; h < 2; ++h)
           dst[db * 64 + 16 * w + g + 8 * h] = acc[db][4 * (j >> 1) + 2 * h + (j & 1)] * inv_l[j];
       if (w == 0 && g == 0) p.lse_partial[row] = lse[j];
-    } else if (p.num_splits == 1) {
+    } else if (kBalanced || p.num_splits == 1) {  // (a balanced unit of one piece is whole, whatever the grid)
       uint16_t* dst = r.out(p, b);
       float row_inv_l = inv_l[j], row_lse = lse[j];
       if (p.sinks != nullptr) add_sink(__ldg(p.sinks + r.hq), row_inv_l, row_lse);

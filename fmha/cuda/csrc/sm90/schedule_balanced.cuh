@@ -1,9 +1,10 @@
 // fmha sm_90a: the balanced schedule of the shared latent's narrow loop (DecodeParams::balanced).
 //
 // Grid -> work
-//   An unsplit narrow grid has one CTA per unit, a unit being one (sequence b, KV head kvh), u = b Hkv + kvh
-//   (blockIdx.z Hkv + blockIdx.y). With one CTA a unit, a batch of mixed cache lengths lasts as long as its
-//   longest sequence. Here the units' tiles, laid end to end in unit order (N in all), are dealt in contiguous
+//   A narrow grid has num_splits CTAs per unit, a unit being one (sequence b, KV head kvh), u = b Hkv + kvh; each
+//   takes a fixed fraction of its unit's tiles, so a batch of mixed cache lengths lasts as long as its longest
+//   sequence. Here the grid's C CTAs (c = (blockIdx.z Hkv + blockIdx.y) num_splits + blockIdx.x) deal the units'
+//   tiles, laid end to end in unit order (N in all), in contiguous
 //   shares of chunk = ceil(N / C) tiles: CTA c takes tiles [c chunk, (c + 1) chunk) of that order, which covers
 //   the end of one unit, whole units and the start of another. Each unit it touches is a visit: Q of the unit,
 //   its tiles of the share, and an epilogue. A unit inside one share is written out directly; a unit that spans
@@ -106,8 +107,8 @@ struct BalancedWalk {
 
   __device__ __forceinline__ BalancedWalk(SharedStorage<Tr>& ss, const DecodeParams& p) {
     using Pf = BalancedPrefix<Tr>;
-    C = static_cast<int>(gridDim.y * gridDim.z);
-    c = static_cast<int>(blockIdx.z * gridDim.y + blockIdx.y);
+    C = static_cast<int>(gridDim.x * gridDim.y * gridDim.z);
+    c = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
     const int total = p.Hkv * *Pf::at(ss, p.B);  // N (the host keeps it below 2^31)
     chunk = max(1, (total + C - 1) / C);
     r0 = c * chunk;  // this CTA's share [r0, r1) (the last one's may end past N)
@@ -206,8 +207,8 @@ __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, 
   }
 }
 
-// The balanced grid's entry (the host launches it where DecodeParams::balanced holds): C = B Hkv CTAs, grid (1, Hkv,
-// B), the CTA's index c = blockIdx.z Hkv + blockIdx.y; the same ring, Q and narrow loop as decode_kernel's latent
+// The balanced grid's entry (the host launches it where DecodeParams::balanced holds): decode_kernel's grid
+// (num_splits, Hkv, B), every CTA one share (BalancedWalk); the same ring, Q and narrow loop as decode_kernel's latent
 // narrow instantiation (tmap_q: Q's map, in the slot where that kernel takes it), in a kernel of its own so that
 // this code leaves that kernel's registers alone.
 template <int D, bool kBf16, int kConfig>
