@@ -556,6 +556,9 @@ def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, se
         assert launch[4] == 7 * B * 16 * 512 * splits
     assert ("balanced schedule" in b.launch_details(p)) == balanced
     assert struct.unpack("<d3q", launch[6])[2] == splits
+    b._balanced_ws_bytes = None  # a library older than the schedule: neither asked for nor described
+    b._launches.clear()
+    assert b._launch_constants(p)[-1] is False and "balanced schedule" not in b.launch_details(p)
 
 
 def test_schedule_env_refuses_an_unknown_schedule(monkeypatch):

@@ -416,6 +416,10 @@ class CudaBackend(Backend):
     def reads_shared_kv_once(self, p: Problem) -> bool:
         return latent_ring(p, self._arch if self._arch is not None else _arch_capability(_target_arch())[0] * 10)
 
+    def _balanced(self, p: Problem, config) -> bool:
+        """balanced_schedule, where the loaded library has it (tools load older ones)."""
+        return self._balanced_ws_bytes is not None and balanced_schedule(p, config, self._arch)
+
     def _split_config(self, p: Problem) -> Config:
         return split_config(p.head_dim, latent_ring(p, self._arch))
 
@@ -461,7 +465,7 @@ class CudaBackend(Backend):
                 gathers = self._gathers(p, config, _grid_ctas(p) * num_splits)
             paged = (f"; paged ({p.page_size}-token pages): "
                      + ("the producer warps gather each tile (cp.async)" if gathers else "TMA boxes inside each page"))
-        if balanced_schedule(p, config, self._arch):
+        if self._balanced(p, config):
             merge = (", the tiles dealt over the CTAs in equal shares by cache length (balanced schedule; the "
                      "pieces of a sequence shared by several CTAs + combine kernel)")
         arch = ""
@@ -519,7 +523,7 @@ class CudaBackend(Backend):
         ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)
         if num_splits > 1 and self._merge_modes(p, index, config)(num_splits) == 0:
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, num_splits)
-        balanced = balanced_schedule(p, config, self._arch) and self._balanced_ws_bytes is not None
+        balanced = self._balanced(p, config)
         if balanced:  # the pieces of shared sequences and their descriptors
             ws_bytes = self._balanced_ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.head_dim_v, num_splits)
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
