@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import ctypes
 import enum
-import os
 import functools
+import os
 import struct
 import threading
 from typing import Optional
@@ -141,8 +141,8 @@ LATENT_NARROW32_MIN_FILL = 0.875
 
 # Which schedule latent narrow launches with cache lengths take: "static" (each sequence and KV head split over the
 # plan's num_splits CTAs, the default) or "balanced" (the tiles dealt over the same CTAs by cache length,
-# fmha_capi.h). Balanced measured 1.06-4.4x faster on batches of mixed lengths and 1-3% slower on batches of equal
-# ones (docs/deepseek.md); read when a call shape is first planned.
+# fmha_capi.h). Balanced is faster where lengths differ and a few percent slower where they are equal, so it is not
+# the default (docs/deepseek.md); read when a call shape is first planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
 SCHEDULES = ("static", "balanced")
 
@@ -490,7 +490,6 @@ class CudaBackend(Backend):
         if ws_bytes:  # the combine kernel's partials (or the balanced schedule's pieces); sized from shapes: safe
             workspace = torch.empty(ws_bytes, dtype=torch.uint8, device=device)  # under CUDA-graph capture
             ws_ptr = workspace.data_ptr()
-
         qs, ks, vs, os_ = q.stride(), k_cache.stride(), v_cache.stride(), out.stride()
         # One FmhaDecodeArgs struct packed into a per-thread buffer: one FFI argument instead of one per field.
         args = _ARGS.buffer

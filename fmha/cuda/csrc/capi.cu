@@ -277,8 +277,8 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     return fail("config LATENT_NARROW serves at most %d packed rows, got T x Hq/Hkv = %lld",
                 config_shape(D, config).narrow_rows, static_cast<long long>(T) * G);
   if (a->balanced != 0 && a->balanced != 1) return fail("balanced=%lld invalid (0 or 1)", (long long)a->balanced);
-  const size_t balanced_need = fmha_balanced_workspace_bytes(B, T, Hq, Hkv, Dv, num_splits);
   if (a->balanced) {
+    const size_t balanced_need = fmha_balanced_workspace_bytes(B, T, Hq, Hkv, Dv, num_splits);
     if (config != FMHA_CONFIG_LATENT_NARROW)
       return fail("balanced=1 needs config LATENT_NARROW (%d), got config=%d", FMHA_CONFIG_LATENT_NARROW, config);
     if (a->workspace == 0 || misaligned(a->workspace) || a->workspace_bytes < balanced_need)
@@ -344,11 +344,12 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     p.o_partial = reinterpret_cast<float*>(a->workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, Dv, num_splits);
   }
-  if (a->balanced) {  // the launch may still run one CTA a unit (Instance::launch says where)
+  if (a->balanced) {  // the launch may still run the static schedule (Instance::launch says where)
     p.balanced = 1;
     p.o_partial = reinterpret_cast<float*>(a->workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, Dv, 2 * num_splits);
-    p.balanced_desc = reinterpret_cast<int*>(a->workspace + fmha::balanced_desc_offset_bytes(B, T, Hq, Dv, num_splits));
+    const int64_t desc_offset = fmha::balanced_desc_offset_bytes(B, T, Hq, Dv, num_splits);
+    p.balanced_desc = reinterpret_cast<int*>(a->workspace + desc_offset);
   }
   const size_t workspace_size = static_cast<size_t>(a->workspace_bytes);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(a->stream);

@@ -113,11 +113,11 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // denominator (lse is then the log of the whole denominator; a row that sees no key gets out = 0 and
 // lse = sinks[hq]); finite or -inf, never checked (device data).
 // balanced (config LATENT_NARROW): the cache's tiles are dealt over the grid's num_splits x B x Hkv CTAs in equal
-// shares by cache_seqlens, so that a batch of mixed lengths is not as slow as its longest sequence. A (sequence, KV head)
-// shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to
+// shares by cache_seqlens, so that a batch of mixed lengths is not as slow as its longest sequence. A (sequence,
+// KV head) shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to
 // initialise) that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the
 // same on every run. Where the launch cannot deal the tiles (no cache_seqlens, Q whose rows are not one TMA box,
-// paged launches that gather, more than 4096 sequences) it runs one CTA a (sequence, KV head), as balanced = 0.
+// paged launches that gather, more than 4096 sequences) it runs as with balanced = 0.
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;  // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;
@@ -132,7 +132,7 @@ typedef struct FmhaDecodeArgs {
   int64_t num_blocks;          // pages in each pool (paged caches)
   int64_t max_blocks_per_seq;  // columns of block_table (paged caches)
   uint64_t sinks;              // float32 [Hq] of per-head sink logits, or 0: none
-  int64_t balanced;            // 1: the balanced schedule (above), 0: one CTA a (sequence, KV head)
+  int64_t balanced;            // 1: the balanced schedule (above), 0: num_splits CTAs a (sequence, KV head)
 } FmhaDecodeArgs;
 
 int fmha_decode(const FmhaDecodeArgs* args);

@@ -77,6 +77,15 @@ struct SplitMerge {
   __device__ __forceinline__ float lse() const { return wsum > 0.f ? m + logf(wsum) : -INFINITY; }
 };
 
+// A row's sink, where there are sinks: one more partial of LSE sinks[hq] and no output.
+__device__ __forceinline__ void merge_sink(const DecodeParams& p, SplitMerge& merge, int hq) {
+  if (p.sinks != nullptr) {
+    const float ls[1] = {__ldg(p.sinks + hq)};
+    const float4 o[1] = {make_float4(0.f, 0.f, 0.f, 0.f)};
+    merge.add(ls, o);
+  }
+}
+
 // kChunk: splits whose loads are issued together (see below). 16 for many splits; 4 where there are
 // at most 4, so that a grid of many rows keeps its occupancy (16 float4 in flight per thread cost
 // ~90 registers and measured slower on many rows).
@@ -114,11 +123,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
     }
     merge.add(ls, o);
   }
-  if (p.sinks != nullptr) {  // the sink: a partial of LSE sinks[hq] and no output
-    const float ls[1] = {__ldg(p.sinks + hq)};
-    const float4 o[1] = {make_float4(0.f, 0.f, 0.f, 0.f)};
-    merge.add(ls, o);
-  }
+  merge_sink(p, merge, hq);
   uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
   *reinterpret_cast<uint2*>(out) = merge.packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B, col of 4 elements
   if (col == 0) p.lse[lse_row] = merge.lse();
@@ -129,17 +134,14 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
 // a unit of one piece was written out by the decode kernel. Pieces merge four at a time, in piece order.
 template <int D, bool kBf16>
 __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const DecodeParams p) {
-  using Tr = CombineTraits<D>;
   constexpr int kChunk = 4;
   ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its pieces)
   ptx::griddep_launch_dependents();
-  const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+  using Tr = CombineTraits<D>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
-  if (row >= total_rows) return;
-  const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4;
-  const int hq = static_cast<int>(row % p.Hq);
-  const int t = static_cast<int>((row / p.Hq) % p.T);
-  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
+  if (row >= static_cast<int64_t>(p.B) * p.T * p.Hq) return;  // (rows as combine_splits_kernel's)
+  const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4, hq = static_cast<int>(row % p.Hq);
+  const int t = static_cast<int>((row / p.Hq) % p.T), b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
   const int kvh = hq / p.G, n = t * p.G + hq % p.G;  // the packed row of its unit
   const int4 desc = __ldg(reinterpret_cast<const int4*>(p.balanced_desc) + (static_cast<int64_t>(b) * p.Hkv + kvh));
   const int pieces = desc.x;
@@ -157,11 +159,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const
     }
     merge.add(ls, o);
   }
-  if (p.sinks != nullptr) {  // the sink: a piece of LSE sinks[hq] and no output
-    const float ls[1] = {__ldg(p.sinks + hq)};
-    const float4 o[1] = {make_float4(0.f, 0.f, 0.f, 0.f)};
-    merge.add(ls, o);
-  }
+  merge_sink(p, merge, hq);
   uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
   *reinterpret_cast<uint2*>(out) = merge.packed_out<kBf16>();
   if (col == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge.lse();

@@ -4,10 +4,9 @@
 //   A narrow grid has num_splits CTAs per unit, a unit being one (sequence b, KV head kvh), u = b Hkv + kvh; each
 //   takes a fixed fraction of its unit's tiles, so a batch of mixed cache lengths lasts as long as its longest
 //   sequence. Here the grid's C CTAs (c = (blockIdx.z Hkv + blockIdx.y) num_splits + blockIdx.x) deal the units'
-//   tiles, laid end to end in unit order (N in all), in contiguous
-//   shares of chunk = ceil(N / C) tiles: CTA c takes tiles [c chunk, (c + 1) chunk) of that order, which covers
-//   the end of one unit, whole units and the start of another. Each unit it touches is a visit: Q of the unit,
-//   its tiles of the share, and an epilogue. A unit inside one share is written out directly; a unit that spans
+//   tiles, laid end to end in unit order (N in all), in contiguous shares of chunk = ceil(N / C) tiles: CTA c
+//   takes tiles [c chunk, (c + 1) chunk) of that order, which covers the end of one unit, whole units and the
+//   start of another. Each unit it touches is a visit: Q of the unit, its tiles of the share, and an epilogue. A unit inside one share is written out directly; a unit that spans
 //   the shares of CTAs first..last is pieces = last - first + 1 pieces, each written as fp32 O / l and its LSE
 //   to a workspace slot (common/params.h balanced_slot); the CTA of piece 0 writes the unit's descriptor, and
 //   combine_balanced_kernel (common/combine.cuh, launched as a programmatic dependent) merges the pieces in
@@ -17,8 +16,8 @@
 // Every CTA derives the whole schedule from the cache lengths (balanced_prefix): the per-sequence tile counts
 // and their running sums, in the rows of the Q boxes that the narrow loop leaves free. Nothing is read
 // from the host, so the launch is graph-capturable and its result deterministic. The schedule costs a
-// launch of uniform lengths (where it deals one unit a CTA, as decode_kernel) a few percent: the host takes it
-// only where asked (fmha/cuda/backend.py balanced_schedule).
+// launch of uniform lengths (whose shares are decode_kernel's) a few percent: the host takes it only where asked
+// (fmha/cuda/backend.py balanced_schedule).
 //
 // Hand-off (producer warp, one thread -> consumer warpgroup), per visit v (both walk the same visits,
 // BalancedWalk):
