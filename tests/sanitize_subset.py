@@ -155,12 +155,14 @@ if wanted("latent"):
                 print("ran latent_seesaw64", Dqk, num_splits, B, T, Hq, Hkv, "nan" if torch.isnan(out).any() else "ok",
                       flush=True)
     # The balanced schedule (the latent narrow loop forced unsplit): mixed lengths with empty sequences, one long
-    # sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged by TMA boxes; sinks, NaN past every length.
+    # sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged by TMA boxes, a batch padded with empty
+    # sequences; sinks, NaN past every length.
     os.environ["FMHA_CUDA_SCHEDULE"] = "balanced"
     for Dqk in (576, 512):
         for (T, Hq, Hkv, sl, page_size, splits) in ((1, 16, 1, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], None, 1),
                                                     (2, 16, 1, [4000] + [64] * 15, 64, 1),
-                                                    (3, 28, 4, [129, 0, 700, 1, 2500], None, 3)):
+                                                    (3, 28, 4, [129, 0, 700, 1, 2500], None, 3),
+                                                    (1, 16, 1, [700] * 6 + [0] * 10, 64, 1)):
             b.launch_plan = lambda p, index, n=splits: (Config.LATENT_NARROW, n)
             b._launches = {}
             q, kv, _, cs = make_inputs(len(sl), T, Hq, Hkv, max(sl), Dqk, device="cuda", seqlens=sl)

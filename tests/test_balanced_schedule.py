@@ -1,7 +1,8 @@
 """The balanced schedule's arithmetic (fmha/cuda/csrc/sm90/schedule_balanced.cuh, BalancedWalk; the workspace slots
 of common/params.h balanced_slot), modelled in Python line for line and checked on many batches without a GPU: every
 tile of every unit is dealt to exactly one CTA, every unit (an empty one too) is visited, the pieces a unit's visits
-name are the CTAs that visit it, and no two pieces share a workspace slot. The GPU tests (test_deepseek.py -k
+name are the CTAs that visit it, no two pieces share a workspace slot, and no CTA holds more than its share (so empty
+units, weighing one position each, spread over the CTAs). The GPU tests (test_deepseek.py -k
 balanced) run the kernel itself."""
 from __future__ import annotations
 
@@ -10,37 +11,38 @@ import random
 import pytest
 
 
-def walk(P, Hkv, C, c):
-    """BalancedWalk for CTA c of C over running tile sums P (len B + 1): its visits in order, as dicts."""
-    B = len(P) - 1
-    total = Hkv * P[B]
+def walk(W, Hkv, C, c):
+    """BalancedWalk for CTA c of C over running weight sums W (len B + 1; a unit weighs its tiles + 1): its visits
+    in order, as dicts."""
+    B = len(W) - 1
+    total = Hkv * W[B]
     chunk = max(1, (total + C - 1) // C)
     r0, r1 = c * chunk, c * chunk + chunk
     lo, hi = 0, B
     while lo < hi:
         mid = (lo + hi) // 2
-        if Hkv * P[mid] >= r0 or Hkv * P[mid + 1] > r0:
+        if Hkv * W[mid + 1] > r0:
             hi = mid
         else:
             lo = mid + 1
     b, kvh = lo, 0
     if b < B:
-        n, base = P[b + 1] - P[b], Hkv * P[b]
-        if n > 0 and r0 > base:
-            kvh = min(Hkv - 1, (r0 - base) // n)
+        wt, base = W[b + 1] - W[b], Hkv * W[b]
+        kvh = min(Hkv - 1, (r0 - base) // wt)
     visits = []
     while b < B:
-        n = P[b + 1] - P[b]
-        start = Hkv * P[b] + kvh * n
-        end = start + n
-        first = start // chunk if n > 0 else min(C - 1, start // chunk)
+        wt = W[b + 1] - W[b]
+        n = wt - 1
+        start = Hkv * W[b] + kvh * wt
+        ts = start + 1
+        first = (ts if n > 0 else start) // chunk
         if first > c:
             break
-        last = (end - 1) // chunk if n > 0 else first
-        tb = max(start, r0) - start
-        visits.append(dict(unit=b * Hkv + kvh, tile_begin=tb, tile_end=max(min(end, r1) - start, tb),
-                           piece=c - first, pieces=last - first + 1, first_cta=first,
-                           first_mid=1 if start > first * chunk else 0))
+        last = (start + n) // chunk if n > 0 else first
+        tb = max(ts, r0) - ts if n > 0 else 0
+        te = max(min(ts + n, r1) - ts, tb) if n > 0 else 0
+        visits.append(dict(unit=b * Hkv + kvh, tile_begin=tb, tile_end=te, piece=c - first, pieces=last - first + 1,
+                           first_cta=first, first_mid=1 if n > 0 and ts > first * chunk else 0))
         kvh += 1
         if kvh == Hkv:
             kvh, b = 0, b + 1
@@ -58,6 +60,9 @@ def batches():
     yield [5], 1, 4
     yield [1, 1, 1], 2, 3
     yield [64, 0, 1, 0], 4, 16
+    yield [64] * 64 + [0] * 64, 1, 128  # a batch padded with empty sequences
+    yield [0] * 200, 1, 200
+    yield [0] * 7 + [3] + [0] * 9, 2, 5
     for _ in range(300):
         B = rnd.randint(1, 40)
         Hkv = rnd.choice((1, 1, 2, 4))
@@ -67,15 +72,20 @@ def batches():
 
 @pytest.mark.parametrize("tiles,Hkv,C", list(batches()))
 def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C):
-    P = [0]
+    W = [0]
     for n in tiles:
-        P.append(P[-1] + n)
+        W.append(W[-1] + n + 1)
     dealt = {}  # (unit, tile) -> CTA
     visits_of = {}  # unit -> [(cta, visit)]
     slots = {}
+    chunk = max(1, (Hkv * W[-1] + C - 1) // C)
     for c in range(C):
-        for v in walk(P, Hkv, C, c):
+        held = 0  # positions of the share this CTA works on: its tiles, one per empty unit
+        for v in walk(W, Hkv, C, c):
             u = v["unit"]
+            n = tiles[u // Hkv]
+            assert (v["tile_begin"] < v["tile_end"]) == (n > 0), f"unit {u}: a visit without tiles of a unit with some"
+            held += v["tile_end"] - v["tile_begin"] if n > 0 else 1
             visits_of.setdefault(u, []).append((c, v))
             for t in range(v["tile_begin"], v["tile_end"]):
                 assert (u, t) not in dealt, f"tile {t} of unit {u} dealt twice"
@@ -84,6 +94,7 @@ def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C):
                 slot = balanced_slot(v["first_cta"], v["first_mid"], v["piece"])
                 assert 0 <= slot < 2 * C and slot not in slots, f"slot {slot} of unit {u} taken"
                 slots[slot] = (u, v["piece"])
+        assert held <= chunk, f"CTA {c} holds {held} positions, its share is {chunk}"
     for b, n in enumerate(tiles):
         for kvh in range(Hkv):
             u = b * Hkv + kvh

@@ -533,6 +533,8 @@ BALANCED_CASES = [
     (512, "self", 1, (16, 1), None, True, [0, 0, 0], 2),
     (576, "slice", 4, (8, 1), 16, True, [300, 0, 1000, 5], 1),
     (576, "slice", 1, (16, 1), 64, True, [64 * 40, 1, 1, 1, 1, 1, 1, 1], 4),
+    (576, "slice", 1, (16, 1), 64, True, [700] * 6 + [0] * 10, 1),  # padded with empty sequences: spread
+    (512, "self", 2, (28, 4), None, False, [0] * 5 + [300, 0, 0, 1, 0], 2),
 ]
 
 

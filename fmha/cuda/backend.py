@@ -140,9 +140,9 @@ LATENT_NARROW32_MIN_FILL = 0.875
 
 
 # Which schedule latent narrow launches with cache lengths take: "static" (each sequence and KV head split over the
-# plan's num_splits CTAs, the default) or "balanced" (the tiles dealt over the same CTAs by cache length,
-# fmha_capi.h). Balanced is faster where lengths differ and a few percent slower where they are equal, so it is not
-# the default (docs/deepseek.md); read when a call shape is first planned.
+# plan's num_splits CTAs, the default) or "balanced" (the tiles dealt over the same CTAs, at most one per SM, by
+# cache length, fmha_capi.h). Balanced is faster where lengths differ and a few percent slower where they are
+# equal, so it is not the default (docs/deepseek.md); read when a call shape is first planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
 SCHEDULES = ("static", "balanced")
 

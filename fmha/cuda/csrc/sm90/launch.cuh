@@ -136,12 +136,12 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
                                             Tr::kQTmaRows);
 
   // The balanced schedule (schedule_balanced.cuh) deals the tiles by cache length: it needs the lengths, Q by TMA
-  // (each visit's Q), the TMA ring, at most kBalancedMaxB sequences and every tile index below 2^31; else the
-  // launch runs one CTA a unit, which is as right.
+  // (each visit's Q), the TMA ring, at most kBalancedMaxB sequences and every position (tiles and visits) below
+  // 2^31; else the launch runs one CTA a unit, which is as right.
   lp.balanced = 0;
   if constexpr (Tr::kNarrowOnly)
     lp.balanced = p.balanced && lp.q_tma && !gather && p.seqlens != nullptr && p.B <= kBalancedMaxB &&
-                  static_cast<long long>(p.B) * p.Hkv * ((p.S + Tr::kBlockN - 1) / Tr::kBlockN) + ctas < INT32_MAX;
+                  static_cast<long long>(p.B) * p.Hkv * ((p.S + Tr::kBlockN - 1) / Tr::kBlockN + 1) + ctas < INT32_MAX;
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
@@ -173,6 +173,12 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   // later reader from L2. Under PDL a CTA starts when an SM frees, so two row blocks of a sequence may
   // start microseconds apart; launched as a cluster, a pair starts together.
   if (pairs_row_blocks(p.num_splits, grid.x / p.num_splits, exclusive)) cluster_x = 2;
+  // A balanced grid is at most one wave: its shares are dealt by length, so more CTAs than the SMs hold only add
+  // a second wave and more pieces to merge (its workspace has slots for the plan's grid, which is no smaller).
+  if (lp.balanced) {
+    const long long resident = static_cast<long long>(sm_count()) * Tr::kCtasPerSm;
+    if (resident > 0 && ctas > resident) grid = dim3(static_cast<unsigned>(resident), 1, 1);
+  }
   const int threads = kv_gather(lp) ? Tr::kGatherThreads : Tr::kThreads;  // (the gathering warps)
   if (launch_decode_kernel(kernel, grid, threads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
                            cluster_x, tmap_k, tmap_v, lp))

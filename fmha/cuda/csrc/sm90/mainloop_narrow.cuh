@@ -296,8 +296,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 
   if constexpr (kBalanced) {
     cursor->stage = stage;
-    cursor->phase = phase;
-    if (tr.begin >= tr.end) release_stage(&ss.q_empty, lane);  // (a visit without tiles never read its Q)
+    cursor->phase = phase;  // (a visit without tiles is an empty unit's: it had no Q to release)
   }
 
   // Row sums over all keys: this thread's, its column's 8 lanes, the 4 warps. The reduction row

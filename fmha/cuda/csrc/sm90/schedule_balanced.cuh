@@ -3,17 +3,19 @@
 // Grid -> work
 //   A narrow grid has num_splits CTAs per unit, a unit being one (sequence b, KV head kvh), u = b Hkv + kvh; each
 //   takes a fixed fraction of its unit's tiles, so a batch of mixed cache lengths lasts as long as its longest
-//   sequence. Here the grid's C CTAs (c = (blockIdx.z Hkv + blockIdx.y) num_splits + blockIdx.x) deal the units'
-//   tiles, laid end to end in unit order (N in all), in contiguous shares of chunk = ceil(N / C) tiles: CTA c
-//   takes tiles [c chunk, (c + 1) chunk) of that order, which covers the end of one unit, whole units and the
-//   start of another. Each unit it touches is a visit: Q of the unit, its tiles of the share, and an epilogue. A unit inside one share is written out directly; a unit that spans
-//   the shares of CTAs first..last is pieces = last - first + 1 pieces, each written as fp32 O / l and its LSE
-//   to a workspace slot (common/params.h balanced_slot); the CTA of piece 0 writes the unit's descriptor, and
-//   combine_balanced_kernel (common/combine.cuh, launched as a programmatic dependent) merges the pieces in
-//   piece order, so the result is the same on every run. A unit without tiles is a visit of the CTA whose
-//   share holds its position (the last CTA past the end).
+//   sequence. Here the grid's C CTAs (c = (blockIdx.z Hkv + blockIdx.y) num_splits + blockIdx.x) deal the units
+//   laid end to end in unit order, each weighing one position for its visit and one per tile (N positions in all),
+//   in contiguous shares of chunk = ceil(N / C) positions: CTA c takes positions [c chunk, (c + 1) chunk), which
+//   cover the end of one unit, whole units and the start of another. Each unit whose tiles it holds is a visit: Q
+//   of the unit, its tiles of the share, and an epilogue. A unit inside one share is written out directly; a unit
+//   whose tiles span the shares of CTAs first..last is pieces = last - first + 1 pieces, each written as fp32 O / l
+//   and its LSE to a workspace slot (common/params.h balanced_slot); the CTA of piece 0 writes the unit's
+//   descriptor, and combine_balanced_kernel (common/combine.cuh, launched as a programmatic dependent) merges the
+//   pieces in piece order, so the result is the same on every run. A unit without tiles (an empty sequence) is a
+//   visit of the CTA whose share holds its one position: it loads no Q and writes zeros (and the LSE of no keys,
+//   or the sink's); weighing one position, empty units spread over the CTAs like short ones.
 //
-// Every CTA derives the whole schedule from the cache lengths (balanced_prefix): the per-sequence tile counts
+// Every CTA derives the whole schedule from the cache lengths (balanced_prefix): the per-sequence weights
 // and their running sums, in the rows of the Q boxes that the narrow loop leaves free. Nothing is read
 // from the host, so the launch is graph-capturable and its result deterministic. The schedule costs a
 // launch of uniform lengths (whose shares are decode_kernel's) a few percent: the host takes it only where asked
@@ -21,8 +23,8 @@
 //
 // Hand-off (producer warp, one thread -> consumer warpgroup), per visit v (both walk the same visits,
 // BalancedWalk):
-//   q_full         phase v: the visit's Q landed (load_q_boxes_tma)
-//   q_empty        phase v: the consumers' last Q K^T of visit v completed; the producer waits for phase v - 1
+//   q_full         phase v: the Q of the v-th visit with tiles landed (load_q_boxes_tma; empty units load none)
+//   q_empty        phase v: the consumers' last Q K^T of that visit completed; the producer waits for phase v - 1
 //                  before it loads visit v's Q (the visit's first tile goes into the ring before that)
 //   ring           the visits' tiles follow one another through the same stages (one cursor on each side)
 #pragma once
@@ -41,7 +43,8 @@ namespace sm90 {
 // Sequences a balanced launch may hold: their running tile sums live in the free rows of the Q boxes.
 constexpr int kBalancedMaxB = 4096;
 
-// The running sums: entry i (0 <= i <= B) = tiles of sequences 0 .. i - 1, in rows kNarrowRows .. 63 of Q boxes
+// The running sums: entry i (0 <= i <= B) = weight of sequences 0 .. i - 1 (a unit's weight:
+// balanced_seq_weight), in rows kNarrowRows .. 63 of Q boxes
 // 2 .. kBoxes - 1 (box 0 holds P^T there, box 1 the cross-warp reductions and the scan's warp totals).
 template <class Tr>
 struct BalancedPrefix {
@@ -58,21 +61,22 @@ struct BalancedPrefix {
   }
 };
 
-// Tiles of sequence b (its clamped length; every packed row of the one row block sees up to L, causal or not).
+// The weight of each unit of sequence b in the shares: its tiles (of its clamped length; every packed row of the
+// one row block sees up to L, causal or not) and one for the visit, whose Q load and epilogue cost about a tile.
 template <class Tr>
-__device__ __forceinline__ int balanced_seq_tiles(const DecodeParams& p, int b) {
+__device__ __forceinline__ int balanced_seq_weight(const DecodeParams& p, int b) {
   const int L = min(max(__ldg(p.seqlens + b), 0), p.S);
-  return (L + Tr::kBlockN - 1) / Tr::kBlockN;
+  return (L + Tr::kBlockN - 1) / Tr::kBlockN + 1;
 }
 
-// The running sums of the sequences' tile counts, by every thread of the CTA (a TMA launch: Tr::kThreads).
+// The running sums of the sequences' weights, by every thread of the CTA (a TMA launch: Tr::kThreads).
 template <class Tr>
 __device__ void balanced_prefix(SharedStorage<Tr>& ss, const DecodeParams& p) {
   using Pf = BalancedPrefix<Tr>;
   constexpr int kThreads = Tr::kThreads;
   static_assert(kThreads <= 8 * 32, "balanced: at most 8 warp totals");
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  for (int b = tid; b < p.B; b += kThreads) *Pf::at(ss, b + 1) = balanced_seq_tiles<Tr>(p, b);
+  for (int b = tid; b < p.B; b += kThreads) *Pf::at(ss, b + 1) = balanced_seq_weight<Tr>(p, b);
   if (tid == 0) *Pf::at(ss, 0) = 0;
   __syncthreads();
   // Thread t sums entries [lo, hi), then the block's exclusive scan of those sums offsets its rewrite.
@@ -112,40 +116,40 @@ struct BalancedWalk {
     chunk = max(1, (total + C - 1) / C);
     r0 = c * chunk;  // this CTA's share [r0, r1) (the last one's may end past N)
     r1 = r0 + chunk;
-    // The first unit of the share: of the first sequence whose units end past r0, or (no tiles) start at r0 or
-    // later.
+    // The unit at position r0: of the first sequence whose units end past r0 (every unit weighs 1 or more).
     int lo = 0, hi = p.B;
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
-      if (p.Hkv * *Pf::at(ss, mid) >= r0 || p.Hkv * *Pf::at(ss, mid + 1) > r0) hi = mid;
+      if (p.Hkv * *Pf::at(ss, mid + 1) > r0) hi = mid;
       else lo = mid + 1;
     }
     b = lo;
     kvh = 0;
     if (b < p.B) {
-      const int n = *Pf::at(ss, b + 1) - *Pf::at(ss, b), base = p.Hkv * *Pf::at(ss, b);
-      if (n > 0 && r0 > base) kvh = min(p.Hkv - 1, (r0 - base) / n);
+      const int wt = *Pf::at(ss, b + 1) - *Pf::at(ss, b), base = p.Hkv * *Pf::at(ss, b);
+      kvh = min(p.Hkv - 1, (r0 - base) / wt);
     }
   }
 
-  // The next visit, false past the share's last unit.
+  // The next visit, false past the share's last unit. A unit at position start has its visit there and its n tiles
+  // at start + 1 .. start + n; the CTAs holding its tiles (or, without tiles, its position) visit it.
   __device__ __forceinline__ bool next(SharedStorage<Tr>& ss, const DecodeParams& p, BalancedVisit& vis) {
     using Pf = BalancedPrefix<Tr>;
     if (b >= p.B) return false;
-    const int n = *Pf::at(ss, b + 1) - *Pf::at(ss, b);
-    const int start = p.Hkv * *Pf::at(ss, b) + kvh * n, end = start + n;
-    const int first = n > 0 ? start / chunk : min(C - 1, start / chunk);
+    const int wt = *Pf::at(ss, b + 1) - *Pf::at(ss, b), n = wt - 1;
+    const int start = p.Hkv * *Pf::at(ss, b) + kvh * wt, ts = start + 1;
+    const int first = (n > 0 ? ts : start) / chunk;
     if (first > c) return false;  // (units come in order of position: the rest lie past this share)
-    const int last = n > 0 ? (end - 1) / chunk : first;
+    const int last = n > 0 ? (start + n) / chunk : first;
     vis.unit = b * p.Hkv + kvh;
     vis.b = b;
     vis.kvh = kvh;
-    vis.tile_begin = max(start, r0) - start;
-    vis.tile_end = max(min(end, r1) - start, vis.tile_begin);
+    vis.tile_begin = n > 0 ? max(ts, r0) - ts : 0;
+    vis.tile_end = n > 0 ? max(min(ts + n, r1) - ts, vis.tile_begin) : 0;
     vis.piece = c - first;
     vis.pieces = last - first + 1;
     vis.first_cta = first;
-    vis.first_mid = start > first * chunk ? 1 : 0;
+    vis.first_mid = n > 0 && ts > first * chunk ? 1 : 0;
     if (++kvh == p.Hkv) {
       kvh = 0;
       ++b;
@@ -162,9 +166,11 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
   BalancedWalk<Tr> walk(ss, p);
   BalancedVisit vis;
   int it = 0;  // ring position
-  for (int v = 0; walk.next(ss, p, vis); ++v) {
+  int v = 0;   // visits with tiles (each loads its Q)
+  while (walk.next(ss, p, vis)) {
+    if (vis.tile_begin == vis.tile_end) continue;  // an empty unit: the consumers write it without Q or tiles
     PagedTile<Tr> pages;
-    if (kPaged && vis.tile_begin < vis.tile_end) pages.lookup(p, vis.b, vis.tile_begin * Tr::kBlockN);
+    if (kPaged) pages.lookup(p, vis.b, vis.tile_begin * Tr::kBlockN);
     auto issue = [&](int tile) {  // tile `tile` of the unit into ring position it
       const int stage = it % Tr::kStages;
       ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
@@ -180,10 +186,11 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
     };
     // The first tile goes into the ring while the consumers finish the last visit; the Q boxes wait for them.
     int tile = vis.tile_begin;
-    if (tile < vis.tile_end) issue(tile++);
+    issue(tile++);
     if (v > 0) ptx::mbarrier_wait_parity(&ss.q_empty, static_cast<uint32_t>(v - 1) & 1u);
     load_q_boxes_tma<Tr>(ss, tmap_q, p, vis.b, vis.kvh, 0);
     for (; tile < vis.tile_end; ++tile) issue(tile);
+    ++v;
   }
 }
 
@@ -193,8 +200,9 @@ __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, 
   NarrowCursor cursor;
   BalancedWalk<Tr> walk(ss, p);
   BalancedVisit vis;
-  for (int v = 0; walk.next(ss, p, vis); ++v) {
-    ptx::mbarrier_wait_parity(&ss.q_full, static_cast<uint32_t>(v) & 1u);
+  int v = 0;  // visits with tiles (as the producer counts them)
+  while (walk.next(ss, p, vis)) {
+    if (vis.tile_begin < vis.tile_end) ptx::mbarrier_wait_parity(&ss.q_full, static_cast<uint32_t>(v++) & 1u);
     TileRange tr;
     tr.L = min(max(__ldg(p.seqlens + vis.b), 0), p.S);
     tr.begin = vis.tile_begin;
