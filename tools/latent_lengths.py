@@ -1,13 +1,16 @@
 """The latent narrow loop's two schedules on batches of mixed cache lengths, in one process.
 
-    python tools/latent_lengths.py [--lib PATH] [--rounds 9]
+    python tools/latent_lengths.py [--lib PATH] [--rounds 9] [--peers] [--only KIND]
 
 For each batch below (576/512 unless it says 512; 16 query heads on one latent KV head; the lengths drawn with a
-fixed seed), the cuda backend's own plan is timed with FMHA_CUDA_SCHEDULE=static (one CTA a sequence) and =balanced
-(the tiles dealt by cache length, docs/deepseek.md): 20 calls captured in a CUDA graph, the median over --rounds
-replays, µs per call and the cache bytes read (sum of the lengths) per second. The balanced output is compared with
-the static one (largest absolute difference: pieces merged in another order, not another answer). --lib: a prebuilt
-library (python -m fmha.cuda.build --out DIR), else the library the backend builds. Needs an sm_90a GPU.
+fixed seed per batch), the cuda backend's own plan is timed with FMHA_CUDA_SCHEDULE=static (one CTA a sequence)
+and =balanced (the tiles dealt by cache length, docs/deepseek.md): 20 calls captured in a CUDA graph, the median
+over --rounds replays, µs per call and the cache bytes read (sum of the lengths) per second. Every output is
+compared with the static one (largest absolute difference: pieces merged in another order, not another answer).
+--lib: a prebuilt library (python -m fmha.cuda.build --out DIR), else the library the backend builds. --peers: the
+same batch on a 64-token page pool (pages shuffled, perf/paged.py page_pools) as well, for both fmha schedules and
+for FlashInfer's MLA decode and FlashMLA where they import (perf/README.md says how), which plan by the cache
+lengths too. Needs an sm_90a GPU.
 """
 from __future__ import annotations
 
@@ -18,13 +21,15 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
 
 # (name, B, T, S, D, lengths): "equal" every sequence S long; "uniform" drawn from [1, S]; "longtail" 8 of S and the
-# rest S / 8; "zipf" S / rank.
+# rest S / 8; "zipf" S / rank; "padded" half of them S, the rest empty (a batch padded to a captured size).
 BATCHES = [
     ("equal", 128, 1, 4096, 576), ("equal", 128, 2, 4096, 576),
     ("uniform", 128, 1, 4096, 576), ("uniform", 128, 2, 4096, 576), ("uniform", 256, 1, 4096, 576),
     ("uniform", 128, 1, 4096, 512), ("longtail", 128, 1, 8192, 576), ("zipf", 132, 1, 8192, 576),
+    ("padded", 256, 1, 4096, 576), ("padded", 128, 2, 4096, 512),
     ("uniform", 32, 1, 8192, 576), ("zipf", 16, 1, 16384, 576),  # (split grids: the plan's CTAs a sequence)
 ]
+PAGE = 64  # the page pool of --peers (FlashMLA's only page size)
 
 
 def lengths(kind, B, S, gen):
@@ -37,6 +42,10 @@ def lengths(kind, B, S, gen):
         return sl
     if kind == "zipf":
         return (S / torch.arange(1, B + 1, device="cuda")).clamp(min=1).to(torch.int32)
+    if kind == "padded":
+        sl = torch.zeros((B,), device="cuda", dtype=torch.int32)
+        sl[:B // 2] = S
+        return sl
     return torch.full((B,), S, device="cuda", dtype=torch.int32)
 
 
@@ -59,10 +68,30 @@ def graph_us(fn, rounds, calls=20):
     return sorted(times)[len(times) // 2]
 
 
+def peer_calls(kind, B, T, S, D, q, kv, sl, pool, block_table):
+    """The --peers contenders on the page pool: (name, fn) where they import, (name, reason) where not."""
+    from perf import deepseek
+    from perf.peers import Unsupported
+    from perf.shapes import LatentShape
+    inputs = deepseek.LatentInputs.of_tensors(LatentShape(kind, B=B, S=S, Hq=16, T=T, D=D, Dv=512),
+                                              q, kv, sl, pool, block_table, PAGE)
+    calls = []
+    for contender in (deepseek.FlashInferMLA(), deepseek.FlashMLA()):
+        try:
+            fn = contender.prepare(inputs)
+            contender.first_call(fn, 0)
+            calls.append((contender.name, lambda fn=fn: fn(0)))
+        except Unsupported as e:
+            calls.append((contender.name, str(e)))
+    return calls
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lib", default=None, help="a prebuilt library (default: the backend's own build)")
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--peers", action="store_true", help="also on a 64-token page pool, with FlashInfer and FlashMLA")
+    ap.add_argument("--only", default=None, help="only the batches of this kind (equal, uniform, padded, ...)")
     args = ap.parse_args(argv)
     import torch
 
@@ -76,25 +105,49 @@ def main(argv=None) -> int:
         make = lambda: library_backend(args.lib)  # noqa: E731
     else:
         make = cb.CudaBackend
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    for kind, B, T, S, D in BATCHES:
+    gen = torch.Generator(device="cuda")
+    for i, (kind, B, T, S, D) in enumerate(BATCHES):
+        if args.only and kind != args.only:
+            continue
+        gen.manual_seed(i)  # (a batch's lengths and values do not depend on which batches ran before it)
         q = torch.randn(B, T, 16, D, device="cuda", dtype=torch.bfloat16, generator=gen)
         kv = torch.randn(B, S, 1, D, device="cuda", dtype=torch.bfloat16, generator=gen)
         sl = lengths(kind, B, S, gen)
-        v = kv[..., :512]
-        p = validate(q, kv, v, sl, D ** -0.5, True)
         cache_bytes = sl.double().sum().item() * D * 2
+        layouts = [("", kv, None)]
+        if args.peers:
+            from perf.paged import page_pools
+            (pool,), block_table = page_pools((kv,), PAGE, torch.Generator().manual_seed(B * S))
+            layouts.append((f"p{PAGE} ", pool, block_table))
         outs = {}
-        for schedule in cb.SCHEDULES:
-            os.environ[cb.SCHEDULE_ENV] = schedule  # read when the backend first plans p
-            b = make()
-            out = torch.empty(B, T, 16, 512, device="cuda", dtype=torch.bfloat16)
-            lse = torch.empty(B, 16, T, device="cuda", dtype=torch.float32)
-            us = graph_us(lambda: b.run(p, q, kv, v, sl, out, lse), args.rounds)
-            outs[schedule] = out
+
+        def report(name, us, out, note=""):
             diff = (out.float() - outs["static"].float()).abs().max().item()
-            print(f"{kind:8s} B{B} T{T} S{S} D{D}  {schedule:8s} {us:7.1f} us  {cache_bytes / us / 1e6:5.2f} TB/s"
-                  f"  max |out - static| {diff:.1e}  ({b.launch_plan(p, 0)[0].name.lower()})", flush=True)
+            print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} {us:7.1f} us  {cache_bytes / us / 1e6:5.2f} TB/s"
+                  f"  max |out - static| {diff:.1e}{note}", flush=True)
+
+        for prefix, cache, block_table in layouts:
+            v = cache[..., :512]
+            p = validate(q, cache, v, sl, D ** -0.5, True, block_table=block_table)
+            for schedule in cb.SCHEDULES:
+                os.environ[cb.SCHEDULE_ENV] = schedule  # read when the backend first plans p
+                b = make()
+                out = torch.empty(B, T, 16, 512, device="cuda", dtype=torch.bfloat16)
+                lse = torch.empty(B, 16, T, device="cuda", dtype=torch.float32)
+                us = graph_us(lambda: b.run(p, q, cache, v, sl, out, lse, block_table), args.rounds)
+                outs.setdefault(prefix + schedule, out)
+                report(prefix + schedule, us, out, f"  ({b.launch_plan(p, 0)[0].name.lower()})")
+        if args.peers and kind == "padded":  # (the peers' handling of length 0 is not checked here)
+            print(f"{kind:8s} B{B} T{T} S{S} D{D}  peers not run: empty sequences", flush=True)
+        elif args.peers:
+            for name, fn in peer_calls(kind, B, T, S, D, q, kv, sl, layouts[1][1], layouts[1][2]):
+                if isinstance(fn, str):
+                    print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} not run: {fn}", flush=True)
+                    continue
+                us = graph_us(fn, args.rounds)
+                report(name, us, fn().view(B, T, 16, 512))
+        del q, kv, layouts, outs
+        torch.cuda.empty_cache()
     os.environ.pop(cb.SCHEDULE_ENV, None)
     return 0
 
