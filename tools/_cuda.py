@@ -25,7 +25,7 @@ LATENT_CONFIGS = {CONFIGS[n] for n in ("latent_seesaw", "latent_split_qk", "late
 PROBE_MODES = {
     "timestamps": True,    # clock stamps per CTA and ring position (tools/stream_probe.py reads them)
     "stream_only": False,  # consumers release each stage as soon as it lands: the K/V stream rate alone
-    "no_combine": False,   # split partials are not merged: the split grid without its merge
+    "no_combine": False,   # split partials (and balanced pieces) are not merged: the grid without its merge
 }
 
 _REQUIRED = ("fmha_decode", "fmha_config_tile_n", "fmha_last_error")

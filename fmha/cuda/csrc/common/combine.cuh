@@ -129,40 +129,50 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   if (col == 0) p.lse[lse_row] = merge.lse();
 }
 
-// The balanced schedule's merge (DecodeParams::balanced, sm90/schedule_balanced.cuh): rows as combine_splits_kernel's;
-// a row's unit (b, kvh) says in its descriptor how many CTAs shared it and where their pieces lie (balanced_slot);
-// a unit of one piece was written out by the decode kernel. Pieces merge four at a time, in piece order.
-template <int D, bool kBf16>
+// The balanced schedule's merge (DecodeParams::balanced, sm90/schedule_balanced.cuh). Grid (units, blocks of
+// kCombineThreads / kLanes packed rows of a unit): a CTA reads its unit's descriptor and leaves where the unit is
+// one piece, written out by the decode kernel; else kLanes threads merge each of its rows, a thread holding
+// D / (4 kLanes) float4 column groups (lane + kLanes c, coalesced), from the pieces in piece order
+// (balanced_slot). kLanes = 32 (four rows a CTA) where the grid has a unit a CTA: a launch with equal lengths
+// merges nothing and is then a quarter of the CTAs; kLanes = D / 4 (a row a CTA, four pieces a load) where the
+// plan splits units, whose pieces are many and want more CTAs.
+template <int D, bool kBf16, int kLanes>
 __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const DecodeParams p) {
-  constexpr int kChunk = 4;
+  constexpr int kCols = D / (4 * kLanes), kRows = kCombineThreads / kLanes;
+  constexpr int kChunk = kCols > 1 ? 2 : 4;  // (4 x 4 float4 in flight held 122 registers)
+  static_assert(kCols * 4 * kLanes == D && kRows * kLanes == kCombineThreads, "combine_balanced: lanes and rows");
   ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its pieces)
   ptx::griddep_launch_dependents();
-  using Tr = CombineTraits<D>;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
-  if (row >= static_cast<int64_t>(p.B) * p.T * p.Hq) return;  // (rows as combine_splits_kernel's)
-  const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4, hq = static_cast<int>(row % p.Hq);
-  const int t = static_cast<int>((row / p.Hq) % p.T), b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
-  const int kvh = hq / p.G, n = t * p.G + hq % p.G;  // the packed row of its unit
-  const int4 desc = __ldg(reinterpret_cast<const int4*>(p.balanced_desc) + (static_cast<int64_t>(b) * p.Hkv + kvh));
+  const int unit = static_cast<int>(blockIdx.x);
+  const int4 desc = __ldg(reinterpret_cast<const int4*>(p.balanced_desc) + unit);
   const int pieces = desc.x;
-  if (pieces <= 1) return;
-  SplitMerge merge;
+  const int n = static_cast<int>(blockIdx.y) * kRows + static_cast<int>(threadIdx.x) / kLanes;
+  if (pieces <= 1 || n >= p.rows) return;
+  const int lane = static_cast<int>(threadIdx.x) % kLanes;
+  const int b = unit / p.Hkv, kvh = unit % p.Hkv, t = n / p.G, hq = kvh * p.G + n % p.G;  // (n = t G + hq % G)
+  SplitMerge merge[kCols];
   for (int k0 = 0; k0 < pieces; k0 += kChunk) {
     float ls[kChunk];
-    float4 o[kChunk];
+    float4 o[kCols][kChunk];
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) {
       const int slot = balanced_slot(desc.y, desc.z, min(k0 + j, pieces - 1));
       const int64_t slot_row = static_cast<int64_t>(slot) * p.rows + n;
       ls[j] = k0 + j < pieces ? p.lse_partial[slot_row] : -INFINITY;
-      o[j] = *reinterpret_cast<const float4*>(p.o_partial + slot_row * D + col);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c)
+        o[c][j] = *reinterpret_cast<const float4*>(p.o_partial + slot_row * D + 4 * (lane + kLanes * c));
     }
-    merge.add(ls, o);
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) merge[c].add(ls, o[c]);
   }
-  merge_sink(p, merge, hq);
-  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
-  *reinterpret_cast<uint2*>(out) = merge.packed_out<kBf16>();
-  if (col == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge.lse();
+  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    merge_sink(p, merge[c], hq);
+    *reinterpret_cast<uint2*>(out + 4 * (lane + kLanes * c)) = merge[c].template packed_out<kBf16>();
+  }
+  if (lane == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge[0].lse();
 }
 
 }  // namespace fmha

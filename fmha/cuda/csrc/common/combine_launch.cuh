@@ -26,8 +26,15 @@ int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
   // The balanced schedule's pieces (the shared latent's, D_v = 512) by their own kernel; splits merged 4 at a time
   // up to 4 splits (a grid of many rows keeps its occupancy), else 16.
   if constexpr (D == 512) {
-    if (p.balanced)
-      return check_cuda(cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16>, p), "combine kernel launch");
+    if (p.balanced) {  // (grid: units x row blocks; B <= 4096, the launch checked)
+      constexpr int kRowLanes = 32, kRowsA = kCombineThreads / kRowLanes;
+      const bool by_row = p.num_splits > 1;  // units split by the plan: many pieces, a row a CTA
+      cfg.gridDim = dim3(static_cast<unsigned>(p.B * p.Hkv),
+                         static_cast<unsigned>(by_row ? p.rows : (p.rows + kRowsA - 1) / kRowsA));
+      const cudaError_t e = by_row ? cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16, D / 4>, p)
+                                   : cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16, kRowLanes>, p);
+      return check_cuda(e, "combine kernel launch");
+    }
   }
   const cudaError_t e = p.num_splits <= 4 ? cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 4>, p)
                                           : cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 16>, p);

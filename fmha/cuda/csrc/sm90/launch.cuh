@@ -183,7 +183,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   if (launch_decode_kernel(kernel, grid, threads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
                            cluster_x, tmap_k, tmap_v, lp))
     return 1;
-  if ((p.num_splits > 1 && lp.cluster_merge == kMergeByKernel && !kProbeNoCombine) || lp.balanced)
+  if (!kProbeNoCombine && ((p.num_splits > 1 && lp.cluster_merge == kMergeByKernel) || lp.balanced))
     return launch_combine<Tr::kHeadDimV, kBf16>(lp, stream, kPdl);
   return 0;
 }
