@@ -3,17 +3,18 @@
 // Grid -> work
 //   A narrow grid has num_splits CTAs per unit, a unit being one (sequence b, KV head kvh), u = b Hkv + kvh; each
 //   takes a fixed fraction of its unit's tiles, so a batch of mixed cache lengths lasts as long as its longest
-//   sequence. Here the grid's C CTAs (c = (blockIdx.z Hkv + blockIdx.y) num_splits + blockIdx.x) deal the units
-//   laid end to end in unit order, each weighing one position for its visit and one per tile (N positions in all),
-//   in contiguous shares of chunk = ceil(N / C) positions: CTA c takes positions [c chunk, (c + 1) chunk), which
-//   cover the end of one unit, whole units and the start of another. Each unit whose tiles it holds is a visit: Q
-//   of the unit, its tiles of the share, and an epilogue. A unit inside one share is written out directly; a unit
-//   whose tiles span the shares of CTAs first..last is pieces = last - first + 1 pieces, each written as fp32 O / l
-//   and its LSE to a workspace slot (common/params.h balanced_slot); the CTA of piece 0 writes the unit's
-//   descriptor, and combine_balanced_kernel (common/combine.cuh, launched as a programmatic dependent) merges the
-//   pieces in piece order, so the result is the same on every run. A unit without tiles (an empty sequence) is a
-//   visit of the CTA whose share holds its one position: it loads no Q and writes zeros (and the LSE of no keys,
-//   or the sink's); weighing one position, empty units spread over the CTAs like short ones.
+//   sequence. Here the grid's C CTAs (the plan's grid, capped by the host at one wave; c its linear index) deal
+//   the units laid end to end in unit order, each weighing one position for its visit and one per tile (N
+//   positions in all), in contiguous shares of chunk = ceil(N / C) positions: CTA c takes positions
+//   [c chunk, (c + 1) chunk), which cover the end of one unit, whole units and the start of another. Each unit
+//   whose tiles it holds is a visit: Q of the unit, its tiles of the share, and an epilogue. A unit inside one
+//   share is written out directly; a unit whose tiles span the shares of CTAs first..last is pieces = last - first
+//   + 1 pieces, each written as fp32 O / l and its LSE to a workspace slot (common/params.h balanced_slot); the
+//   CTA of piece 0 writes the unit's descriptor, and combine_balanced_kernel (common/combine.cuh, launched as a
+//   programmatic dependent) merges the pieces in piece order, so the result is the same on every run. A unit
+//   without tiles (an empty sequence) is a visit of the CTA whose share holds its one position: it loads no Q
+//   and writes zeros (and the LSE of no keys, or the sink's); weighing one position, empty units spread over the
+//   CTAs like short ones.
 //
 // Every CTA derives the whole schedule from the cache lengths (balanced_prefix): the per-sequence weights
 // and their running sums, in the rows of the Q boxes that the narrow loop leaves free. Nothing is read
