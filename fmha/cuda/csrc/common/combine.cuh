@@ -133,13 +133,13 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
 // kCombineThreads / kLanes packed rows of a unit): a CTA reads its unit's descriptor and leaves where the unit is
 // one piece, written out by the decode kernel; else kLanes threads merge each of its rows, a thread holding
 // D / (4 kLanes) float4 column groups (lane + kLanes c, coalesced), from the pieces in piece order
-// (balanced_slot). kLanes = 32 (four rows a CTA) where the grid has a unit a CTA: a launch with equal lengths
-// merges nothing and is then a quarter of the CTAs; kLanes = D / 4 (a row a CTA, four pieces a load) where the
-// plan splits units, whose pieces are many and want more CTAs.
+// (balanced_slot). kLanes = 64 (two rows a CTA, four pieces a load) where the grid has a unit a CTA: a launch with
+// equal lengths merges nothing and is then half the CTAs; kLanes = D / 4 (a row a CTA) where the plan splits
+// units, whose pieces are many and want more CTAs.
 template <int D, bool kBf16, int kLanes>
 __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const DecodeParams p) {
   constexpr int kCols = D / (4 * kLanes), kRows = kCombineThreads / kLanes;
-  constexpr int kChunk = kCols > 1 ? 2 : 4;  // (4 x 4 float4 in flight held 122 registers)
+  constexpr int kChunk = kCols > 2 ? 2 : 4;  // (4 x 4 float4 in flight held 122 registers)
   static_assert(kCols * 4 * kLanes == D && kRows * kLanes == kCombineThreads, "combine_balanced: lanes and rows");
   ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its pieces)
   ptx::griddep_launch_dependents();

@@ -27,7 +27,7 @@ int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
   // up to 4 splits (a grid of many rows keeps its occupancy), else 16.
   if constexpr (D == 512) {
     if (p.balanced) {  // (grid: units x row blocks; B <= 4096, the launch checked)
-      constexpr int kRowLanes = 32, kRowsA = kCombineThreads / kRowLanes;
+      constexpr int kRowLanes = 64, kRowsA = kCombineThreads / kRowLanes;
       const bool by_row = p.num_splits > 1;  // units split by the plan: many pieces, a row a CTA
       cfg.gridDim = dim3(static_cast<unsigned>(p.B * p.Hkv),
                          static_cast<unsigned>(by_row ? p.rows : (p.rows + kRowsA - 1) / kRowsA));
