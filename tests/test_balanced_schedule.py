@@ -68,6 +68,11 @@ def batches():
         Hkv = rnd.choice((1, 1, 2, 4))
         tiles = [rnd.choice((0, 1, 2, rnd.randint(0, 80), rnd.randint(0, 300))) for _ in range(B)]
         yield tiles, Hkv, B * Hkv * rnd.choice((1, 1, 2, 3, 4))
+    for _ in range(100):  # grids capped at one wave: fewer CTAs than units
+        B = rnd.randint(2, 60)
+        Hkv = rnd.choice((1, 1, 2, 4))
+        tiles = [rnd.choice((0, 1, 2, rnd.randint(0, 80), rnd.randint(0, 300))) for _ in range(B)]
+        yield tiles, Hkv, rnd.randint(1, B * Hkv - 1)
 
 
 @pytest.mark.parametrize("tiles,Hkv,C", list(batches()))

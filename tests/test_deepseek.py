@@ -535,6 +535,9 @@ BALANCED_CASES = [
     (576, "slice", 1, (16, 1), 64, True, [64 * 40, 1, 1, 1, 1, 1, 1, 1], 4),
     (576, "slice", 1, (16, 1), 64, True, [700] * 6 + [0] * 10, 1),  # padded with empty sequences: spread
     (512, "self", 2, (28, 4), None, False, [0] * 5 + [300, 0, 0, 1, 0], 2),
+    # plans of more CTAs than an H200 holds (200, 256): the grid capped at one wave, units sharing CTAs
+    (576, "slice", 1, (16, 1), None, True, [(37 * i) % 301 for i in range(200)], 1),
+    (512, "self", 1, (16, 1), 64, False, [(53 * i) % 900 for i in range(16)], 16),
 ]
 
 

@@ -112,13 +112,14 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // sinks: 0, or float32 [Hq] on the device: one logit per query head that joins every row's softmax
 // denominator (lse is then the log of the whole denominator; a row that sees no key gets out = 0 and
 // lse = sinks[hq]); finite or -inf, never checked (device data).
-// balanced (config LATENT_NARROW): the cache's tiles are dealt over the grid's num_splits x B x Hkv CTAs (at most
-// one per SM) in equal shares by cache_seqlens, each (sequence, KV head) weighing one tile more than it holds, so
-// that a batch of mixed lengths is not as slow as its longest sequence. A (sequence,
-// KV head) shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to
-// initialise) that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the
-// same on every run. Where the launch cannot deal the tiles (no cache_seqlens, Q whose rows are not one TMA box,
-// paged launches that gather, more than 4096 sequences) it runs as with balanced = 0.
+// balanced (config LATENT_NARROW): the cache's tiles are dealt over the grid's num_splits x B x Hkv CTAs (at most as
+// many as the SMs hold at once) in equal shares by cache_seqlens, each (sequence, KV head) weighing one tile more
+// than it holds, so that a batch of mixed lengths is not as slow as its longest sequence. A (sequence, KV head)
+// shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to initialise)
+// that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the same on every
+// run on a given device (the shares depend on its SM count). Where the launch cannot deal the tiles (no
+// cache_seqlens, Q whose rows are not one TMA box, paged launches that gather, more than 4096 sequences) it runs as
+// with balanced = 0.
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;  // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;

@@ -130,11 +130,11 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
 }
 
 // The balanced schedule's merge (DecodeParams::balanced, sm90/schedule_balanced.cuh). Grid (units, blocks of
-// kCombineThreads / kLanes packed rows of a unit): a CTA reads its unit's descriptor and leaves where the unit is
-// one piece, written out by the decode kernel; else kLanes threads merge each of its rows, a thread holding
-// D / (4 kLanes) float4 column groups (lane + kLanes c, coalesced), from the pieces in piece order
-// (balanced_slot). kLanes = 64 (two rows a CTA, four pieces a load) where the grid has a unit a CTA: a launch with
-// equal lengths merges nothing and is then half the CTAs; kLanes = D / 4 (a row a CTA) where the plan splits
+// kCombineThreads / kLanes packed rows of a unit): a CTA reads its unit's descriptor and leaves where the unit is one
+// piece, written out by the decode kernel; else kLanes threads merge each of its rows from the pieces in piece order
+// (balanced_slot), a thread holding D / (4 kLanes) float4 column groups (lane + kLanes c, coalesced).
+// kLanes = 64 (two rows a CTA, four pieces a load) where the plan has a unit a CTA: a launch of equal lengths whose
+// plan fits the SMs merges nothing and is then half the CTAs. kLanes = D / 4 (a row a CTA) where the plan splits
 // units, whose pieces are many and want more CTAs.
 template <int D, bool kBf16, int kLanes>
 __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const DecodeParams p) {

@@ -97,7 +97,7 @@ inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * Hq * T;
 }
 
-// The balanced schedule's workspace: two slots of pieces a CTA (C = num_splits * B * Hkv CTAs), o_partial
+// The balanced schedule's workspace: two slots of pieces a CTA (C <= num_splits * B * Hkv CTAs), o_partial
 // [2 C][rows][D_v] and lse_partial [2 C][rows] (the sizes of 2 num_splits splits' workspace), then from the next
 // 16-byte boundary the units' descriptors, int32 [B * Hkv][4]. Slot of piece k of a unit whose pieces start at CTA
 // first_cta (first_mid: the unit starts inside that CTA's share): 2c for the visit that starts CTA c's share,

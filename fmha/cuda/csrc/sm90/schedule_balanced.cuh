@@ -41,7 +41,7 @@
 namespace fmha {
 namespace sm90 {
 
-// Sequences a balanced launch may hold: their running tile sums live in the free rows of the Q boxes.
+// Sequences a balanced launch may hold: their running weight sums live in the free rows of the Q boxes.
 constexpr int kBalancedMaxB = 4096;
 
 // The running sums: entry i (0 <= i <= B) = weight of sequences 0 .. i - 1 (a unit's weight:
@@ -216,7 +216,8 @@ __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, 
 }
 
 // The balanced grid's entry (the host launches it where DecodeParams::balanced holds): decode_kernel's grid
-// (num_splits, Hkv, B), every CTA one share (BalancedWalk); the same ring, Q and narrow loop as decode_kernel's latent
+// (num_splits, Hkv, B), or a 1-D grid of as many CTAs as the SMs hold where that is more, every CTA one share
+// (BalancedWalk); the same ring, Q and narrow loop as decode_kernel's latent
 // narrow instantiation (tmap_q: Q's map, in the slot where that kernel takes it), in a kernel of its own so that
 // this code leaves that kernel's registers alone.
 template <int D, bool kBf16, int kConfig>
