@@ -3,14 +3,14 @@
     python tools/latent_lengths.py [--lib PATH] [--rounds 9] [--peers] [--only KIND]
 
 For each batch below (576/512 unless it says 512; 16 query heads on one latent KV head; the lengths drawn with a
-fixed seed per batch), the cuda backend's own plan is timed with FMHA_CUDA_SCHEDULE=static (one CTA a sequence)
-and =balanced (the tiles dealt by cache length, docs/deepseek.md): 20 calls captured in a CUDA graph, the median
-over --rounds replays, µs per call and the cache bytes read (sum of the lengths) per second. Every output is
-compared with the static one (largest absolute difference: pieces merged in another order, not another answer).
---lib: a prebuilt library (python -m fmha.cuda.build --out DIR), else the library the backend builds. --peers: the
-same batch on a 64-token page pool (pages shuffled, perf/paged.py page_pools) as well, for both fmha schedules and
-for FlashInfer's MLA decode and FlashMLA where they import (perf/README.md says how), which plan by the cache
-lengths too. Needs an sm_90a GPU.
+fixed seed per batch), the cuda backend's own plan is timed with FMHA_CUDA_SCHEDULE=static (one CTA a sequence) and
+=balanced (the tiles dealt by cache length, docs/deepseek.md): --calls calls (20) captured in a CUDA graph, rotating
+over --sets input sets (1; the suite's regime is --calls 2 --sets 2), the median over --rounds replays, µs per call
+and the cache bytes read (sum of the lengths) per second. Every output is compared with the static one (largest
+absolute difference: pieces merged in another order, not another answer). --lib: a prebuilt library (python -m
+fmha.cuda.build --out DIR), else the library the backend builds. --peers: the same batch on a 64-token page pool
+(pages shuffled, perf/paged.py page_pools) as well, for both fmha schedules and for FlashInfer's MLA decode and
+FlashMLA where they import (perf/README.md says how), which plan by the cache lengths too. Needs an sm_90a GPU.
 """
 from __future__ import annotations
 
@@ -49,14 +49,16 @@ def lengths(kind, B, S, gen):
     return torch.full((B,), S, device="cuda", dtype=torch.int32)
 
 
-def graph_us(fn, rounds, calls=20):
+def graph_us(fn, rounds, calls=20, sets=1):
+    """µs a call: `calls` calls fn(c % sets) in one CUDA graph, the median over `rounds` replays."""
     import torch
-    fn()
+    for c in range(sets):
+        fn(c)
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
+        for c in range(calls):
+            fn(c % sets)
     times = []
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -92,6 +94,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--peers", action="store_true", help="also on a 64-token page pool, with FlashInfer and FlashMLA")
     ap.add_argument("--only", default=None, help="only the batches of this kind (equal, uniform, padded, ...)")
+    ap.add_argument("--calls", type=int, default=20, help="calls a graph replay holds (the suite's: 2)")
+    ap.add_argument("--sets", type=int, default=1,
+                    help="input sets the calls rotate over, on the contiguous cache (the suite's: 2)")
     args = ap.parse_args(argv)
     import torch
 
@@ -113,12 +118,13 @@ def main(argv=None) -> int:
         q = torch.randn(B, T, 16, D, device="cuda", dtype=torch.bfloat16, generator=gen)
         kv = torch.randn(B, S, 1, D, device="cuda", dtype=torch.bfloat16, generator=gen)
         sl = lengths(kind, B, S, gen)
+        more = [(torch.randn_like(q), torch.randn_like(kv)) for _ in range(args.sets - 1)]  # (rotated, not checked)
         cache_bytes = sl.double().sum().item() * D * 2
-        layouts = [("", kv, None)]
+        layouts = [("", kv, None, [(q, kv)] + more)]
         if args.peers:
             from perf.paged import page_pools
             (pool,), block_table = page_pools((kv,), PAGE, torch.Generator().manual_seed(B * S))
-            layouts.append((f"p{PAGE} ", pool, block_table))
+            layouts.append((f"p{PAGE} ", pool, block_table, [(q, pool)]))
         outs = {}
 
         def report(name, us, out, note=""):
@@ -126,15 +132,18 @@ def main(argv=None) -> int:
             print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} {us:7.1f} us  {cache_bytes / us / 1e6:5.2f} TB/s"
                   f"  max |out - static| {diff:.1e}{note}", flush=True)
 
-        for prefix, cache, block_table in layouts:
+        for prefix, cache, block_table, sets in layouts:
             v = cache[..., :512]
             p = validate(q, cache, v, sl, D ** -0.5, True, block_table=block_table)
+            sets = [(qs, cs, cs[..., :512]) for qs, cs in sets]
             for schedule in cb.SCHEDULES:
                 os.environ[cb.SCHEDULE_ENV] = schedule  # read when the backend first plans p
                 b = make()
                 out = torch.empty(B, T, 16, 512, device="cuda", dtype=torch.bfloat16)
                 lse = torch.empty(B, 16, T, device="cuda", dtype=torch.float32)
-                us = graph_us(lambda: b.run(p, q, cache, v, sl, out, lse, block_table), args.rounds)
+                us = graph_us(lambda i: b.run(p, *sets[i], sl, out, lse, block_table), args.rounds, args.calls,
+                              len(sets))
+                b.run(p, q, cache, v, sl, out, lse, block_table)  # (the first set's output, compared below)
                 outs.setdefault(prefix + schedule, out)
                 report(prefix + schedule, us, out, f"  ({b.launch_plan(p, 0)[0].name.lower()})")
         if args.peers and kind == "padded":  # (the peers' handling of length 0 is not checked here)
@@ -144,9 +153,9 @@ def main(argv=None) -> int:
                 if isinstance(fn, str):
                     print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} not run: {fn}", flush=True)
                     continue
-                us = graph_us(fn, args.rounds)
+                us = graph_us(lambda i, fn=fn: fn(), args.rounds, args.calls)
                 report(name, us, fn().view(B, T, 16, 512))
-        del q, kv, layouts, outs
+        del q, kv, more, layouts, outs
         torch.cuda.empty_cache()
     os.environ.pop(cb.SCHEDULE_ENV, None)
     return 0
