@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from a checkout
@@ -50,24 +51,15 @@ def lengths(kind, B, S, gen):
 
 
 def graph_us(fn, rounds, calls=20, sets=1):
-    """µs a call: `calls` calls fn(c % sets) in one CUDA graph, the median over `rounds` replays."""
+    """µs a call: `calls` calls fn(c % sets) in one CUDA graph (perf/timing.py's timer), the median over `rounds`
+    replays."""
     import torch
+
+    from perf.timing import time_graph
     for c in range(sets):
         fn(c)
     torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for c in range(calls):
-            fn(c % sets)
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        g.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return sorted(times)[len(times) // 2]
+    return statistics.median(time_graph(lambda c: fn(c % sets), calls, rounds))
 
 
 def peer_calls(kind, B, T, S, D, q, kv, sl, pool, block_table):
