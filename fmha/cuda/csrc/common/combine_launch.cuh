@@ -27,12 +27,12 @@ int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
   // up to 4 splits (a grid of many rows keeps its occupancy), else 16.
   if constexpr (D == 512) {
     if (p.balanced) {  // (grid: units x row blocks; B <= 4096, the launch checked)
-      constexpr int kRowLanes = 64, kRowsA = kCombineThreads / kRowLanes;
+      constexpr int kLanes = 64, kRowsPerCta = kCombineThreads / kLanes;  // (combine_balanced_kernel)
       const bool by_row = p.num_splits > 1;  // units split by the plan: many pieces, a row a CTA
       cfg.gridDim = dim3(static_cast<unsigned>(p.B * p.Hkv),
-                         static_cast<unsigned>(by_row ? p.rows : (p.rows + kRowsA - 1) / kRowsA));
+                         static_cast<unsigned>(by_row ? p.rows : (p.rows + kRowsPerCta - 1) / kRowsPerCta));
       const cudaError_t e = by_row ? cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16, D / 4>, p)
-                                   : cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16, kRowLanes>, p);
+                                   : cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16, kLanes>, p);
       return check_cuda(e, "combine kernel launch");
     }
   }
