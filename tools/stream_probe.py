@@ -20,8 +20,11 @@ for ring positions 0-2 (the ring's first fill) and 3 onwards; then the 64-row lo
 ran. Last, each CTA's timeline in %globaltimer ns (entry, past griddepcontrol.wait, first K tile in, last V
 tile in, end): start-up, stream and tail over the grid, which SMs stream fastest and slowest, how many CTAs
 stream over the call, the probed CTAs' K/V bytes landed per 2 us (GB/s; only where every tile of a CTA is
-stamped) and the stream time per KV head. --repeat N reads the last of N calls back to back (the suite's
-regime); --flags adds nvcc flags and plan tokens (tools/_cuda.py).
+stamped) and the stream time per KV head, and where SMs run CTAs in turn, the time each SM's stream stops between
+one CTA's last V tile and the next one's first K tile. --repeat N reads the last of N calls back to back (the suite's
+regime); --flags adds nvcc flags and plan tokens (tools/_cuda.py), among them the probe's own:
+-DFMHA_PROBE_RING_TILES=N stamps N ring positions instead of 64, -DFMHA_PROBE_GLOBAL_TIMER=1 stamps them in
+%globaltimer ns (comparable across CTAs; the "cycles" figures are then ns).
 """
 from __future__ import annotations
 
@@ -247,6 +250,24 @@ def print_timeline(rows):
         print(f"  CTAs streaming at us from the first entry: {counts}")
     ctas_per_sm = Counter(Counter(r[i["smid"]] for r in rows).values())
     print(f"  CTAs per SM (of the probed CTAs): {dict(sorted(ctas_per_sm.items()))} (count: SMs)")
+    # Where an SM runs CTAs in turn: the time its stream stops between one CTA's last V tile and the next one's
+    # first K tile (the first CTA's tail plus the next one's start), summed per SM.
+    by_sm = {}
+    for r in rows:
+        if r[i["first_k"]] and r[i["last_v"]]:
+            by_sm.setdefault(r[i["smid"]], []).append((r[i["first_k"]], r[i["last_v"]]))
+    gaps = {}
+    for sm, spans_sm in by_sm.items():
+        spans_sm.sort()
+        if len(spans_sm) > 1:
+            gaps.setdefault(len(spans_sm), []).append(
+                [b2[0] - a2[1] for a2, b2 in zip(spans_sm, spans_sm[1:])])
+    for turns, per in sorted(gaps.items()):
+        each = sorted(g for gs in per for g in gs)
+        totals = sorted(sum(gs) for gs in per)
+        print(f"  SMs of {turns} CTAs in turn ({len(per)}): last V -> next first K, each: median "
+              f"{statistics.median(each):.0f} max {each[-1]} ns; per SM: median {statistics.median(totals):.0f} "
+              f"max {totals[-1]} ns")
 
 
 if __name__ == "__main__":

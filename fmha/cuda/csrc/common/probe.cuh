@@ -50,7 +50,13 @@ enum ProbeEvent : int {
 enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId };
 static_assert(static_cast<int>(kTimelineSmId) < static_cast<int>(kProbeEvents), "the timeline row holds kProbeEvents stamps");
 constexpr int kProbeCtas = 256;
-constexpr int kProbeRingTiles = 64;               // ring positions stamped
+#ifndef FMHA_PROBE_RING_TILES  // ring positions stamped (more for a persistent grid, whose ring runs on across units)
+#define FMHA_PROBE_RING_TILES 64
+#endif
+#ifndef FMHA_PROBE_GLOBAL_TIMER  // 1: the ring stamps in %globaltimer ns instead of SM cycles, so that CTAs compare
+#define FMHA_PROBE_GLOBAL_TIMER 0
+#endif
+constexpr int kProbeRingTiles = FMHA_PROBE_RING_TILES;
 constexpr int kProbeTiles = kProbeRingTiles + 1;  // + the timeline row
 #if FMHA_PROBE
 __device__ unsigned long long g_probe_stamps[kProbeCtas * kProbeTiles * kProbeEvents];
@@ -67,7 +73,9 @@ __device__ __forceinline__ unsigned probe_cta() {
 __device__ __forceinline__ void probe_stamp(int it, int event) {
 #if FMHA_PROBE
   const unsigned cta = probe_cta();
-  if (cta < kProbeCtas && it < kProbeRingTiles) g_probe_stamps[(cta * kProbeTiles + it) * kProbeEvents + event] = clock64();
+  if (cta < kProbeCtas && it < kProbeRingTiles)
+    g_probe_stamps[(cta * kProbeTiles + it) * kProbeEvents + event] =
+        FMHA_PROBE_GLOBAL_TIMER ? ptx::global_timer() : static_cast<unsigned long long>(clock64());
 #else
   (void)it;
   (void)event;
