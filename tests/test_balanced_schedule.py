@@ -1,9 +1,9 @@
 """The balanced schedule's arithmetic (fmha/cuda/csrc/sm90/schedule_balanced.cuh, BalancedWalk; the workspace slots
 of common/params.h balanced_slot), modelled in Python line for line and checked on many batches without a GPU: every
-tile of every unit is dealt to exactly one CTA, every unit (an empty one too) is visited, the pieces a unit's visits
-name are the CTAs that visit it, no two pieces share a workspace slot, and no CTA holds more than its share (so empty
-units, weighing one position each, spread over the CTAs). The GPU tests (test_deepseek.py -k
-balanced) run the kernel itself."""
+tile of every unit is dealt to exactly one CTA, every unit with tiles is visited and no empty one is (CTA u % C writes
+those, balanced_empty_units), the pieces a unit's visits name are the CTAs that visit it, no two pieces share a
+workspace slot, and no CTA holds more than its share. The GPU tests (test_deepseek.py -k balanced) run the kernel
+itself."""
 from __future__ import annotations
 
 import random
@@ -12,8 +12,8 @@ import pytest
 
 
 def walk(W, Hkv, C, c):
-    """BalancedWalk for CTA c of C over running weight sums W (len B + 1; a unit weighs its tiles + 1): its visits
-    in order, as dicts."""
+    """BalancedWalk for CTA c of C over running weight sums W (len B + 1; a unit weighs its tiles + 1, an empty one
+    0): its visits in order, as dicts."""
     B = len(W) - 1
     total = Hkv * W[B]
     chunk = max(1, (total + C - 1) // C)
@@ -30,19 +30,32 @@ def walk(W, Hkv, C, c):
         wt, base = W[b + 1] - W[b], Hkv * W[b]
         kvh = min(Hkv - 1, (r0 - base) // wt)
     visits = []
-    while b < B:
+    while True:
+        if b >= B or Hkv * W[b] >= r1:
+            break
+        if W[b + 1] == W[b]:
+            lo, hi = b + 1, B
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if W[mid + 1] > W[b]:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            b = lo
+            if b >= B:
+                break
         wt = W[b + 1] - W[b]
         n = wt - 1
         start = Hkv * W[b] + kvh * wt
         ts = start + 1
-        first = (ts if n > 0 else start) // chunk
+        first = ts // chunk
         if first > c:
             break
-        last = (start + n) // chunk if n > 0 else first
-        tb = max(ts, r0) - ts if n > 0 else 0
-        te = max(min(ts + n, r1) - ts, tb) if n > 0 else 0
+        last = (start + n) // chunk
+        tb = max(ts, r0) - ts
+        te = max(min(ts + n, r1) - ts, tb)
         visits.append(dict(unit=b * Hkv + kvh, tile_begin=tb, tile_end=te, piece=c - first, pieces=last - first + 1,
-                           first_cta=first, first_mid=1 if n > 0 and ts > first * chunk else 0))
+                           first_cta=first, first_mid=1 if ts > first * chunk else 0))
         kvh += 1
         if kvh == Hkv:
             kvh, b = 0, b + 1
@@ -79,18 +92,19 @@ def batches():
 def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C):
     W = [0]
     for n in tiles:
-        W.append(W[-1] + n + 1)
+        W.append(W[-1] + (n + 1 if n > 0 else 0))
     dealt = {}  # (unit, tile) -> CTA
     visits_of = {}  # unit -> [(cta, visit)]
     slots = {}
     chunk = max(1, (Hkv * W[-1] + C - 1) // C)
     for c in range(C):
-        held = 0  # positions of the share this CTA works on: its tiles, one per empty unit
+        held = 0  # positions of the share this CTA works on: its tiles
         for v in walk(W, Hkv, C, c):
             u = v["unit"]
             n = tiles[u // Hkv]
-            assert (v["tile_begin"] < v["tile_end"]) == (n > 0), f"unit {u}: a visit without tiles of a unit with some"
-            held += v["tile_end"] - v["tile_begin"] if n > 0 else 1
+            assert n > 0, f"unit {u}: an empty unit visited"
+            assert v["tile_begin"] < v["tile_end"], f"unit {u}: a visit without tiles"
+            held += v["tile_end"] - v["tile_begin"]
             visits_of.setdefault(u, []).append((c, v))
             for t in range(v["tile_begin"], v["tile_end"]):
                 assert (u, t) not in dealt, f"tile {t} of unit {u} dealt twice"
@@ -105,6 +119,9 @@ def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C):
             u = b * Hkv + kvh
             assert all((u, t) in dealt for t in range(n)), f"unit {u} not covered"
             vs = visits_of.get(u, [])
+            if n == 0:  # written by CTA u % C (balanced_empty_units), which needs no walk
+                assert not vs
+                continue
             assert vs, f"unit {u} never visited"
             pieces = {v["pieces"] for _, v in vs}
             assert pieces == {len(vs)}, f"unit {u}: {len(vs)} visits name {pieces} pieces"

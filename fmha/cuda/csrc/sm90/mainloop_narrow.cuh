@@ -296,7 +296,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 
   if constexpr (kBalanced) {
     cursor->stage = stage;
-    cursor->phase = phase;  // (a visit without tiles is an empty unit's: it had no Q to release)
+    cursor->phase = phase;
   }
 
   // Row sums over all keys: this thread's, its column's 8 lanes, the 4 warps. The reduction row

@@ -4,17 +4,18 @@
 //   A narrow grid has num_splits CTAs per unit, a unit being one (sequence b, KV head kvh), u = b Hkv + kvh; each
 //   takes a fixed fraction of its unit's tiles, so a batch of mixed cache lengths lasts as long as its longest
 //   sequence. Here the grid's C CTAs (the plan's grid, capped by the host at one wave; c its linear index) deal
-//   the units laid end to end in unit order, each weighing one position for its visit and one per tile (N
-//   positions in all), in contiguous shares of chunk = ceil(N / C) positions: CTA c takes positions
+//   the units with tiles laid end to end in unit order, each weighing one position for its visit and one per tile
+//   (N positions in all), in contiguous shares of chunk = ceil(N / C) positions: CTA c takes positions
 //   [c chunk, (c + 1) chunk), which cover the end of one unit, whole units and the start of another. Each unit
 //   whose tiles it holds is a visit: Q of the unit, its tiles of the share, and an epilogue. A unit inside one
 //   share is written out directly; a unit whose tiles span the shares of CTAs first..last is pieces = last - first
 //   + 1 pieces, each written as fp32 O / l and its LSE to a workspace slot (common/params.h balanced_slot); the
 //   CTA of piece 0 writes the unit's descriptor, and combine_balanced_kernel (common/combine.cuh, launched as a
 //   programmatic dependent) merges the pieces in piece order, so the result is the same on every run. A unit
-//   without tiles (an empty sequence) is a visit of the CTA whose share holds its one position: it loads no Q
-//   and writes zeros (and the LSE of no keys, or the sink's); weighing one position, empty units spread over the
-//   CTAs like short ones.
+//   without tiles (an empty sequence) weighs nothing: CTA u % C writes its zeros, the LSE of no keys (or the sink's)
+//   and its descriptor (balanced_empty_units) while its producer loads its first tiles, so the empty sequences
+//   that pad a batch at its end spread over every CTA (weighing a position each, they fell to the last few shares,
+//   each visit an epilogue of scattered stores costing about two tiles).
 //
 // Every CTA derives the whole schedule from the cache lengths (balanced_prefix): the per-sequence weights
 // and their running sums, in the rows of the Q boxes that the narrow loop leaves free. Nothing is read
@@ -24,7 +25,7 @@
 //
 // Hand-off (producer warp, one thread -> consumer warpgroup), per visit v (both walk the same visits,
 // BalancedWalk):
-//   q_full         phase v: the Q of the v-th visit with tiles landed (load_q_boxes_tma; empty units load none)
+//   q_full         phase v: the Q of the v-th visit landed (load_q_boxes_tma)
 //   q_empty        phase v: the consumers' last Q K^T of that visit completed; the producer waits for phase v - 1
 //                  before it loads visit v's Q (the visit's first tile goes into the ring before that)
 //   ring           the visits' tiles follow one another through the same stages (one cursor on each side)
@@ -63,11 +64,12 @@ struct BalancedPrefix {
 };
 
 // The weight of each unit of sequence b in the shares: its tiles (of its clamped length; every packed row of the
-// one row block sees up to L, causal or not) and one for the visit, whose Q load and epilogue cost about a tile.
+// one row block sees up to L, causal or not) and one for the visit, whose Q load and epilogue cost about a tile; 0
+// for an empty sequence (balanced_empty_units writes it).
 template <class Tr>
 __device__ __forceinline__ int balanced_seq_weight(const DecodeParams& p, int b) {
   const int L = min(max(__ldg(p.seqlens + b), 0), p.S);
-  return (L + Tr::kBlockN - 1) / Tr::kBlockN + 1;
+  return L > 0 ? (L + Tr::kBlockN - 1) / Tr::kBlockN + 1 : 0;
 }
 
 // The running sums of the sequences' weights, by every thread of the CTA (a TMA launch: Tr::kThreads).
@@ -117,7 +119,7 @@ struct BalancedWalk {
     chunk = max(1, (total + C - 1) / C);
     r0 = c * chunk;  // this CTA's share [r0, r1) (the last one's may end past N)
     r1 = r0 + chunk;
-    // The unit at position r0: of the first sequence whose units end past r0 (every unit weighs 1 or more).
+    // The unit at position r0: of the first sequence whose units end past r0 (one of some weight).
     int lo = 0, hi = p.B;
     while (lo < hi) {
       const int mid = (lo + hi) / 2;
@@ -133,24 +135,35 @@ struct BalancedWalk {
   }
 
   // The next visit, false past the share's last unit. A unit at position start has its visit there and its n tiles
-  // at start + 1 .. start + n; the CTAs holding its tiles (or, without tiles, its position) visit it.
+  // at start + 1 .. start + n; the CTAs holding its tiles visit it. Empty units (weight 0) are passed over.
   __device__ __forceinline__ bool next(SharedStorage<Tr>& ss, const DecodeParams& p, BalancedVisit& vis) {
     using Pf = BalancedPrefix<Tr>;
-    if (b >= p.B) return false;
+    if (b >= p.B || p.Hkv * *Pf::at(ss, b) >= r1) return false;  // (the rest start past this share)
+    if (*Pf::at(ss, b + 1) == *Pf::at(ss, b)) {  // an empty sequence (kvh is 0): the next one of some weight, by bisection
+      const int at = *Pf::at(ss, b);
+      int lo = b + 1, hi = p.B;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (*Pf::at(ss, mid + 1) > at) hi = mid;
+        else lo = mid + 1;
+      }
+      b = lo;
+      if (b >= p.B) return false;
+    }
     const int wt = *Pf::at(ss, b + 1) - *Pf::at(ss, b), n = wt - 1;
     const int start = p.Hkv * *Pf::at(ss, b) + kvh * wt, ts = start + 1;
-    const int first = (n > 0 ? ts : start) / chunk;
+    const int first = ts / chunk;
     if (first > c) return false;  // (units come in order of position: the rest lie past this share)
-    const int last = n > 0 ? (start + n) / chunk : first;
+    const int last = (start + n) / chunk;
     vis.unit = b * p.Hkv + kvh;
     vis.b = b;
     vis.kvh = kvh;
-    vis.tile_begin = n > 0 ? max(ts, r0) - ts : 0;
-    vis.tile_end = n > 0 ? max(min(ts + n, r1) - ts, vis.tile_begin) : 0;
+    vis.tile_begin = max(ts, r0) - ts;
+    vis.tile_end = max(min(ts + n, r1) - ts, vis.tile_begin);
     vis.piece = c - first;
     vis.pieces = last - first + 1;
     vis.first_cta = first;
-    vis.first_mid = n > 0 && ts > first * chunk ? 1 : 0;
+    vis.first_mid = ts > first * chunk ? 1 : 0;
     if (++kvh == p.Hkv) {
       kvh = 0;
       ++b;
@@ -167,9 +180,8 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
   BalancedWalk<Tr> walk(ss, p);
   BalancedVisit vis;
   int it = 0;  // ring position
-  int v = 0;   // visits with tiles (each loads its Q)
+  int v = 0;   // visits (each loads its Q)
   while (walk.next(ss, p, vis)) {
-    if (vis.tile_begin == vis.tile_end) continue;  // an empty unit: the consumers write it without Q or tiles
     PagedTile<Tr> pages;
     if (kPaged) pages.lookup(p, vis.b, vis.tile_begin * Tr::kBlockN);
     auto issue = [&](int tile) {  // tile `tile` of the unit into ring position it
@@ -195,15 +207,38 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
   }
 }
 
-// The consumer warpgroup: each visit through the narrow loop at the N that holds p.rows, continuing one ring cursor.
+// The empty units (sequences of length 0) of CTA c of C: units u = c, c + C, ... whose sequence weighs nothing (the
+// running sums: no global load ahead of the walk) get zeros, the LSE of no keys (or the sink's) and a descriptor of
+// one piece, by the consumer warpgroup in 16-byte stores.
+template <class Tr>
+__device__ void balanced_empty_units(SharedStorage<Tr>& ss, const DecodeParams& p, int ctid) {
+  using Pf = BalancedPrefix<Tr>;
+  constexpr int kChunks = Tr::kHeadDimV / 8;  // 16-byte chunks of an output row
+  const int C = static_cast<int>(gridDim.x * gridDim.y * gridDim.z);
+  const int c = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+  for (int u = c; u < p.B * p.Hkv; u += C) {
+    const int b = u / p.Hkv, kvh = u % p.Hkv;
+    if (*Pf::at(ss, b + 1) != *Pf::at(ss, b)) continue;  // (uniform: a unit with tiles is some share's)
+    for (int e = ctid; e < p.rows * kChunks; e += Tr::kConsumerThreads) {
+      const OutRow r(p, b, kvh, e / kChunks);
+      reinterpret_cast<uint4*>(r.out(p, b))[e % kChunks] = make_uint4(0u, 0u, 0u, 0u);
+      if (e % kChunks == 0) p.lse[r.lse_idx] = p.sinks != nullptr ? __ldg(p.sinks + r.hq) : -INFINITY;
+    }
+    if (ctid == 0) reinterpret_cast<int4*>(p.balanced_desc)[u] = make_int4(1, c, 0, 0);
+  }
+}
+
+// The consumer warpgroup: the empty units it writes, then each visit through the narrow loop at the N that holds
+// p.rows, continuing one ring cursor.
 template <class Tr, bool kBf16>
 __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, int ctid) {
+  balanced_empty_units<Tr>(ss, p, ctid);
   NarrowCursor cursor;
   BalancedWalk<Tr> walk(ss, p);
   BalancedVisit vis;
-  int v = 0;  // visits with tiles (as the producer counts them)
+  int v = 0;  // visits (each loads its Q)
   while (walk.next(ss, p, vis)) {
-    if (vis.tile_begin < vis.tile_end) ptx::mbarrier_wait_parity(&ss.q_full, static_cast<uint32_t>(v++) & 1u);
+    ptx::mbarrier_wait_parity(&ss.q_full, static_cast<uint32_t>(v++) & 1u);
     TileRange tr;
     tr.L = min(max(__ldg(p.seqlens + vis.b), 0), p.S);
     tr.begin = vis.tile_begin;
