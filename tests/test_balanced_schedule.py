@@ -62,6 +62,12 @@ def walk(W, Hkv, C, c):
     return visits
 
 
+def empty_units(W, Hkv, C, c):
+    """balanced_empty_units for CTA c of C: the units u = c, c + C, ... of sequences that weigh nothing."""
+    B = len(W) - 1
+    return [u for u in range(c, B * Hkv, C) if W[u // Hkv + 1] == W[u // Hkv]]
+
+
 def balanced_slot(first_cta, first_mid, k):
     return 2 * (first_cta + k) + (first_mid if k == 0 else 0)
 
@@ -95,12 +101,17 @@ def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C):
         W.append(W[-1] + (n + 1 if n > 0 else 0))
     dealt = {}  # (unit, tile) -> CTA
     visits_of = {}  # unit -> [(cta, visit)]
+    writers = {}  # unit -> CTAs that write its descriptor (and, one piece, its output)
     slots = {}
     chunk = max(1, (Hkv * W[-1] + C - 1) // C)
     for c in range(C):
         held = 0  # positions of the share this CTA works on: its tiles
+        for u in empty_units(W, Hkv, C, c):
+            writers.setdefault(u, []).append(c)
         for v in walk(W, Hkv, C, c):
             u = v["unit"]
+            if v["piece"] == 0:
+                writers.setdefault(u, []).append(c)
             n = tiles[u // Hkv]
             assert n > 0, f"unit {u}: an empty unit visited"
             assert v["tile_begin"] < v["tile_end"], f"unit {u}: a visit without tiles"
@@ -119,6 +130,7 @@ def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C):
             u = b * Hkv + kvh
             assert all((u, t) in dealt for t in range(n)), f"unit {u} not covered"
             vs = visits_of.get(u, [])
+            assert writers.get(u) == [vs[0][1]["first_cta"] if vs else u % C], f"unit {u}: descriptor by {writers.get(u)}"
             if n == 0:  # written by CTA u % C (balanced_empty_units), which needs no walk
                 assert not vs
                 continue
