@@ -216,9 +216,11 @@ __device__ void balanced_empty_units(SharedStorage<Tr>& ss, const DecodeParams& 
   constexpr int kChunks = Tr::kHeadDimV / 8;  // 16-byte chunks of an output row
   const int C = static_cast<int>(gridDim.x * gridDim.y * gridDim.z);
   const int c = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+#pragma unroll 1
   for (int u = c; u < p.B * p.Hkv; u += C) {
     const int b = u / p.Hkv, kvh = u % p.Hkv;
     if (*Pf::at(ss, b + 1) != *Pf::at(ss, b)) continue;  // (uniform: a unit with tiles is some share's)
+#pragma unroll 1  // (off the loop's path: kept short, ahead of it in the code)
     for (int e = ctid; e < p.rows * kChunks; e += Tr::kConsumerThreads) {
       const OutRow r(p, b, kvh, e / kChunks);
       reinterpret_cast<uint4*>(r.out(p, b))[e % kChunks] = make_uint4(0u, 0u, 0u, 0u);
