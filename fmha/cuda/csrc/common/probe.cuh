@@ -50,7 +50,7 @@ enum ProbeEvent : int {
 enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId };
 static_assert(static_cast<int>(kTimelineSmId) < static_cast<int>(kProbeEvents), "the timeline row holds kProbeEvents stamps");
 constexpr int kProbeCtas = 256;
-#ifndef FMHA_PROBE_RING_TILES  // ring positions stamped (more for a persistent grid, whose ring runs on across units)
+#ifndef FMHA_PROBE_RING_TILES  // ring positions stamped (more for CTAs that stream more tiles)
 #define FMHA_PROBE_RING_TILES 64
 #endif
 #ifndef FMHA_PROBE_GLOBAL_TIMER  // 1: the ring stamps in %globaltimer ns instead of SM cycles, so that CTAs compare

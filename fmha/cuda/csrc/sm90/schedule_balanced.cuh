@@ -14,8 +14,8 @@
 //   programmatic dependent) merges the pieces in piece order, so the result is the same on every run. A unit
 //   without tiles (an empty sequence) weighs nothing: CTA u % C writes its zeros, the LSE of no keys (or the sink's)
 //   and its descriptor (balanced_empty_units) while its producer loads its first tiles, so the empty sequences
-//   that pad a batch at its end spread over every CTA (weighing a position each, they fell to the last few shares,
-//   each visit an epilogue of scattered stores costing about two tiles).
+//   that pad a batch at its end spread over every CTA (weighing a position each, they would all fall to the last
+//   few shares, each a visit whose epilogue of scattered stores costs about two tiles).
 //
 // Every CTA derives the whole schedule from the cache lengths (balanced_prefix): the per-sequence weights
 // and their running sums, in the rows of the Q boxes that the narrow loop leaves free. Nothing is read
@@ -105,6 +105,12 @@ __device__ void balanced_prefix(SharedStorage<Tr>& ss, const DecodeParams& p) {
   __syncthreads();
 }
 
+// The balanced grid: its CTAs C and this CTA's linear index c.
+__device__ __forceinline__ int balanced_ctas() { return static_cast<int>(gridDim.x * gridDim.y * gridDim.z); }
+__device__ __forceinline__ int balanced_cta() {
+  return static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+}
+
 // The walk over the units of this CTA's share, in unit order: the producer and every consumer thread run it alike
 // (it reads only the running sums), so no visit needs handing over.
 template <class Tr>
@@ -113,8 +119,8 @@ struct BalancedWalk {
 
   __device__ __forceinline__ BalancedWalk(SharedStorage<Tr>& ss, const DecodeParams& p) {
     using Pf = BalancedPrefix<Tr>;
-    C = static_cast<int>(gridDim.x * gridDim.y * gridDim.z);
-    c = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+    C = balanced_ctas();
+    c = balanced_cta();
     const int total = p.Hkv * *Pf::at(ss, p.B);  // N (the host keeps it below 2^31)
     chunk = max(1, (total + C - 1) / C);
     r0 = c * chunk;  // this CTA's share [r0, r1) (the last one's may end past N)
@@ -139,7 +145,7 @@ struct BalancedWalk {
   __device__ __forceinline__ bool next(SharedStorage<Tr>& ss, const DecodeParams& p, BalancedVisit& vis) {
     using Pf = BalancedPrefix<Tr>;
     if (b >= p.B || p.Hkv * *Pf::at(ss, b) >= r1) return false;  // (the rest start past this share)
-    if (*Pf::at(ss, b + 1) == *Pf::at(ss, b)) {  // an empty sequence (kvh is 0): the next one of some weight, by bisection
+    if (*Pf::at(ss, b + 1) == *Pf::at(ss, b)) {  // an empty sequence (kvh is 0): the next one of some weight
       const int at = *Pf::at(ss, b);
       int lo = b + 1, hi = p.B;
       while (lo < hi) {
@@ -214,8 +220,7 @@ template <class Tr>
 __device__ void balanced_empty_units(SharedStorage<Tr>& ss, const DecodeParams& p, int ctid) {
   using Pf = BalancedPrefix<Tr>;
   constexpr int kChunks = Tr::kHeadDimV / 8;  // 16-byte chunks of an output row
-  const int C = static_cast<int>(gridDim.x * gridDim.y * gridDim.z);
-  const int c = static_cast<int>((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x);
+  const int C = balanced_ctas(), c = balanced_cta();
 #pragma unroll 1
   for (int u = c; u < p.B * p.Hkv; u += C) {
     const int b = u / p.Hkv, kvh = u % p.Hkv;
