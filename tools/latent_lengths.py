@@ -64,7 +64,9 @@ def graph_us(fn, rounds, calls=20, sets=1):
     return statistics.median(time_graph(lambda c: fn(c % sets), calls, rounds))
 
 
-PEER_NAMES = ("flashinfer-mla", "flashmla")  # (peer_calls' contenders)
+def failure(e) -> str:
+    """A peer's exception in one line."""
+    return f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
 
 
 def peer_calls(kind, B, T, S, D, q, kv, sl, pool, block_table):
@@ -83,7 +85,7 @@ def peer_calls(kind, B, T, S, D, q, kv, sl, pool, block_table):
         except Unsupported as e:
             calls.append((contender.name, str(e)))
         except Exception as e:  # (one that fails on these lengths: said, not raised)
-            calls.append((contender.name, f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"))
+            calls.append((contender.name, failure(e)))
     return calls
 
 
@@ -126,10 +128,10 @@ def main(argv=None) -> int:
             layouts.append((f"p{PAGE} ", pool, block_table, [(q, pool)]))
         outs = {}
 
-        def report(name, us, out, note=""):
+        def report(name, us, out, note="", peer=False):
             diff = (out.float() - outs["static"].float()).abs().max().item()
             empty = sl == 0
-            if name in PEER_NAMES and bool(empty.any()):  # a peer on empty sequences: the rest compared, those described
+            if peer and bool(empty.any()):  # a peer on empty sequences: the rest compared, those described
                 diff = (out[~empty].float() - outs["static"][~empty].float()).abs().max().item()
                 rows = out[empty].float()
                 what = "NaN" if bool(rows.isnan().any()) else "zeros" if bool((rows == 0).all()) else "not zero"
@@ -158,10 +160,9 @@ def main(argv=None) -> int:
                     continue
                 try:
                     us = graph_us(lambda i, fn=fn: fn(), args.rounds, args.calls)
-                    report(name, us, fn().view(B, T, 16, 512))
+                    report(name, us, fn().view(B, T, 16, 512), peer=True)
                 except Exception as e:  # (a peer that refuses empty sequences)
-                    print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} failed: {type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:120] if str(e) else ''}", flush=True)
+                    print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} {failure(e)}", flush=True)
                     torch.cuda.synchronize()
         del q, kv, more, layouts, outs
         torch.cuda.empty_cache()
