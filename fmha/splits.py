@@ -13,7 +13,10 @@ Rule: if the unsplit grid already fills ~80% of one wave, do not split (the
 combine pass would cost more than it saves). Otherwise take, among split
 counts that leave every split at least `min_tiles` KV tiles, the smallest whose
 wave efficiency (work / (waves x SMs)) is within 5% of the best one, capped at
-`max_splits`.
+`max_splits`. With `one_wave` (the CUDA kernels, one CTA per SM), a count that
+runs several waves gives way to the most splits that fit one wave, where that
+is at least two: each wave pays every CTA's start and end again, more than the
+few percent of idle SMs it saves (docs/design-sm90.md, the launch plan).
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ def cdiv(a: int, b: int) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def choose_num_splits(ctas: int, seqlen_k: int, block_n: int, slots: int,
-                      max_splits: int = 64, min_tiles: int = 2) -> int:
+                      max_splits: int = 64, min_tiles: int = 2, one_wave: bool = False) -> int:
     if ctas >= 0.8 * slots:
         return 1
     n_tiles = cdiv(seqlen_k, block_n)
@@ -38,12 +41,11 @@ def choose_num_splits(ctas: int, seqlen_k: int, block_n: int, slots: int,
         work = ctas * s
         eff[s] = work / (cdiv(work, slots) * slots)
     best = max(eff.values())
-    for s in range(1, limit + 1):
-        if eff[s] >= 0.95 * best:
-            # Rebalance: no split left empty once the tile count is divided.
-            per_split = cdiv(n_tiles, s)
-            return cdiv(n_tiles, per_split)
-    return 1  # unreachable
+    chosen = next(s for s in range(1, limit + 1) if eff[s] >= 0.95 * best)
+    if one_wave and ctas * chosen > slots and slots // ctas >= 2:
+        chosen = min(slots // ctas, limit)
+    # Rebalance: no split left empty once the tile count is divided.
+    return cdiv(n_tiles, cdiv(n_tiles, chosen))
 
 
 @functools.lru_cache(maxsize=16)

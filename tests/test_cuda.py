@@ -239,6 +239,28 @@ def test_shallow_ring_plan(D, T, Hq, Hkv):
     check_backend("cuda", q, k, v, sl, causal=True, what=f"shallow ring D={D} T={T}")
 
 
+@pytest.mark.parametrize("B,T,Hq,Hkv,S,D,splits", [
+    (30, 1, 8, 1, 8192, 128, 4),   # 30 CTAs: 13 splits in three waves by the plain rule
+    (40, 1, 8, 1, 8192, 64, 3),
+    (5, 3, 16, 8, 8192, 256, 3),   # 40 CTAs, causal T = 3
+])
+@sm90_only
+def test_split_plan_of_one_wave(B, T, Hq, Hkv, S, D, splits):
+    """A grid whose plain split count would run several waves takes the most splits of one wave
+    (fmha.splits, one_wave): the plan says so, and out and LSE are the reference's on awkward lengths (an empty
+    sequence, one of 7 keys, one ending inside a tile)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    ctas = B * Hkv * -(-T * Hq // Hkv // 64)
+    if sms != 132:
+        pytest.skip(f"split counts of a 132-SM GPU; this one has {sms}")
+    seqlens = [S - 37 * i for i in range(B)]
+    seqlens[1], seqlens[2] = 0, 7
+    q, k, v, sl = make_inputs(B, T, Hq, Hkv, S, D, device=DEV, seqlens=seqlens, seed=B + D)
+    launch = fmha.explain(q, k, v, sl, causal=True, backend="cuda").launch
+    assert f"{ctas} CTAs x {splits} KV split(s)" in launch, launch
+    check_backend("cuda", q, k, v, sl, causal=True, what=f"one-wave split plan B{B} D={D}")
+
+
 @pytest.mark.parametrize("D", (64, 128))
 @pytest.mark.parametrize("T,Hq,Hkv", ((1, 32, 8), (3, 40, 8)))
 @sm90_only
@@ -248,7 +270,7 @@ def test_shallow_ring_split_plan(D, T, Hq, Hkv):
     from fmha.splits import choose_num_splits
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    splits = choose_num_splits(8, 65536, 128, sms)  # the deep plan's count (128-token tiles, one CTA per SM)
+    splits = choose_num_splits(8, 65536, 128, sms, one_wave=True)  # the deep plan's (128-token tiles, a CTA an SM)
     if not 0.8 * sms <= 8 * splits <= sms:
         pytest.skip(f"on {sms} SMs the plan's {splits} splits of 8 CTAs are not 0.8-1 wave")
     q, k, v, sl = make_inputs(1, T, Hq, Hkv, 65536, D, device=DEV, seqlens=[60000], seed=D + T)

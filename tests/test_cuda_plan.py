@@ -274,6 +274,28 @@ def test_explain_says_row_block_pairs_as_the_library_answers(monkeypatch, Hq, an
     assert asked == [(576, Config.LATENT_SEESAW64, 1, row_blocks, 64 * row_blocks)]
 
 
+@pytest.mark.parametrize("ctas,S,block_n,plain,one_wave", (
+    (30, 8192, 32, 13, 4),   # 390 CTAs in three waves -> 120 in one
+    (48, 4096, 32, 8, 2),    # 384 in three -> 96 in one
+    (40, 8192, 128, 13, 3),  # 520 in four -> 120 in one
+    (96, 4096, 32, 4, 4),    # no two splits fit one wave: unchanged
+    (8, 65536, 128, 16, 16),  # already one wave: unchanged
+    (1, 8192, 128, 22, 22),   # one wave (32 splits of 64 tiles rebalanced to 22 of 3): unchanged
+    (30, 129, 32, 2, 2),      # two tiles a split at most: limited either way
+    (30, 60, 32, 1, 1),       # too few tiles to split
+    (120, 8192, 32, 1, 1),    # most of one wave: unsplit
+))
+def test_choose_num_splits_one_wave(ctas, S, block_n, plain, one_wave):
+    """The CUDA plan's rule (one_wave=True): where the plain rule's count runs several waves and two or more
+    splits fit one, the most that fit (rebalanced so that no split is empty); the plain rule unchanged."""
+    from fmha.splits import choose_num_splits
+
+    assert choose_num_splits(ctas, S, block_n, 132) == plain
+    got = choose_num_splits(ctas, S, block_n, 132, one_wave=True)
+    assert got == one_wave
+    assert ctas * got <= 132 or got == plain
+
+
 @pytest.mark.parametrize("B,T,Hq,S,expected,splits", (
     (2, 1, 128, 4096, "SEESAW", 32),     # 4 CTAs (two row blocks a sequence): split
     (64, 1, 128, 4096, "SEESAW", 1),     # 128 CTAs: most of one wave, unsplit
@@ -281,6 +303,7 @@ def test_explain_says_row_block_pairs_as_the_library_answers(monkeypatch, Hq, an
     (1, 1, 16, 65536, "SPLIT_QK", 61),   # one CTA: split to fill the SMs
     (8, 4, 16, 4096, "SPLIT_QK", 16),    # 64 rows: one block
     (256, 1, 16, 4096, "SPLIT_QK", 1),   # more CTAs than SMs: unsplit
+    (30, 1, 64, 8192, "SPLIT_QK", 4),    # 30 CTAs: the most splits of one wave, not 13 in three waves
 ))
 def test_d512_plan(monkeypatch, B, T, Hq, S, expected, splits):
     """D = 512 is planned as before the configurations were named: the split count of its one-CTA-per-SM
@@ -289,7 +312,7 @@ def test_d512_plan(monkeypatch, B, T, Hq, S, expected, splits):
     b = stub_backend(monkeypatch, clustered=set(range(2, 17)))
     p = problem(B, T, Hq, 1, S, 512, device="cuda:0")
     ctas = B * -(-T * Hq // 64)
-    want = 1 if ctas > 132 else cb.choose_num_splits(ctas, S, 32, 132)
+    want = 1 if ctas > 132 else cb.choose_num_splits(ctas, S, 32, 132, one_wave=True)
     assert want == splits
     assert b.launch_plan(p, 0) == (Config[expected], splits)
     text = b.launch_details(p)

@@ -411,7 +411,7 @@ class CudaBackend(Backend):
         clustered_splits."""
         key = (p.head_dim, self._split_config(p))
         slots = num_sms(index) * self._ctas_per_sm[key]
-        return choose_num_splits(_grid_ctas(p), p.seqlen_k, self._tile_n[key], slots)
+        return choose_num_splits(_grid_ctas(p), p.seqlen_k, self._tile_n[key], slots, one_wave=True)
 
     def reads_shared_kv_once(self, p: Problem) -> bool:
         return latent_ring(p, self._arch if self._arch is not None else _arch_capability(_target_arch())[0] * 10)
