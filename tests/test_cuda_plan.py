@@ -547,14 +547,19 @@ def test_older_library_answers_the_gather_rule_of_its_time():
 
 @pytest.mark.parametrize("B,seqlens,env,balanced", (
     (128, True, "balanced", True),   # one CTA a sequence fills the SMs: unsplit, the tiles dealt by cache length
-    (128, True, None, False),        # the default: static
+    (128, True, None, False),        # the default (auto): static where the grid is one wave
+    (128, True, "auto", False),
+    (160, True, None, True),         # ... balanced where it is more (a ragged second wave)
+    (160, True, "static", False),
+    (160, False, None, False),       # every sequence S long: nothing to balance
     (128, True, "static", False),
     (128, False, "balanced", False),  # every sequence S long: nothing to balance
     (4, True, "balanced", True),      # a split grid: its splits' CTAs share the tiles alike
 ))
 def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, seqlens, env, balanced):
-    """The balanced schedule is asked for (FmhaDecodeArgs::balanced) where FMHA_CUDA_SCHEDULE says so and the latent
-    narrow loop runs with cache lengths, split or not, with the library's workspace for its pieces; explain says so."""
+    """The balanced schedule is asked for (FmhaDecodeArgs::balanced) where FMHA_CUDA_SCHEDULE says so, or by default
+    where the unsplit grid exceeds the SMs, and the latent narrow loop runs with cache lengths, split or not, with
+    the library's workspace for its pieces; explain says so."""
     import dataclasses
     import struct
 
@@ -572,7 +577,7 @@ def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, se
     p = dataclasses.replace(problem(B, 1, 16, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
                             has_cache_seqlens=seqlens)
     config, splits = b.launch_plan(p, 0)
-    assert config == Config.LATENT_NARROW and (splits == 1) == (B == 128)
+    assert config == Config.LATENT_NARROW and (splits == 1) == (B >= 128)
     launch = b._launch_constants(p)
     assert launch[-1] == balanced
     if balanced:
@@ -586,5 +591,5 @@ def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, se
 
 def test_schedule_env_refuses_an_unknown_schedule(monkeypatch):
     monkeypatch.setenv(cb.SCHEDULE_ENV, "fair")
-    with pytest.raises(ValueError, match=r"FMHA_CUDA_SCHEDULE: got 'fair'; allowed: static, balanced"):
+    with pytest.raises(ValueError, match=r"FMHA_CUDA_SCHEDULE: got 'fair'; allowed: auto, static, balanced"):
         cb.schedule_env()

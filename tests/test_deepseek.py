@@ -569,6 +569,27 @@ def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, u
 
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("B,env,balanced", [(136, None, True), (136, "static", False), (128, None, False)])
+def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, balanced):
+    """By default (FMHA_CUDA_SCHEDULE unset) the latent narrow loop deals the tiles by cache length where its
+    unsplit grid has more CTAs than the GPU's SMs, and keeps one CTA a sequence where it has no more; right either
+    way (lengths from 0 to 300, sinks)."""
+    if env is None:
+        monkeypatch.delenv("FMHA_CUDA_SCHEDULE", raising=False)
+    else:
+        monkeypatch.setenv("FMHA_CUDA_SCHEDULE", env)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if not 128 <= sms < 136:
+        pytest.skip(f"batches of 128 and 136 straddle one wave of 128-135 SMs; this GPU has {sms}")
+    seqlens = [(37 * i) % 301 for i in range(B)]
+    q, k, v, sl = latent_inputs(B, 1, 16, 1, 303, 576, 512, "slice", seqlens, device="cuda")
+    said = str(fmha.explain(q, k, v, sl, backend="cuda"))
+    assert ("balanced schedule" in said) == balanced, said
+    check_cuda_case(576, 512, "slice", 1, (16, 1), 303, None, True, seed=B, seqlens=seqlens)
+
+
+@sm90_kernel
+@pytest.mark.gpu
 def test_cuda_balanced_schedule_in_a_graph(monkeypatch):
     """Captured in a CUDA graph and replayed with new lengths and values (the shares are dealt on the device)."""
     monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
