@@ -142,7 +142,7 @@ LATENT_NARROW32_MIN_FILL = 0.875
 # Which schedule latent narrow launches with cache lengths take: "static" (each sequence and KV head split over the
 # plan's num_splits CTAs) or "balanced" (the tiles dealt over the same CTAs, at most one per SM, by cache length,
 # fmha_capi.h); "auto", the default, is balanced where the static grid has more CTAs than the SMs (its last wave
-# ragged: B136 Hq16 216.6 -> 154.3 us, H200), else static. Balanced is faster where lengths differ and a few
+# ragged: B136 Hq16 221.9 -> 158.8 us, H200), else static. Balanced is faster where lengths differ and a few
 # percent slower where they are equal in one wave (docs/deepseek.md); read when a call shape is first planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
 SCHEDULES = ("auto", "static", "balanced")
