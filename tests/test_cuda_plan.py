@@ -552,13 +552,15 @@ def test_older_library_answers_the_gather_rule_of_its_time():
     (160, True, None, True),         # ... balanced where it is more (a ragged second wave)
     (160, True, "static", False),
     (160, False, None, False),       # every sequence S long: nothing to balance
+    (96, True, None, True),          # a split plan of several waves (96 CTAs x 4)
+    (40, True, None, False),         # ... not one of one wave (40 x 3)
     (128, True, "static", False),
     (128, False, "balanced", False),  # every sequence S long: nothing to balance
     (4, True, "balanced", True),      # a split grid: its splits' CTAs share the tiles alike
 ))
 def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, seqlens, env, balanced):
     """The balanced schedule is asked for (FmhaDecodeArgs::balanced) where FMHA_CUDA_SCHEDULE says so, or by default
-    where the unsplit grid exceeds the SMs, and the latent narrow loop runs with cache lengths, split or not, with
+    where the static grid, splits included, exceeds the SMs, and the latent narrow loop runs with cache lengths, split or not, with
     the library's workspace for its pieces; explain says so."""
     import dataclasses
     import struct

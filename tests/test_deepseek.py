@@ -569,11 +569,12 @@ def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, u
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("B,env,balanced", [(136, None, True), (136, "static", False), (128, None, False)])
+@pytest.mark.parametrize("B,env,balanced", [(136, None, True), (136, "static", False), (128, None, False),
+                                             (96, None, True)])
 def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, balanced):
     """By default (FMHA_CUDA_SCHEDULE unset) the latent narrow loop deals the tiles by cache length where its
-    unsplit grid has more CTAs than the GPU's SMs, and keeps one CTA a sequence where it has no more; right either
-    way (lengths from 0 to 300, sinks)."""
+    static grid has more CTAs than the GPU's SMs (B136 unsplit; B96 in 4 splits), and keeps one CTA a sequence where
+    it has no more; right either way (lengths from 0 to 300, sinks)."""
     if env is None:
         monkeypatch.delenv("FMHA_CUDA_SCHEDULE", raising=False)
     else:

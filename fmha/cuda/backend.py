@@ -141,9 +141,10 @@ LATENT_NARROW32_MIN_FILL = 0.875
 
 # Which schedule latent narrow launches with cache lengths take: "static" (each sequence and KV head split over the
 # plan's num_splits CTAs) or "balanced" (the tiles dealt over the same CTAs, at most one per SM, by cache length,
-# fmha_capi.h); "auto", the default, is balanced where the static grid has more CTAs than the SMs (its last wave
-# ragged: B136 Hq16 221.9 -> 158.8 us, H200), else static. Balanced is faster where lengths differ and a few
-# percent slower where they are equal in one wave (docs/deepseek.md); read when a call shape is first planned.
+# fmha_capi.h); "auto", the default, is balanced where the static grid, splits included, has more CTAs than the SMs
+# (its last wave ragged: B136 Hq16 221.9 -> 158.8 us, H200), else static. Balanced is faster where lengths differ
+# and a few percent slower where they are equal in one wave (docs/deepseek.md); read when a call shape is first
+# planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
 SCHEDULES = ("auto", "static", "balanced")
 
@@ -155,14 +156,14 @@ def schedule_env() -> str:
     return value
 
 
-def balanced_schedule(p: Problem, config, arch: int = 90, sms: Optional[int] = None) -> bool:
+def balanced_schedule(p: Problem, config, arch: int = 90, sms: Optional[int] = None, num_splits: int = 1) -> bool:
     """Whether the launch asks for the balanced schedule (fmha_capi.h): for the latent narrow loop with cache
     lengths to deal the tiles by, over the plan's CTAs, split or not, where SCHEDULE_ENV says balanced, or auto
-    and the unsplit grid has more CTAs than the `sms` SMs (docs/deepseek.md)."""
+    and the static grid (num_splits CTAs a sequence) has more CTAs than the `sms` SMs (docs/deepseek.md)."""
     if not (arch == 90 and config == Config.LATENT_NARROW and p.has_cache_seqlens):
         return False
     schedule = schedule_env()
-    return schedule == "balanced" or (schedule == "auto" and sms is not None and _grid_ctas(p) > sms)
+    return schedule == "balanced" or (schedule == "auto" and sms is not None and _grid_ctas(p) * num_splits > sms)
 
 
 def latent_ring(p: Problem, arch: int = 90) -> bool:
@@ -421,9 +422,10 @@ class CudaBackend(Backend):
     def reads_shared_kv_once(self, p: Problem) -> bool:
         return latent_ring(p, self._arch if self._arch is not None else _arch_capability(_target_arch())[0] * 10)
 
-    def _balanced(self, p: Problem, config, index: int) -> bool:
+    def _balanced(self, p: Problem, config, num_splits: int, index: int) -> bool:
         """balanced_schedule on device `index`, where the loaded library has it (tools load older ones)."""
-        return self._balanced_ws_bytes is not None and balanced_schedule(p, config, self._arch, num_sms(index))
+        return self._balanced_ws_bytes is not None and balanced_schedule(p, config, self._arch, num_sms(index),
+                                                                         num_splits)
 
     def _split_config(self, p: Problem) -> Config:
         return split_config(p.head_dim, latent_ring(p, self._arch))
@@ -470,7 +472,7 @@ class CudaBackend(Backend):
                 gathers = self._gathers(p, config, _grid_ctas(p) * num_splits)
             paged = (f"; paged ({p.page_size}-token pages): "
                      + ("the producer warps gather each tile (cp.async)" if gathers else "TMA boxes inside each page"))
-        if self._balanced(p, config, index):
+        if self._balanced(p, config, num_splits, index):
             merge = (", the tiles dealt over the CTAs in equal shares by cache length (balanced schedule; the "
                      "pieces of a sequence shared by several CTAs + combine kernel)")
         arch = ""
@@ -527,7 +529,7 @@ class CudaBackend(Backend):
         ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)
         if num_splits > 1 and self._merge_modes(p, index, config)(num_splits) == 0:
             ws_bytes = self._ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, num_splits)
-        balanced = self._balanced(p, config, index)
+        balanced = self._balanced(p, config, num_splits, index)
         if balanced:  # the pieces of shared sequences and their descriptors
             ws_bytes = self._balanced_ws_bytes(p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.head_dim_v, num_splits)
         shape_args = (p.batch, p.seqlen_q, p.heads_q, p.heads_kv, p.seqlen_k, p.head_dim, _DTYPE_CODE[p.dtype])
