@@ -280,7 +280,7 @@ def test_explain_says_row_block_pairs_as_the_library_answers(monkeypatch, Hq, an
     (40, 8192, 128, 13, 3),  # 520 in four -> 120 in one
     (96, 4096, 32, 4, 4),    # no two splits fit one wave: unchanged
     (8, 65536, 128, 16, 16),  # already one wave: unchanged
-    (1, 8192, 128, 22, 22),   # one wave (32 splits of 64 tiles rebalanced to 22 of 3): unchanged
+    (1, 8192, 128, 22, 22),   # one wave (31 splits of 64 tiles, rebalanced to 22 of 3): unchanged
     (30, 129, 32, 2, 2),      # two tiles a split at most: limited either way
     (30, 60, 32, 1, 1),       # too few tiles to split
     (120, 8192, 32, 1, 1),    # most of one wave: unsplit
@@ -558,7 +558,7 @@ def test_older_library_answers_the_gather_rule_of_its_time():
     (128, False, "balanced", False),  # every sequence S long: nothing to balance
     (4, True, "balanced", True),      # a split grid: its splits' CTAs share the tiles alike
 ))
-def test_balanced_schedule_for_unsplit_latent_narrow_launches(monkeypatch, B, seqlens, env, balanced):
+def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, env, balanced):
     """The balanced schedule is asked for (FmhaDecodeArgs::balanced) where FMHA_CUDA_SCHEDULE says so, or by default
     where the static grid, splits included, exceeds the SMs, and the latent narrow loop runs with cache lengths, split or not, with
     the library's workspace for its pieces; explain says so."""

@@ -575,10 +575,13 @@ def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, ba
     """By default (FMHA_CUDA_SCHEDULE unset) the latent narrow loop deals the tiles by cache length where its
     static grid has more CTAs than the GPU's SMs (B136 unsplit; B96 in 4 splits), and keeps one CTA a sequence where
     it has no more; right either way (lengths from 0 to 300, sinks)."""
+    from fmha.backends import registry
+
     if env is None:
         monkeypatch.delenv("FMHA_CUDA_SCHEDULE", raising=False)
     else:
         monkeypatch.setenv("FMHA_CUDA_SCHEDULE", env)
+    monkeypatch.setattr(registry()["cuda"], "_launches", {})  # (launches cached per call shape: planned afresh)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if not 128 <= sms < 136:
         pytest.skip(f"batches of 128 and 136 straddle one wave of 128-135 SMs; this GPU has {sms}")
@@ -586,6 +589,7 @@ def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, ba
     q, k, v, sl = latent_inputs(B, 1, 16, 1, 303, 576, 512, "slice", seqlens, device="cuda")
     said = str(fmha.explain(q, k, v, sl, backend="cuda"))
     assert ("balanced schedule" in said) == balanced, said
+    assert f"{B} CTAs x {4 if B < 100 else 1} KV split(s)" in said, said
     check_cuda_case(576, 512, "slice", 1, (16, 1), 303, None, True, seed=B, seqlens=seqlens)
 
 

@@ -1,6 +1,6 @@
 """The latent narrow loop's two schedules on batches of mixed cache lengths, in one process.
 
-    python tools/latent_lengths.py [--lib PATH] [--rounds 9] [--peers] [--only KIND]
+    python tools/latent_lengths.py [--lib PATH] [--rounds 9] [--peers] [--only KIND] [--batch KIND:B:T:S:D ...]
 
 For each batch below (576/512 unless it says 512; 16 query heads on one latent KV head; the lengths drawn with a
 fixed seed per batch), the cuda backend's own plan is timed with FMHA_CUDA_SCHEDULE=static (one CTA a sequence) and
@@ -32,6 +32,7 @@ BATCHES = [
     ("padded", 256, 1, 4096, 576), ("padded", 128, 2, 4096, 512),
     ("uniform", 32, 1, 8192, 576), ("zipf", 16, 1, 16384, 576),  # (split grids: the plan's CTAs a sequence)
 ]
+KINDS = ("equal", "uniform", "longtail", "zipf", "padded")
 PAGE = 64  # the page pool of --peers (FlashMLA's only page size)
 
 
@@ -98,7 +99,17 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=20, help="calls a graph replay holds (the suite's: 2)")
     ap.add_argument("--sets", type=int, default=1,
                     help="input sets the calls rotate over, on the contiguous cache (the suite's: 2)")
+    ap.add_argument("--batch", action="append", default=[], metavar="KIND:B:T:S:D",
+                    help="time this batch instead of the list above (repeatable), e.g. equal:136:1:4096:576")
     args = ap.parse_args(argv)
+    batches = BATCHES
+    if args.batch:
+        try:
+            batches = [(kind, *map(int, rest)) for kind, *rest in (b.split(":") for b in args.batch)]
+        except ValueError:
+            ap.error(f"--batch takes KIND:B:T:S:D with integers B, T, S, D; got {args.batch}")
+        if any(len(b) != 5 or b[0] not in KINDS or b[4] not in (512, 576) for b in batches):
+            ap.error(f"--batch: KIND one of {', '.join(KINDS)}, D 512 or 576; got {args.batch}")
     import torch
 
     import fmha.cuda.backend as cb
@@ -112,7 +123,7 @@ def main(argv=None) -> int:
     else:
         make = cb.CudaBackend
     gen = torch.Generator(device="cuda")
-    for i, (kind, B, T, S, D) in enumerate(BATCHES):
+    for i, (kind, B, T, S, D) in enumerate(batches):
         if args.only and kind != args.only:
             continue
         gen.manual_seed(i)  # (a batch's lengths and values do not depend on which batches ran before it)

@@ -156,14 +156,14 @@ def schedule_env() -> str:
     return value
 
 
-def balanced_schedule(p: Problem, config, arch: int = 90, sms: Optional[int] = None, num_splits: int = 1) -> bool:
+def balanced_schedule(p: Problem, config, arch: int, sms: int, num_splits: int) -> bool:
     """Whether the launch asks for the balanced schedule (fmha_capi.h): for the latent narrow loop with cache
     lengths to deal the tiles by, over the plan's CTAs, split or not, where SCHEDULE_ENV says balanced, or auto
     and the static grid (num_splits CTAs a sequence) has more CTAs than the `sms` SMs (docs/deepseek.md)."""
     if not (arch == 90 and config == Config.LATENT_NARROW and p.has_cache_seqlens):
         return False
     schedule = schedule_env()
-    return schedule == "balanced" or (schedule == "auto" and sms is not None and _grid_ctas(p) * num_splits > sms)
+    return schedule == "balanced" or (schedule == "auto" and _grid_ctas(p) * num_splits > sms)
 
 
 def latent_ring(p: Problem, arch: int = 90) -> bool:
