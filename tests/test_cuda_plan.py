@@ -545,6 +545,19 @@ def test_older_library_answers_the_gather_rule_of_its_time():
     assert [old.fmha_paged_gather(128, 1, page, 0) for page in (1, 13, 16, 64)] == [1, 1, 0, 0]
 
 
+def _latent_narrow_backend(monkeypatch):
+    """stub_backend with the shared latent's configurations at D = 576 and a library that has the balanced schedule
+    (its workspace: 7 B T Hq Hkv Dv splits bytes)."""
+    b = stub_backend(monkeypatch, clustered=set())
+    b._arch = 90
+    for config, shape in ((Config.LATENT_NARROW, (64, 1, 32)), (Config.LATENT_SPLIT_QK, (32, 1, 0))):
+        key = (576, config)  # (the stub's table stops at D = 512)
+        b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = shape
+    b._row_block_pairs = lambda *args: 0
+    b._balanced_ws_bytes = lambda B, T, Hq, Hkv, Dv, splits: 7 * B * T * Hq * Hkv * Dv * splits
+    return b
+
+
 @pytest.mark.parametrize("B,seqlens,env,balanced", (
     (128, True, "balanced", True),   # one CTA a sequence fills the SMs: unsplit, the tiles dealt by cache length
     (128, True, None, False),        # the default (auto): static where the grid is one wave
@@ -560,8 +573,8 @@ def test_older_library_answers_the_gather_rule_of_its_time():
 ))
 def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, env, balanced):
     """The balanced schedule is asked for (FmhaDecodeArgs::balanced) where FMHA_CUDA_SCHEDULE says so, or by default
-    where the static grid, splits included, exceeds the SMs, and the latent narrow loop runs with cache lengths, split or not, with
-    the library's workspace for its pieces; explain says so."""
+    where the static grid, splits included, exceeds the SMs, and the latent narrow loop runs with cache lengths,
+    split or not, with the library's workspace for its pieces; explain says so."""
     import dataclasses
     import struct
 
@@ -569,13 +582,7 @@ def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, e
         monkeypatch.delenv(cb.SCHEDULE_ENV, raising=False)
     else:
         monkeypatch.setenv(cb.SCHEDULE_ENV, env)
-    b = stub_backend(monkeypatch, clustered=set())
-    b._arch = 90
-    for config, shape in ((Config.LATENT_NARROW, (64, 1, 32)), (Config.LATENT_SPLIT_QK, (32, 1, 0))):
-        key = (576, config)  # (the stub's table stops at D = 512)
-        b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = shape
-    b._row_block_pairs = lambda *args: 0
-    b._balanced_ws_bytes = lambda B, T, Hq, Hkv, Dv, splits: 7 * B * T * Hq * Hkv * Dv * splits
+    b = _latent_narrow_backend(monkeypatch)
     p = dataclasses.replace(problem(B, 1, 16, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
                             has_cache_seqlens=seqlens)
     config, splits = b.launch_plan(p, 0)
@@ -589,6 +596,28 @@ def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, e
     b._balanced_ws_bytes = None  # a library older than the schedule: neither asked for nor described
     b._launches.clear()
     assert b._launch_constants(p)[-1] is False and "balanced schedule" not in b.launch_details(p)
+
+
+@pytest.mark.parametrize("B,page_size,balanced", ((160, 64, True), (160, 16, False), (4097, None, False)))
+def test_balanced_schedule_only_where_the_launch_deals_the_tiles(monkeypatch, B, page_size, balanced):
+    """Where the C API would run the static schedule anyway (pages its producer warps gather, more than
+    BALANCED_MAX_B sequences), the launch does not ask for the balanced one and explain does not claim it; the
+    limit is the kernel's (kBalancedMaxB)."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    monkeypatch.delenv(cb.SCHEDULE_ENV, raising=False)
+    b = _latent_narrow_backend(monkeypatch)
+    p = dataclasses.replace(problem(B, 1, 16, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
+                            has_cache_seqlens=True)
+    if page_size is not None:
+        p = dataclasses.replace(p, page_size=page_size, num_blocks=B * 4096 // page_size,
+                                max_blocks_per_seq=4096 // page_size)
+    assert b._launch_constants(p)[-1] == balanced
+    assert ("balanced schedule" in b.launch_details(p)) == balanced
+    source = (Path(cb.__file__).parent / "csrc" / "sm90" / "schedule_balanced.cuh").read_text()
+    assert re.search(r"kBalancedMaxB = (\d+);", source).group(1) == str(cb.BALANCED_MAX_B)
 
 
 def test_schedule_env_refuses_an_unknown_schedule(monkeypatch):

@@ -552,8 +552,8 @@ def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, u
     S = max(seqlens) + 3
     q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, 512, v_mode, T, heads, S, page_size,
                                                                    use_sinks, seqlens, seed=S + T, device="cuda")
-    assert "balanced schedule" in str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks,
-                                                   backend="cuda"))
+    said = str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks, backend="cuda"))
+    assert ("balanced schedule" in said) == (page_size is None or page_size >= 32), said  # (16: gathered, static)
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
     what = f"balanced {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens} x{num_splits}"
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)

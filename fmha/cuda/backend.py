@@ -146,6 +146,7 @@ LATENT_NARROW32_MIN_FILL = 0.875
 # and a few percent slower where they are equal in one wave (docs/deepseek.md); read when a call shape is first
 # planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
+BALANCED_MAX_B = 4096  # sequences a balanced launch deals at most (kBalancedMaxB, sm90/schedule_balanced.cuh)
 SCHEDULES = ("auto", "static", "balanced")
 
 
@@ -423,9 +424,14 @@ class CudaBackend(Backend):
         return latent_ring(p, self._arch if self._arch is not None else _arch_capability(_target_arch())[0] * 10)
 
     def _balanced(self, p: Problem, config, num_splits: int, index: int) -> bool:
-        """balanced_schedule on device `index`, where the loaded library has it (tools load older ones)."""
-        return self._balanced_ws_bytes is not None and balanced_schedule(p, config, self._arch, num_sms(index),
-                                                                         num_splits)
+        """balanced_schedule on device `index`, where the loaded library has it (tools load older ones) and deals
+        the tiles: not where the launch gathers its pages or has more than BALANCED_MAX_B sequences, which run the
+        static schedule (fmha_capi.h), so that explain and the workspace say what runs."""
+        if self._balanced_ws_bytes is None or not balanced_schedule(p, config, self._arch, num_sms(index), num_splits):
+            return False
+        with torch.cuda.device(index):
+            gathers = self._gathers(p, config, _grid_ctas(p) * num_splits)
+        return not gathers and p.batch <= BALANCED_MAX_B
 
     def _split_config(self, p: Problem) -> Config:
         return split_config(p.head_dim, latent_ring(p, self._arch))
