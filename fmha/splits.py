@@ -43,7 +43,7 @@ def choose_num_splits(ctas: int, seqlen_k: int, block_n: int, slots: int,
     best = max(eff.values())
     chosen = next(s for s in range(1, limit + 1) if eff[s] >= 0.95 * best)
     if one_wave and ctas * chosen > slots and slots // ctas >= 2:
-        chosen = min(slots // ctas, limit)
+        chosen = slots // ctas  # (< chosen <= limit)
     # Rebalance: no split left empty once the tile count is divided.
     return cdiv(n_tiles, cdiv(n_tiles, chosen))
 
