@@ -18,7 +18,8 @@ in SM cycles (clock64, per SM: only stamps of one CTA are compared):
 
 for ring positions 0-2 (the ring's first fill) and 3 onwards; then the 64-row loop's phases where that loop
 ran. Last, each CTA's timeline in %globaltimer ns (entry, past griddepcontrol.wait, first K tile in, last V
-tile in, end): start-up, stream and tail over the grid, which SMs stream fastest and slowest, how many CTAs
+tile in, end; in the 64-key seesaw also each warpgroup's loop end, which splits the tail into the last tiles' math and
+the epilogue): start-up, stream and tail over the grid, which SMs stream fastest and slowest, how many CTAs
 stream over the call, the probed CTAs' K/V bytes landed per 2 us (GB/s; only where every tile of a CTA is
 stamped) and the stream time per KV head, and where SMs run CTAs in turn, the time each SM's stream stops between
 one CTA's last V tile and the next one's first K tile. --repeat N reads the last of N calls back to back (the suite's
@@ -41,7 +42,7 @@ from tools.ncu_probe import KV_LAYOUTS  # noqa: E402
 
 # The stamps' layout (fmha/cuda/csrc/common/probe.cuh): per CTA, ring positions of EVENTS, then one timeline
 # row of TIMELINE.
-TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid")
+TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid", "loop_done", "loop_done_wg1", "epilogue_done_wg1")
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full",
           # the 64-row loop's phases, per loop iteration
           "loop_issued", "qk_landed", "qk_landed_wg1", "exchanged", "softmax_done", "pv_landed", "operands_ready")
@@ -226,7 +227,10 @@ def print_timeline(rows):
     for label, a, b in (("entry", None, "entry"), ("griddep wait done", None, "griddep"),
                         ("first K tile in", None, "first_k"), ("last V tile in", None, "last_v"), ("end", None, "end"),
                         ("entry -> griddep done", "entry", "griddep"), ("griddep -> first K in", "griddep", "first_k"),
-                        ("first K -> last V in (stream)", "first_k", "last_v"), ("last V in -> end (tail)", "last_v", "end")):
+                        ("first K -> last V in (stream)", "first_k", "last_v"), ("last V in -> end (tail)", "last_v", "end"),
+                        ("last V in -> loop done (wg0)", "last_v", "loop_done"), ("loop done -> end (wg0)", "loop_done", "end"),
+                        ("last V in -> loop done (wg1)", "last_v", "loop_done_wg1"),
+                        ("loop done -> epilogue done (wg1)", "loop_done_wg1", "epilogue_done_wg1")):
         vals = [r[i[b]] - (r[i[a]] if a else t0) for r in rows if r[i[b]] != 0 and (a is None or r[i[a]] != 0)]
         if vals:
             vals.sort()

@@ -35,7 +35,8 @@ constexpr bool kProbeNoCombine = FMHA_PROBE_NO_COMBINE;
 // CTA compare) when the producer lane starts waiting for a free stage and when it has issued the tile's
 // TMA, and when consumer thread 0 starts waiting for the tile and has it. tools/stream_probe.py reads
 // them (fmha_probe_read) and prints where a tile's time goes. The row after the ring positions is the CTA's timeline in %globaltimer nanoseconds (one clock for the whole GPU, so CTAs
-// compare): entry, past griddepcontrol.wait, first K tile in, last V tile in, end, and the SM (%smid).
+// compare): entry, past griddepcontrol.wait, first K tile in, last V tile in, end, and the SM (%smid);
+// then the 64-key seesaw's loop end per warpgroup and warpgroup 1's epilogue end (thread 128).
 // consumer_loop_overlapped (the 64-row loop) also stamps its phases, filed under the iteration `it`: its
 // operands waited for, wgmmas issued (Q K^T(it+1) and P V(it); Q K^T(it+1) alone with two consumer warpgroups),
 // Q K^T(it+1) landed (consumer thread 0, and thread 128 of a second warpgroup), scores exchanged, softmax
@@ -47,8 +48,9 @@ enum ProbeEvent : int {
   kProbeOperandsReady,
   kProbeEvents
 };
-enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId };
-static_assert(static_cast<int>(kTimelineSmId) < static_cast<int>(kProbeEvents), "the timeline row holds kProbeEvents stamps");
+enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId,
+                           kTimelineLoopDone, kTimelineLoopDoneWg1, kTimelineEpilogueDoneWg1 };
+static_assert(static_cast<int>(kTimelineEpilogueDoneWg1) < static_cast<int>(kProbeEvents), "the timeline row holds kProbeEvents stamps");
 constexpr int kProbeCtas = 256;
 #ifndef FMHA_PROBE_RING_TILES  // ring positions stamped (more for CTAs that stream more tiles)
 #define FMHA_PROBE_RING_TILES 64

@@ -254,6 +254,8 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   else if (o < n)
     trip(o, False{}, False{});
 
+  if (ctid == 0) probe_timeline(kTimelineLoopDone);  // (each warpgroup's loop end: what its epilogue takes)
+  if (ctid == 128) probe_timeline(kTimelineLoopDoneWg1);
   if (p.num_splits == 1) {
     store_output_staged<Tr, kBf16>(ss, p, acc, st, b, kvh, epilogue_row0<Tr>(p, row0), wg, tid_wg);
   } else if (merges_pair_in_registers<Tr>(p)) {
@@ -264,6 +266,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   } else {
     finish_output<Tr, kBf16>(ss, p, acc, st, b, kvh, row0, split, wg, tid_wg);
   }
+  if (ctid == 128) probe_timeline(kTimelineEpilogueDoneWg1);
 }
 
 }  // namespace sm90
