@@ -255,6 +255,28 @@ def test_merge_query_rejects_bad_arguments(build):
     assert lib.fmha_config_tile_n(64, 3) == lib.fmha_config_tile_n(128, 2)
 
 
+def test_balanced_deals_query(build):
+    """fmha_balanced_deals: where a balanced launch of the latent narrow loop on a contiguous cache deals its tiles
+    (no GPU needed: a contiguous cache asks the device nothing); its Q box holds 32 packed rows, whole heads of a
+    token or whole tokens' heads."""
+    lib = loader._declare(ctypes.CDLL(str(build[0])))
+    for D in (512, 576):
+        assert lib.fmha_balanced_deals(D, 8, 160, 16, 1, 4096, 0, 160) == 1
+        assert lib.fmha_balanced_deals(D, 8, 160, 32, 2, 4096, 0, 320) == 1  # G = 16 heads a KV head
+        assert lib.fmha_balanced_deals(D, 8, 160, 8, 1, 4096, 0, 160) == 1  # 4 tokens of 8 heads a box
+        assert lib.fmha_balanced_deals(D, 8, 160, 12, 1, 4096, 0, 160) == 0  # 12 heads: no Q box, static
+        assert lib.fmha_balanced_deals(D, 8, 4096, 16, 1, 4096, 0, 4096) == 1
+        assert lib.fmha_balanced_deals(D, 8, 4097, 16, 1, 4096, 0, 4097) == 0  # more sequences than it deals
+        assert lib.fmha_balanced_deals(D, 8, 4096, 16, 8, 2 ** 20, 0, 4096 * 8) == 1
+        assert lib.fmha_balanced_deals(D, 8, 4096, 16, 8, 2 ** 22, 0, 4096 * 8) == 0  # positions past 2^31
+        assert lib.fmha_balanced_deals(D, 9, 160, 16, 1, 4096, 0, 160) == 0  # the 64-key seesaw: never
+    assert lib.fmha_balanced_deals(128, 1, 160, 16, 1, 4096, 0, 160) == 0
+    assert lib.fmha_balanced_deals(96, 8, 160, 16, 1, 4096, 0, 160) == -1
+    assert lib.fmha_balanced_deals(576, 8, 0, 16, 1, 4096, 0, 160) == -1
+    assert lib.fmha_balanced_deals(576, 8, 160, 16, 3, 4096, 0, 160) == -1  # Hq not a multiple of Hkv
+    assert lib.fmha_balanced_deals(576, 8, 160, 16, 1, 4096, -1, 160) == -1
+
+
 def _sass(lib: Path) -> str:
     tool = _cuobjdump()
     if tool is None:

@@ -524,12 +524,13 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
 
 # The balanced schedule (FMHA_CUDA_SCHEDULE=balanced: the latent narrow loop with cache lengths), on grids of one to
 # four CTAs a sequence: mixed lengths with empty sequences, one long sequence among short ones (shared by many CTAs:
-# many pieces), GQA 28/4 at T = 3 (N = 32), all sequences empty, paged by TMA boxes (64) and gathered (16: the
-# static schedule instead), sinks.
+# many pieces), GQA 32/4 at T = 3 (N = 32, Q boxes of 4 tokens of 8 heads), all sequences empty, paged by TMA boxes
+# (64), sinks; the static schedule instead where pages are gathered (16) or Q's 32-row box does not fit 7 heads
+# (GQA 28/4).
 BALANCED_CASES = [
     (576, "slice", 1, (16, 1), None, True, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], 1),
     (512, "self", 2, (16, 1), 64, False, [4000] + [64] * 15, 1),
-    (576, "slice", 3, (28, 4), None, False, [129, 0, 700, 1, 2500], 3),
+    (576, "slice", 3, (32, 4), None, False, [129, 0, 700, 1, 2500], 3),
     (512, "self", 1, (16, 1), None, True, [0, 0, 0], 2),
     (576, "slice", 4, (8, 1), 16, True, [300, 0, 1000, 5], 1),
     (576, "slice", 1, (16, 1), 64, True, [64 * 40, 1, 1, 1, 1, 1, 1, 1], 4),
@@ -553,7 +554,9 @@ def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, u
     q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, 512, v_mode, T, heads, S, page_size,
                                                                    use_sinks, seqlens, seed=S + T, device="cuda")
     said = str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks, backend="cuda"))
-    assert ("balanced schedule" in said) == (page_size is None or page_size >= 32), said  # (16: gathered, static)
+    G = heads[0] // heads[1]
+    dealt = (page_size is None or page_size >= 32) and (G % 32 == 0 or 32 % G == 0)  # (fmha_balanced_deals)
+    assert ("balanced schedule" in said) == dealt, said
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
     what = f"balanced {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens} x{num_splits}"
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
@@ -569,12 +572,13 @@ def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, u
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("B,env,balanced", [(136, None, True), (136, "static", False), (128, None, False),
-                                             (96, None, True)])
-def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, balanced):
+@pytest.mark.parametrize("B,env,balanced,Hq", [(136, None, True, 16), (136, "static", False, 16),
+                                                (128, None, False, 16), (96, None, True, 16), (136, None, False, 12)])
+def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, balanced, Hq):
     """By default (FMHA_CUDA_SCHEDULE unset) the latent narrow loop deals the tiles by cache length where its
     static grid has more CTAs than the GPU's SMs (B136 unsplit; B96 in 4 splits), and keeps one CTA a sequence where
-    it has no more; right either way (lengths from 0 to 300, sinks)."""
+    it has no more, or where Q's 32-row box does not fit 12 heads (the C API would run static: explain says so);
+    right either way (lengths from 0 to 300, sinks)."""
     from fmha.backends import registry
 
     if env is None:
@@ -586,11 +590,27 @@ def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, ba
     if not 128 <= sms < 136:
         pytest.skip(f"batches of 128 and 136 straddle one wave of 128-135 SMs; this GPU has {sms}")
     seqlens = [(37 * i) % 301 for i in range(B)]
-    q, k, v, sl = latent_inputs(B, 1, 16, 1, 303, 576, 512, "slice", seqlens, device="cuda")
+    q, k, v, sl = latent_inputs(B, 1, Hq, 1, 303, 576, 512, "slice", seqlens, device="cuda")
     said = str(fmha.explain(q, k, v, sl, backend="cuda"))
     assert ("balanced schedule" in said) == balanced, said
     assert f"{B} CTAs x {4 if B < 100 else 1} KV split(s)" in said, said
-    check_cuda_case(576, 512, "slice", 1, (16, 1), 303, None, True, seed=B, seqlens=seqlens)
+    check_cuda_case(576, 512, "slice", 1, (Hq, 1), 303, None, True, seed=B, seqlens=seqlens)
+
+
+@sm90_kernel
+@pytest.mark.gpu
+def test_cuda_balanced_deals_paged():
+    """fmha_balanced_deals on the device (the contiguous cases: tests/test_cuda_build.py): 64-token pages are read
+    by TMA boxes and dealt; 16-token pages are gathered, and their launch runs the static schedule."""
+    from fmha.backends import registry
+
+    b = registry()["cuda"]
+    if b._fn is None:
+        b._bind()
+    deals = b._balanced_deals
+    assert deals is not None
+    assert deals(576, 8, 160, 16, 1, 4096, 64, 160) == 1 and deals(512, 8, 160, 16, 1, 4096, 256, 160) == 1
+    assert deals(576, 8, 160, 16, 1, 4096, 16, 160) == 0 and deals(576, 8, 160, 16, 1, 4096, 1, 160) == 0
 
 
 @sm90_kernel

@@ -146,7 +146,6 @@ LATENT_NARROW32_MIN_FILL = 0.875
 # and a few percent slower where they are equal in one wave (docs/deepseek.md); read when a call shape is first
 # planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
-BALANCED_MAX_B = 4096  # sequences a balanced launch deals at most (kBalancedMaxB, sm90/schedule_balanced.cuh)
 SCHEDULES = ("auto", "static", "balanced")
 
 
@@ -229,6 +228,7 @@ class CudaBackend(Backend):
         self._tile_n = None
         self._ws_bytes = None
         self._balanced_ws_bytes = None
+        self._balanced_deals = None
         self._last_error = None
         self._arch = None  # fmha_arch() of the loaded library
         self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
@@ -310,6 +310,7 @@ class CudaBackend(Backend):
         self._multi_gpu = torch.cuda.device_count() > 1  # else no device guard is ever needed
         self._ws_bytes = lib.fmha_workspace_bytes
         self._balanced_ws_bytes = getattr(lib, "fmha_balanced_workspace_bytes", None)
+        self._balanced_deals = getattr(lib, "fmha_balanced_deals", None)
         self._last_error = lib.fmha_last_error
         self._arch = lib.fmha_arch()
         self._fn = lib.fmha_decode
@@ -424,14 +425,17 @@ class CudaBackend(Backend):
         return latent_ring(p, self._arch if self._arch is not None else _arch_capability(_target_arch())[0] * 10)
 
     def _balanced(self, p: Problem, config, num_splits: int, index: int) -> bool:
-        """balanced_schedule on device `index`, where the loaded library has it (tools load older ones) and deals
-        the tiles: not where the launch gathers its pages or has more than BALANCED_MAX_B sequences, which run the
-        static schedule (fmha_capi.h), so that explain and the workspace say what runs."""
+        """balanced_schedule on device `index`, where the loaded library has it (tools load older ones) and its launch
+        deals the tiles (fmha_balanced_deals: not where it gathers its pages, Q's box does not fit the heads of a KV
+        head, or the batch is too large, which run the static schedule), so that explain and the workspace say what
+        runs."""
         if self._balanced_ws_bytes is None or not balanced_schedule(p, config, self._arch, num_sms(index), num_splits):
             return False
+        if self._balanced_deals is None:  # (a library of the schedule's first version: tools/ A/B)
+            return True
         with torch.cuda.device(index):
-            gathers = self._gathers(p, config, _grid_ctas(p) * num_splits)
-        return not gathers and p.batch <= BALANCED_MAX_B
+            return self._balanced_deals(p.head_dim, int(config), p.batch, p.heads_q, p.heads_kv, p.seqlen_k,
+                                        p.page_size if p.has_block_table else 0, _grid_ctas(p) * num_splits) == 1
 
     def _split_config(self, p: Problem) -> Config:
         return split_config(p.head_dim, latent_ring(p, self._arch))

@@ -265,6 +265,9 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
     if hasattr(lib, "fmha_balanced_workspace_bytes"):  # (a library older than the balanced schedule: tools/ A/B)
         lib.fmha_balanced_workspace_bytes.argtypes = [i32, i32, i32, i32, i32, i32]
         lib.fmha_balanced_workspace_bytes.restype = ctypes.c_size_t
+    if hasattr(lib, "fmha_balanced_deals"):  # (likewise)
+        lib.fmha_balanced_deals.argtypes = [i32, i32, i32, i32, i32, i32, ctypes.c_longlong, ctypes.c_longlong]
+        lib.fmha_balanced_deals.restype = i32
     for name in ("fmha_config_tile_n", "fmha_config_ctas_per_sm", "fmha_config_narrow_rows"):
         getattr(lib, name).argtypes = [i32, i32]
         getattr(lib, name).restype = i32

@@ -187,6 +187,21 @@ int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks
   });
 }
 
+int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas) {
+  if (B < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv != 0 || S < 1 || page_size < 0 || page_size > INT32_MAX || ctas < 1)
+    return -1;
+#if FMHA_TARGET_SM == 90
+  return with_instance(D, config, -1, [&](auto d, auto c) {
+    using I = Instance<decltype(d)::value, true, decltype(c)::value>;
+    const bool gather = page_size > 0 && arch::paged_gathers(D, config, static_cast<int>(page_size), ctas,
+                                                             fmha::sm_count());
+    return I::deals_tiles(B, Hkv, S, ctas, true, I::q_box_tma(Hq / Hkv), gather) ? 1 : 0;
+  });
+#else
+  return with_instance(D, config, -1, [](auto, auto) { return 0; });  // no balanced schedule on sm_100a
+#endif
+}
+
 size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   return fmha::workspace_bytes(B, T, Hq, D, num_splits);
 }

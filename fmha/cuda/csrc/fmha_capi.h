@@ -89,6 +89,13 @@ int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs where the splits merge
 // through the combine kernel (fmha_cluster_merge() == 0); a launch merged in clusters needs none.
 size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D: V's head dim
+// 1 where a launch with balanced = 1 (below) and cache_seqlens, of B sequences of capacity S (paged: max_blocks_per_seq
+// x page_size tokens; page_size 0: a contiguous cache) in `ctas` CTAs (splits included) on the current device,
+// deals its tiles by cache length; 0 where it runs the static schedule instead (pages its producer warps gather,
+// a Q box that does not fit Hq / Hkv heads, more sequences than the schedule deals, another configuration or
+// architecture); -1 for an invalid argument. For a Q whose strides are nonzero where its dimension has more than one
+// element (a Q broadcast over a dimension is read without TMA, and its launch runs static).
+int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas);
 // Bytes of workspace a balanced launch needs (FmhaDecodeArgs::balanced; Dv: V's head dim), 0 for a count below 1.
 size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits);
 

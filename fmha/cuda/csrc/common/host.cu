@@ -126,7 +126,7 @@ int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, i
 bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int Hq, int D, int G, int64_t q_b,
                   int64_t q_t, int64_t q_h, int rows) {
   auto encode = get_encode_fn();
-  if (encode == nullptr || G <= 0 || rows <= 0 || rows > 256 || (G % rows != 0 && rows % G != 0)) return false;
+  if (encode == nullptr || !q_box_fits(G, rows)) return false;
   sanitize_kv_strides(T, Hq, D, B, q_b, q_t, q_h);  // (token, head) in the place of (S, Hkv)
   const int64_t eb = 2;  // bytes per element (fp16 / bf16)
   for (int64_t st : {q_h, q_t, q_b})

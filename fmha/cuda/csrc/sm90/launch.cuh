@@ -119,6 +119,27 @@ bool Instance<D, kBf16, kConfig>::pairs_row_blocks(int num_splits, long long row
          max_active_clusters(2, exclusive) > 0;
 }
 
+// The balanced schedule (schedule_balanced.cuh) deals the tiles by cache length: it needs the lengths, Q by TMA
+// (each visit's Q), the TMA ring, at most kBalancedMaxB sequences and every position (tiles and visits) below
+// 2^31; else the launch runs one CTA a unit.
+template <int D, bool kBf16, int kConfig>
+bool Instance<D, kBf16, kConfig>::deals_tiles(int B, int Hkv, int S, long long ctas, bool has_seqlens, bool q_tma,
+                                              bool gather) {
+  using Tr = DecodeTraits<D, kConfig>;
+  if constexpr (!Tr::kNarrowOnly) {
+    return false;
+  } else {
+    return q_tma && !gather && has_seqlens && B <= kBalancedMaxB &&
+           static_cast<long long>(B) * Hkv * ((S + Tr::kBlockN - 1) / Tr::kBlockN + 1) + ctas < INT32_MAX;
+  }
+}
+
+template <int D, bool kBf16, int kConfig>
+bool Instance<D, kBf16, kConfig>::q_box_tma(int G) {
+  using Tr = DecodeTraits<D, kConfig>;
+  return Tr::kQByTma && kQTmaEnabled && q_box_fits(G, Tr::kQTmaRows);
+}
+
 template <int D, bool kBf16, int kConfig>
 int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& kv, size_t workspace_size,
                                         cudaStream_t stream) {
@@ -135,13 +156,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
     lp.q_tma = kQTmaEnabled && encode_q_map(&tmap_v, p.q, kBf16 ? 1 : 0, p.B, p.T, p.Hq, D, p.G, p.q_b, p.q_t, p.q_h,
                                             Tr::kQTmaRows);
 
-  // The balanced schedule (schedule_balanced.cuh) deals the tiles by cache length: it needs the lengths, Q by TMA
-  // (each visit's Q), the TMA ring, at most kBalancedMaxB sequences and every position (tiles and visits) below
-  // 2^31; else the launch runs one CTA a unit, which is as right.
-  lp.balanced = 0;
-  if constexpr (Tr::kNarrowOnly)
-    lp.balanced = p.balanced && lp.q_tma && !gather && p.seqlens != nullptr && p.B <= kBalancedMaxB &&
-                  static_cast<long long>(p.B) * p.Hkv * ((p.S + Tr::kBlockN - 1) / Tr::kBlockN + 1) + ctas < INT32_MAX;
+  lp.balanced = p.balanced && deals_tiles(p.B, p.Hkv, p.S, ctas, p.seqlens != nullptr, lp.q_tma, gather);
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
   static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
