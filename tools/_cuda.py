@@ -74,7 +74,7 @@ class _OlderLibrary:
                 raise
             if name == "fmha_paged_gather":  # libraries before it gathered pages of no multiple of 8 tokens
                 return lambda D, config, page_size, ctas: int(page_size % 8 != 0)
-            if name == "fmha_balanced_deals":  # the balanced schedule's first version: the backend then asks for it alone
+            if name == "fmha_balanced_deals":  # (libraries before it: the backend takes the schedule as asked)
                 raise AttributeError(name)
 
             def missing(*args):

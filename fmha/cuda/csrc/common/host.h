@@ -50,16 +50,17 @@ void sanitize_kv_strides(int S, int Hkv, int D, int B, int64_t& s_b, int64_t& s_
 int encode_kv_map(CUtensorMap* map, const void* base, int dtype, int B, int S, int Hkv, int D, int64_t s_b,
                   int64_t s_s, int64_t s_h, int box_rows, int head_major, const char* name, bool paged = false);
 
-// A 4-D tiled TMA map over Q [B, T, Hq, D] whose box is `rows` packed rows (a row block's, 64, or the narrow loop's
-// kNarrowRows) of 64 columns (DecodeParams::q_tma, load_q_boxes_tma): dims (D, Hq, T, B), box (64, rows, 1, 1) where
-// G % rows == 0, else (64, G, rows / G, 1). 128B swizzle, OOB -> zeros. False, with no error set, where Q cannot be
-// read so (rows % G != 0 and G % rows != 0, a zero stride (Q broadcast over a dimension), a stride or the base not
-// a multiple of 16 bytes, no driver entry point, the encode failing): the consumers then load it.
 // Whether a Q box of `rows` packed rows is whole heads of one token or whole tokens' heads (encode_q_map's shape
 // condition; its strides and base are the caller's to check).
 inline bool q_box_fits(int G, int rows) {
   return G > 0 && rows > 0 && rows <= 256 && (G % rows == 0 || rows % G == 0);
 }
+
+// A 4-D tiled TMA map over Q [B, T, Hq, D] whose box is `rows` packed rows (a row block's, 64, or the narrow loop's
+// kNarrowRows) of 64 columns (DecodeParams::q_tma, load_q_boxes_tma): dims (D, Hq, T, B), box (64, rows, 1, 1) where
+// G % rows == 0, else (64, G, rows / G, 1). 128B swizzle, OOB -> zeros. False, with no error set, where Q cannot be
+// read so (rows % G != 0 and G % rows != 0, a zero stride (Q broadcast over a dimension), a stride or the base not
+// a multiple of 16 bytes, no driver entry point, the encode failing): the consumers then load it.
 bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int Hq, int D, int G, int64_t q_b,
                   int64_t q_t, int64_t q_h, int rows);
 
