@@ -558,10 +558,13 @@ def _latent_narrow_backend(monkeypatch):
 
     # as fmha_balanced_deals on sm_90a (tests/test_cuda_build.py asks the library itself)
     def balanced_deals(D, config, B, Hq, Hkv, S, page_size, ctas):
+        b.asked_deals.append((D, config, B, Hq, Hkv, S, page_size, ctas))
         gather = page_size > 0 and b._paged_gather(D, config, page_size, ctas) == 1
-        G = Hq // Hkv
-        return int(config == Config.LATENT_NARROW and not gather and (G % 32 == 0 or 32 % G == 0) and B <= 4096)
+        G, rows = Hq // Hkv, b._narrow_rows[(D, config)]
+        return int(config == Config.LATENT_NARROW and not gather and (G % rows == 0 or rows % G == 0) and B <= 4096
+                   and B * Hkv * (-(-S // 64) + 1) + ctas < 2 ** 31 - 1)
 
+    b.asked_deals = []
     b._balanced_deals = balanced_deals
     return b
 
@@ -622,6 +625,7 @@ def test_balanced_schedule_only_where_the_launch_deals_the_tiles(monkeypatch, B,
         p = dataclasses.replace(p, page_size=page_size, num_blocks=B * 4096 // page_size,
                                 max_blocks_per_seq=4096 // page_size)
     assert b._launch_constants(p)[-1] == balanced
+    assert b.asked_deals[0] == (576, Config.LATENT_NARROW, B, Hq, 1, 4096, page_size or 0, B)  # (unsplit: B CTAs)
     assert ("balanced schedule" in b.launch_details(p)) == balanced
 
 

@@ -546,8 +546,9 @@ BALANCED_CASES = [
 @pytest.mark.gpu
 @pytest.mark.parametrize("Dqk,v_mode,T,heads,page_size,use_sinks,seqlens,num_splits", BALANCED_CASES)
 def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens, num_splits):
-    """The tiles dealt by cache length: right against the reference (out and LSE, NaN past every length, a
-    zero-length sequence gives zeros and the sink), and the same bits on every call."""
+    """The tiles dealt by cache length (or the static schedule where the launch cannot deal them, and explain does not
+    claim them dealt): right against the reference (out and LSE, NaN past every length, a zero-length sequence gives
+    zeros and the sink), and the same bits on every call."""
     monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
     force_launch_plan(monkeypatch, "latent_narrow", num_splits)
     S = max(seqlens) + 3
@@ -555,7 +556,8 @@ def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, u
                                                                    use_sinks, seqlens, seed=S + T, device="cuda")
     said = str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks, backend="cuda"))
     G = heads[0] // heads[1]
-    dealt = (page_size is None or page_size >= 32) and (G % 32 == 0 or 32 % G == 0)  # (fmha_balanced_deals)
+    tma_pages = page_size is None or (page_size & -page_size) >= 32  # (sm90/config.h paged_gathers)
+    dealt = tma_pages and (G % 32 == 0 or 32 % G == 0)  # (fmha_balanced_deals)
     assert ("balanced schedule" in said) == dealt, said
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
     what = f"balanced {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens} x{num_splits}"
@@ -577,8 +579,8 @@ def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, u
 def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, balanced, Hq):
     """By default (FMHA_CUDA_SCHEDULE unset) the latent narrow loop deals the tiles by cache length where its
     static grid has more CTAs than the GPU's SMs (B136 unsplit; B96 in 4 splits), and keeps one CTA a sequence where
-    it has no more, or where Q's 32-row box does not fit 12 heads (the C API would run static: explain says so);
-    right either way (lengths from 0 to 300, sinks)."""
+    it has no more, or where Q's 32-row box does not fit 12 heads (the C API runs static, and explain does not
+    claim it); right either way (lengths from 0 to 300, sinks)."""
     from fmha.backends import registry
 
     if env is None:

@@ -49,6 +49,8 @@ def declare(lib):
         "fmha_row_block_pairs": ([i32, i32, i32, ctypes.c_longlong, ctypes.c_longlong], i32),
         "fmha_workspace_bytes": ([i32] * 5, ctypes.c_size_t),
         "fmha_paged_gather": ([i32, i32, ctypes.c_longlong, ctypes.c_longlong], i32),
+        "fmha_balanced_workspace_bytes": ([i32] * 6, ctypes.c_size_t),
+        "fmha_balanced_deals": ([i32] * 6 + [ctypes.c_longlong] * 2, i32),
         "fmha_decode": ([vp], i32),
         "fmha_probe_layout": ([ctypes.POINTER(i32)] * 3, i32),
         "fmha_probe_read": ([vp, ctypes.c_size_t, i32], i32),
@@ -74,7 +76,7 @@ class _OlderLibrary:
                 raise
             if name == "fmha_paged_gather":  # libraries before it gathered pages of no multiple of 8 tokens
                 return lambda D, config, page_size, ctas: int(page_size % 8 != 0)
-            if name == "fmha_balanced_deals":  # (libraries before it: the backend takes the schedule as asked)
+            if name in ("fmha_balanced_workspace_bytes", "fmha_balanced_deals"):  # absent: the backend asks as such
                 raise AttributeError(name)
 
             def missing(*args):

@@ -228,7 +228,8 @@ def print_timeline(rows):
                         ("first K tile in", None, "first_k"), ("last V tile in", None, "last_v"), ("end", None, "end"),
                         ("entry -> griddep done", "entry", "griddep"), ("griddep -> first K in", "griddep", "first_k"),
                         ("first K -> last V in (stream)", "first_k", "last_v"), ("last V in -> end (tail)", "last_v", "end"),
-                        ("last V in -> loop done (wg0)", "last_v", "loop_done"), ("loop done -> end (wg0)", "loop_done", "end"),
+                        ("last V in -> loop done (wg0)", "last_v", "loop_done"),
+                        ("loop done -> end (wg0, + merge)", "loop_done", "end"),  # (end: past any cluster merge)
                         ("last V in -> loop done (wg1)", "last_v", "loop_done_wg1"),
                         ("loop done -> epilogue done (wg1)", "loop_done_wg1", "epilogue_done_wg1")):
         vals = [r[i[b]] - (r[i[a]] if a else t0) for r in rows if r[i[b]] != 0 and (a is None or r[i[a]] != 0)]

@@ -426,9 +426,8 @@ class CudaBackend(Backend):
 
     def _balanced(self, p: Problem, config, num_splits: int, index: int) -> bool:
         """balanced_schedule on device `index`, where the loaded library has it (tools load older ones) and its launch
-        deals the tiles (fmha_balanced_deals: not where it gathers its pages, Q's box does not fit the heads of a KV
-        head, or the batch is too large, which run the static schedule), so that explain and the workspace say what
-        runs."""
+        deals the tiles (fmha_balanced_deals; elsewhere it runs the static schedule), so that explain and the
+        workspace say what runs."""
         if self._balanced_ws_bytes is None or not balanced_schedule(p, config, self._arch, num_sms(index), num_splits):
             return False
         if self._balanced_deals is None:  # (a library of the schedule's first version: tools/ A/B)

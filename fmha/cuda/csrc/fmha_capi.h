@@ -92,9 +92,10 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D:
 // 1 where a launch with balanced = 1 (below) and cache_seqlens, of B sequences of capacity S (paged: max_blocks_per_seq
 // x page_size tokens; page_size 0: a contiguous cache) in `ctas` CTAs (splits included) on the current device,
 // deals its tiles by cache length; 0 where it runs the static schedule instead (pages its producer warps gather,
-// a Q box that does not fit Hq / Hkv heads, more sequences than the schedule deals, another configuration or
-// architecture); -1 for an invalid argument. For a Q whose strides are nonzero where its dimension has more than one
-// element (a Q broadcast over a dimension is read without TMA, and its launch runs static).
+// a Q box that does not fit Hq / Hkv heads, more than 4096 sequences, tile positions past 2^31, another
+// configuration, sm_100a); -1 for an invalid argument or a (D, config) without a kernel. For a Q whose strides are
+// nonzero where its dimension has more than one element (a Q broadcast over a dimension is read without TMA, and
+// its launch runs static).
 int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas);
 // Bytes of workspace a balanced launch needs (FmhaDecodeArgs::balanced; Dv: V's head dim), 0 for a count below 1.
 size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits);
@@ -126,8 +127,7 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to initialise)
 // that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the same on every
 // run on a given device (the shares depend on its SM count). Where the launch cannot deal the tiles (no
-// cache_seqlens, Q whose rows are not one TMA box, paged launches that gather, more than 4096 sequences) it runs as
-// with balanced = 0.
+// cache_seqlens, or where fmha_balanced_deals answers 0) it runs as with balanced = 0.
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;  // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;

@@ -153,8 +153,8 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, gather, &tmap_k, &tmap_v, Tr::kSharedKv)) return 1;
   // The shared-latent kernels' V is their K stage, so the V-map slot carries Q's map where Q's rows are one box.
   if constexpr (Tr::kQByTma)
-    lp.q_tma = kQTmaEnabled && encode_q_map(&tmap_v, p.q, kBf16 ? 1 : 0, p.B, p.T, p.Hq, D, p.G, p.q_b, p.q_t, p.q_h,
-                                            Tr::kQTmaRows);
+    lp.q_tma = q_box_tma(p.G) && encode_q_map(&tmap_v, p.q, kBf16 ? 1 : 0, p.B, p.T, p.Hq, D, p.G, p.q_b, p.q_t,
+                                              p.q_h, Tr::kQTmaRows);
 
   lp.balanced = p.balanced && deals_tiles(p.B, p.Hkv, p.S, ctas, p.seqlens != nullptr, lp.q_tma, gather);
   auto kernel = decode_kernel<D, kBf16, kConfig>;
