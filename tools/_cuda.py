@@ -76,7 +76,7 @@ class _OlderLibrary:
                 raise
             if name == "fmha_paged_gather":  # libraries before it gathered pages of no multiple of 8 tokens
                 return lambda D, config, page_size, ctas: int(page_size % 8 != 0)
-            if name in ("fmha_balanced_workspace_bytes", "fmha_balanced_deals"):  # absent: the backend asks as such
+            if name in ("fmha_balanced_workspace_bytes", "fmha_balanced_deals"):  # the backend reads their absence
                 raise AttributeError(name)
 
             def missing(*args):
