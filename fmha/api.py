@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
 from typing import Optional
 
@@ -22,8 +23,9 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     (k_cache[..., :512]), and a backend may then read the latent once (docs/deepseek.md).
     cache_seqlens: int32 [B] valid cache tokens per sequence (default S; values are clamped to
     [0, S]). causal: bottom-right aligned, query t sees keys j <= cache_seqlens[b] - T + t.
+    softmax_scale: 1 / sqrt(D) by default, else a float in [1e-37, 1e38] (the kernels scale in float32).
     Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, a memory range that meets
-    none of q's, k_cache's and v_cache's) and, with return_lse, lse [B, Hq, T] float32 (natural log;
+    none of the other tensors') and, with return_lse, lse [B, Hq, T] float32 (natural log;
     -inf and a zero output for a row with no visible key).
     sinks: float32 [Hq] on q's device, or None: one logit per query head that joins every row's
     softmax denominator and attends to nothing, p_j = exp(s_j) / (exp(sinks[h]) + sum_k exp(s_k)),
@@ -44,6 +46,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         _check_tensor("v_cache", v_cache, "[B, S, Hkv, D_v] (a page pool with block_table)")
         check_bool("causal", causal)  # (the op takes a bool)
         check_bool("return_lse", return_lse)
+        _check_inference_only(q, k_cache, v_cache, sinks, out)  # (the op runs below autograd: it cannot see it)
         B, T, Hq, D = q.shape
         if out is None:
             out = q.new_empty(B, T, Hq, v_cache.shape[-1])
@@ -70,7 +73,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     if out is None:  # unpacked sizes: torch.empty parses them ~0.5 us faster than a tuple
         out = torch.empty(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, dtype=p.dtype, device=p.device)
     else:
-        check_out_disjoint(p, q, k_cache, v_cache, out)
+        check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)
     if return_lse:
         lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
     else:  # the kernels always write an LSE; nobody reads this one
@@ -149,7 +152,7 @@ def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     memory, whether that backend reads the latent once or twice."""
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
     if out is not None:
-        check_out_disjoint(p, q, k_cache, v_cache, out)
+        check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)
     _check_inference_only(q, k_cache, v_cache, sinks, out)  # what attention refuses, explain refuses too
     check_bool("return_lse", return_lse)
     d = decide(p, backend)
@@ -197,8 +200,12 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
         got = "a tensor" if isinstance(attn_mask, torch.Tensor) else f"{type(attn_mask).__name__} {attn_mask!r}"
         raise ValueError(f"attn_mask: fmha.sdpa does not take an explicit mask (got {got}); allowed: None. "
                          "Use is_causal, or fmha.attention with cache_seqlens for per-sequence lengths")
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
+        raise TypeError(f"dropout_p: expected a float, got {type(dropout_p).__name__} {dropout_p!r}; allowed: 0.0")
     if dropout_p != 0.0:
         raise ValueError(f"dropout_p: got {dropout_p}; fmha is an inference library, allowed: 0.0")
+    check_bool("is_causal", is_causal)
+    check_bool("enable_gqa", enable_gqa)
     L, S = query.shape[2], key.shape[2]
     if is_causal and L != S:
         raise ValueError(f"is_causal: SDPA's causal mask is top-left aligned, which for L={L} != S={S} is not "
@@ -210,11 +217,11 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     result = torch.empty(B, Hq, L, value.shape[3], dtype=query.dtype, device=query.device)
     try:
         attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
-                  softmax_scale=scale, causal=bool(is_causal), backend=backend, out=result.transpose(1, 2))
+                  softmax_scale=scale, causal=is_causal, backend=backend, out=result.transpose(1, 2))
     except (ValueError, TypeError) as e:  # name the SDPA arguments, not attention's
         msg = str(e)
-        for ours, theirs in (("q:", "query:"), ("q's", "query's"), ("k_cache", "key"), ("v_cache", "value"),
-                             ("softmax_scale", "scale")):
+        for ours, theirs in (("q:", "query:"), ("q's", "query's"), ("q is on", "query is on"), ("k_cache", "key"),
+                             ("v_cache", "value"), ("softmax_scale", "scale")):
             msg = msg.replace(ours, theirs)
         if _MENTIONS_SHAPES.search(msg):  # a shape or strides listed in attention's [B, L, H, E] order
             msg += " (shapes above are in the [B, L, H, E] order fmha uses internally)"
@@ -233,7 +240,7 @@ def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   softmax_scale: Optional[float], causal: bool, backend: str,
                   block_table: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None) -> None:
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
-    check_out_disjoint(p, q, k_cache, v_cache, out)
+    check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)
     if (tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32
             or not lse.is_contiguous() or lse.device != q.device):
         raise ValueError(f"lse: expected a contiguous float32 [{p.batch}, {p.heads_q}, {p.seqlen_q}] tensor on "

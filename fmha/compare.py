@@ -169,9 +169,14 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     check_bool("timing", timing)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
         raise ValueError(f"reps: expected an int >= 1 (timed calls per backend), got {reps!r}")
+    if q.is_meta:
+        raise ValueError("q: a meta tensor has no data; compare runs every backend on real inputs")
     if backends is None:
         names = available_backends()
     else:
+        if not isinstance(backends, (str, list, tuple)):
+            raise TypeError(f"backends: expected a backend name or a list of names, got {type(backends).__name__} "
+                            f"{backends!r}; valid names: {', '.join(registry())}")
         names = [backends] if isinstance(backends, str) else list(backends)
         for name in names:  # every name checked before anything runs, as fmha.attention checks its backend=
             if not isinstance(name, str) or name not in registry():

@@ -19,6 +19,9 @@ SUPPORTED_HEAD_DIMS = (64, 128, 256, 512)  # K = V head dims (D_qk == D_v)
 # (D_qk, D_v): equal head dims, and DeepSeek's 576-wide keys (512 latent + 64 rope) whose first 512 columns
 # are the values.
 SUPPORTED_HEAD_DIM_PAIRS = tuple((d, d) for d in SUPPORTED_HEAD_DIMS) + ((576, 512),)
+# softmax_scale times log2(e), the kernels' float32 qk_scale, must stay a normal finite float32 (1.2e-38 to 3.4e38).
+MIN_SOFTMAX_SCALE = 1e-37
+MAX_SOFTMAX_SCALE = 1e38
 SUPPORTED_QK_DIMS = tuple(sorted({dk for dk, _ in SUPPORTED_HEAD_DIM_PAIRS}))
 
 
@@ -60,8 +63,9 @@ class Problem:
     # v_cache is k_cache's memory: the same data pointer and strides, so V is K's first head_dim_v columns
     # (k_cache itself, or k_cache[..., :head_dim_v]); a kernel may load each latent tile once for both.
     kv_shared: bool = False
-    # Bytes from each tensor's data pointer to one past its last element: q, k_cache, v_cache, out (0: none), for
-    # the per-call check that out's memory range meets none of the inputs' (check_out_disjoint).
+    # Bytes from each tensor's data pointer to one past its last element: q, k_cache, v_cache, out, cache_seqlens,
+    # block_table, sinks (0: none), for the per-call check that out's memory range meets none of the inputs'
+    # (check_out_disjoint).
     spans: Optional[tuple] = field(default=None, compare=False)
 
     def __post_init__(self):
@@ -124,8 +128,7 @@ def check_bool(name: str, value) -> None:
 def _check_tensor(name: str, t, layout: str) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor {layout}, got {type(t).__name__}")
-    if t.layout != torch.strided:
-        raise TypeError(f"{name}: layout {t.layout} is not allowed; expected a dense (torch.strided) tensor {layout}")
+    _check_dense(name, t, f"a dense (torch.strided) tensor {layout}")
     if t.dim() != 4:
         raise ValueError(f"{name}: expected a 4-D tensor {layout}, got {t.dim()}-D shape {_shape(t)}")
     if t.dtype not in SUPPORTED_DTYPES:
@@ -134,6 +137,14 @@ def _check_tensor(name: str, t, layout: str) -> None:
         raise ValueError(
             f"{name}: the last (head_dim) dimension must be contiguous (stride(-1) == 1), got strides "
             f"{tuple(t.stride())}; fmha never copies a tensor behind your back, pass a view with unit last stride")
+
+
+def _check_dense(name: str, t: torch.Tensor, expected: str) -> None:
+    """t is a plain strided tensor: not sparse, not nested (whose strided layout has no strides to read)."""
+    if t.is_nested:
+        raise TypeError(f"{name}: a nested tensor is not allowed; expected {expected}")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name}: layout {t.layout} is not allowed; expected {expected}")
 
 
 def _pairs() -> str:
@@ -226,12 +237,20 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
         raise TypeError(f"softmax_scale: expected a real number (a Python float or int; a bool is not one) or None, "
                         f"got {type(softmax_scale).__name__} {softmax_scale!r}")
     else:
-        softmax_scale = float(softmax_scale)
+        try:
+            softmax_scale = float(softmax_scale)
+        except OverflowError:
+            raise ValueError(f"softmax_scale: got {softmax_scale!r}, beyond a float; expected a finite positive "
+                             f"float of at most {MAX_SOFTMAX_SCALE:.3g}") from None
         if not math.isfinite(softmax_scale) or softmax_scale <= 0:
             raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale}")
+        if not MIN_SOFTMAX_SCALE <= softmax_scale <= MAX_SOFTMAX_SCALE:
+            raise ValueError(f"softmax_scale: got {softmax_scale:g}; the kernels scale the scores in float32 "
+                             f"(times log2(e)), so it must lie in [{MIN_SOFTMAX_SCALE:.3g}, {MAX_SOFTMAX_SCALE:.3g}]")
     if out is not None:
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out: expected a torch.Tensor [B, T, Hq, D_v] or None, got {type(out).__name__}")
+        _check_dense("out", out, "a dense (torch.strided) tensor [B, T, Hq, D_v] or None")
         if tuple(out.shape) != (B, T, Hq, Dv):
             what = "q's shape" if Dv == D else f"q's [B, T, Hq] and v_cache's head_dim {Dv}"
             raise ValueError(f"out: expected shape [{B}, {T}, {Hq}, {Dv}] ({what}), got {_shape(out)}")
@@ -260,7 +279,8 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                    aligned_16b=aligned, head_dim_v=Dv,
                    kv_heads_adjacent=all(t.stride(2) == t.shape[3] or Hkv == 1 for t in (k_cache, v_cache)),
                    has_sinks=sinks is not None, kv_shared=shares_memory(k_cache, v_cache),
-                   spans=tuple(_span_bytes(t) if t is not None else 0 for t in (q, k_cache, v_cache, out)),
+                   spans=tuple(_span_bytes(t) if t is not None else 0
+                               for t in (q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)),
                    **paged_fields)
 
 
@@ -269,18 +289,26 @@ def _span_bytes(t: torch.Tensor) -> int:
     return (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
-def check_out_disjoint(p: Problem, q, k_cache, v_cache, out) -> None:
-    """out is written while q, k_cache and v_cache are read: their memory ranges must not meet (out=q included).
-    Per call (the data pointers are not part of the validation memo's key); ranges, so an out interleaved with
-    an input without sharing an element is refused too."""
+def check_out_disjoint(p: Problem, q, k_cache, v_cache, out, cache_seqlens=None, block_table=None,
+                       sinks=None) -> None:
+    """out is written while q, k_cache, v_cache (and cache_seqlens, block_table, sinks) are read: their memory ranges
+    must not meet (out=q included). Per call (the data pointers are not part of the validation memo's key);
+    ranges, so an out interleaved with an input without sharing an element is refused too."""
     o, s = out.data_ptr(), p.spans
     o_end = o + s[3]
     qa, ka, va = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
-    if not ((qa < o_end and o < qa + s[0]) or (ka < o_end and o < ka + s[1]) or (va < o_end and o < va + s[2])):
+    meets = (qa < o_end and o < qa + s[0]) or (ka < o_end and o < ka + s[1]) or (va < o_end and o < va + s[2])
+    for t, span in ((cache_seqlens, s[4]), (block_table, s[5]), (sinks, s[6])):
+        if t is not None and not meets:
+            a = t.data_ptr()
+            meets = a < o_end and o < a + span
+    if not meets or out.is_meta:  # (meta: no memory, every data pointer is 0)
         return
-    if out.is_meta:  # no memory: every meta tensor's data pointer is 0
-        return
-    for name, t, span in (("q", q, s[0]), ("k_cache", k_cache, s[1]), ("v_cache", v_cache, s[2])):
+    named = (("q", q, s[0]), ("k_cache", k_cache, s[1]), ("v_cache", v_cache, s[2]),
+             ("cache_seqlens", cache_seqlens, s[4]), ("block_table", block_table, s[5]), ("sinks", sinks, s[6]))
+    for name, t, span in named:
+        if t is None:
+            continue
         a = t.data_ptr()
         if a < o_end and o < a + span:
             raise ValueError(f"out: its memory [{o:#x}, {o_end:#x}) overlaps {name}'s [{a:#x}, {a + span:#x}); "

@@ -99,6 +99,11 @@ def test_torch_compile_refuses_what_eager_refuses():
                             backend="eager")
     with pytest.raises(Exception, match=r"causal: expected a bool"):
         flagged(q, k, v)
+    torch._dynamo.reset()  # inputs that require grad: the op runs below autograd, the traced wrapper refuses them
+    graded = torch.compile(lambda q, k, v: fmha.attention(q, k, v, backend="reference"), fullgraph=True,
+                           backend="eager")
+    with pytest.raises(Exception, match=r"q: requires_grad=True, but fmha computes no gradients"):
+        graded(q.clone().requires_grad_(), k, v)
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="CUDA graphs need a GPU")
@@ -177,9 +182,13 @@ def test_compare_refuses_bad_arguments_before_running():
                               ({"reps": 2.5}, ValueError, r"reps: expected an int >= 1"),
                               ({"timing": "no"}, TypeError, r"timing: expected a bool"),
                               ({"backends": []}, ValueError, r"backends: an empty list compares nothing"),
-                              ({"backends": ["reference", "reference"]}, ValueError, r"names a backend twice")):
+                              ({"backends": ["reference", "reference"]}, ValueError, r"names a backend twice"),
+                              ({"backends": 5}, TypeError, r"backends: expected a backend name or a list of names"),
+                              ({"backends": b"reference"}, TypeError, r"backends: expected a backend name")):
         with pytest.raises(exc, match=said):
             fmha.compare(q, k, v, **kwargs)
+    with pytest.raises(ValueError, match=r"q: a meta tensor has no data"):
+        fmha.compare(*(t.to("meta") for t in (q, k, v)))
     with pytest.raises(ValueError, match=r"q: requires_grad=True"):
         fmha.compare(q.clone().requires_grad_(), k, v)
 

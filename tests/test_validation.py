@@ -138,6 +138,23 @@ def test_softmax_scale_must_be_a_real_number(scale, got):
         fmha.sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=scale, enable_gqa=True)
 
 
+@pytest.mark.parametrize("scale,says", ((10 ** 400, "beyond a float"), (1e300, "must lie in"), (1e-300, "must lie in"),
+                                        (2e38, "must lie in")))
+def test_softmax_scale_must_stay_a_float32_scale(scale, says):
+    """The kernels multiply the scores by softmax_scale * log2(e) in float32: a scale whose product is not a
+    normal float32 (or that is no float at all) is refused, not turned into NaN."""
+    q, k, v = good()
+    raises(ValueError, f"softmax_scale: .*{says}", q, k, v, softmax_scale=scale, backend="reference")
+
+
+def test_nested_and_sparse_tensors_are_named():
+    q, k, v = good()
+    nested = torch.nested.nested_tensor([q[0], q[1]])
+    raises(TypeError, r"q: a nested tensor is not allowed", nested, k, v)
+    raises(TypeError, r"out: layout torch.sparse_coo is not allowed", q, k, v, out=torch.zeros(2, 1, 8, 64,
+           dtype=bf16).to_sparse(), backend="reference")
+
+
 def test_softmax_scale_accepts_real_numbers():
     import fractions
 
@@ -200,6 +217,14 @@ def test_sdpa_rejects_what_it_cannot_honour():
         fmha.sdpa(q, k, k, is_causal=True, enable_gqa=True)
     with pytest.raises(ValueError, match=r"dropout_p: got 0.1"):
         fmha.sdpa(q, k, k, dropout_p=0.1, enable_gqa=True)
+    with pytest.raises(TypeError, match=r"dropout_p: expected a float, got Tensor"):
+        fmha.sdpa(q, k, k, dropout_p=torch.tensor(0.0), enable_gqa=True)
+    with pytest.raises(TypeError, match=r"is_causal: expected a bool, got 'yes'"):
+        fmha.sdpa(q, k, k, is_causal="yes", enable_gqa=True)
+    with pytest.raises(TypeError, match=r"enable_gqa: expected a bool, got 1"):
+        fmha.sdpa(q, k, k, enable_gqa=1)
+    with pytest.raises(ValueError, match=r"key: on device meta but query is on cpu"):
+        fmha.sdpa(q, k.to("meta"), k.to("meta"), enable_gqa=True)
 
 
 def test_sdpa_errors_name_sdpa_arguments():
@@ -239,6 +264,24 @@ def test_out_that_meets_an_input_is_refused():
         fmha.explain(q, k, v, out=q)
     meta = [t.to("meta") for t in (q, k, v)]  # no memory, every data pointer 0: nothing to overlap
     fmha.explain(*meta, out=torch.empty(2, 1, 8, 64, dtype=bf16, device="meta"))
+
+
+def test_out_that_meets_lengths_table_or_sinks_is_refused():
+    """out is written while the kernels still read cache_seqlens, block_table and sinks: an out whose memory holds
+    them is refused too (the Triton kernel would overwrite the lengths before every sequence read its own)."""
+    q, k, v = good(Hq=4)
+    buf = torch.zeros(512, dtype=bf16)
+    out = buf.view(2, 1, 4, 64)
+    sl = buf.view(torch.int32)[64:66]
+    raises(ValueError, r"out: its memory .* overlaps cache_seqlens's", q, k, v, sl, out=out, backend="reference")
+    sinks = buf.view(torch.float32)[4:8]
+    raises(ValueError, r"out: its memory .* overlaps sinks's", q, k, v, out=out, sinks=sinks, backend="reference")
+    pool = torch.randn(4, 8, 2, 64, dtype=bf16)
+    table = buf.view(torch.int32)[:4].view(2, 2)
+    table.zero_()
+    raises(ValueError, r"out: its memory .* overlaps block_table's", q, pool, pool, torch.full((2,), 16,
+           dtype=torch.int32), block_table=table, out=out, backend="reference")
+    fmha.attention(q, k, v, torch.full((2,), 16, dtype=torch.int32), out=torch.empty_like(out), backend="reference")
 
 
 def test_out_that_requires_grad_is_refused():
