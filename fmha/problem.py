@@ -298,10 +298,15 @@ def check_out_disjoint(p: Problem, q, k_cache, v_cache, out, cache_seqlens=None,
     o_end = o + s[3]
     qa, ka, va = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
     meets = (qa < o_end and o < qa + s[0]) or (ka < o_end and o < ka + s[1]) or (va < o_end and o < va + s[2])
-    for t, span in ((cache_seqlens, s[4]), (block_table, s[5]), (sinks, s[6])):
-        if t is not None and not meets:
-            a = t.data_ptr()
-            meets = a < o_end and o < a + span
+    if not meets and cache_seqlens is not None:  # (unrolled: this runs on every eager call with an out)
+        a = cache_seqlens.data_ptr()
+        meets = a < o_end and o < a + s[4]
+    if not meets and block_table is not None:
+        a = block_table.data_ptr()
+        meets = a < o_end and o < a + s[5]
+    if not meets and sinks is not None:
+        a = sinks.data_ptr()
+        meets = a < o_end and o < a + s[6]
     if not meets or out.is_meta:  # (meta: no memory, every data pointer is 0)
         return
     named = (("q", q, s[0]), ("k_cache", k_cache, s[1]), ("v_cache", v_cache, s[2]),
