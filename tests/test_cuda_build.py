@@ -148,15 +148,26 @@ def test_packed_arguments_reach_the_c_side(build):
 
     def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, v=ptr, config=0, block_table=0, page_size=0,
              head_dim_v=0, num_blocks=0, max_blocks=0, table_stride=None, sinks=0, num_splits=1, workspace=0,
-             workspace_bytes=0, balanced=0):
+             workspace_bytes=0, balanced=0, lse=ptr, seqlens=0, out_strides=(1 << 24, 1 << 16, 1024), scale=0.125):
         table_stride = max_blocks if table_stride is None else table_stride
-        cb._PACKED.pack_into(buf.raw, 0, q, ptr, v, ptr, ptr, 0, B, T, Hq, Hkv, S, D, dtype,
-                             *([1024] * 12), 0.125, 1, num_splits, config, workspace, workspace_bytes, 0, block_table,
-                             table_stride, page_size, head_dim_v, num_blocks, max_blocks, sinks, balanced)
+        cb._PACKED.pack_into(buf.raw, 0, q, ptr, v, ptr, lse, seqlens, B, T, Hq, Hkv, S, D, dtype,
+                             *([1024] * 9), *out_strides, scale, 1, num_splits, config, workspace, workspace_bytes, 0,
+                             block_table, table_stride, page_size, head_dim_v, num_blocks, max_blocks, sinks, balanced)
         status = lib.fmha_decode(buf.address)
         return status, lib.fmha_last_error().decode()
 
     assert call(D=96) == (1, "head dim D=96 not supported (64, 128, 256, 512, 576)")
+    for kwargs in ({"lse": ptr + 2}, {"seqlens": ptr + 1}):
+        status, msg = call(**kwargs)
+        assert status != 0 and "lse (float32) and cache_seqlens (int32) must be 4-byte aligned" in msg, msg
+    status, msg = call(out_strides=(1 << 24, 1 << 16, 2 ** 40))
+    assert status != 0 and "strides must be non-negative multiples of 16 bytes below 2^40 elements" in msg, msg
+    for strides in ((0, 0, 0), (1 << 24, 1 << 16, 64), (1024, 1 << 16, 1024)):  # heads 64 apart, batches 1024
+        status, msg = call(out_strides=strides)
+        assert status != 0 and "make rows of [B=2, T=1, Hq=8, 128] share memory" in msg, msg
+    for scale in (3e38, 1e-45):  # softmax_scale * log2(e) overflows, or is no normal float32
+        status, msg = call(scale=scale)
+        assert status != 0 and "a normal float32" in msg, msg
     status, msg = call(Hq=6, Hkv=4)
     assert status != 0 and "Hq=6 is not a multiple of Hkv=4" in msg
     status, msg = call(q=0)
@@ -229,6 +240,10 @@ def test_merge_query_rejects_bad_arguments(build):
     """fmha_cluster_merge and fmha_row_block_pairs answer -1 for a head dim, dtype or configuration they have no
     kernel for (no GPU needed: they return before any CUDA call)."""
     lib = loader._declare(ctypes.CDLL(str(build[0])))
+    assert lib.fmha_cluster_merge(128, 1, 1, 4, -5, 8) == -1 and lib.fmha_cluster_merge(128, 1, 1, 0, 8, 4) == -1
+    assert lib.fmha_cluster_merge(128, 1, 1, 8, 8, 0) == -1 and lib.fmha_cluster_merge(128, 1, 1, 2000, 8, 4) == -1
+    assert lib.fmha_paged_gather(7, 99, 64, 1) == -1 and lib.fmha_paged_gather(128, 4, 64, 1) == -1
+    assert lib.fmha_workspace_bytes(-1, 1, 1, 64, 2) == 0 and lib.fmha_workspace_bytes(1, 1, 1, 64, 1) == 0
     assert lib.fmha_cluster_merge(96, 1, 1, 8, 8, 4) == -1
     assert lib.fmha_cluster_merge(128, 2, 1, 8, 8, 4) == -1
     assert lib.fmha_cluster_merge(128, 1, 3, 8, 8, 4) == -1
@@ -269,8 +284,9 @@ def test_balanced_deals_query(build):
         assert lib.fmha_balanced_deals(D, 8, 4097, 16, 1, 4096, 0, 4097) == 0  # more sequences than it deals
         assert lib.fmha_balanced_deals(D, 8, 4096, 16, 8, 2 ** 20, 0, 4096 * 8) == 1
         assert lib.fmha_balanced_deals(D, 8, 4096, 16, 8, 2 ** 22, 0, 4096 * 8) == 0  # positions past 2^31
-        assert lib.fmha_balanced_deals(D, 9, 160, 16, 1, 4096, 0, 160) == 0  # the 64-key seesaw: never
-    assert lib.fmha_balanced_deals(128, 1, 160, 16, 1, 4096, 0, 160) == 0
+        assert lib.fmha_balanced_deals(D, 9, 160, 16, 1, 4096, 0, 160) == -1  # balanced=1 is LATENT_NARROW's only
+        assert lib.fmha_balanced_deals(D, 8, 160, 16, 1, 2 ** 31 - 1024, 0, 160) == -1  # past fmha_decode's S
+    assert lib.fmha_balanced_deals(128, 1, 160, 16, 1, 4096, 0, 160) == -1
     assert lib.fmha_balanced_deals(96, 8, 160, 16, 1, 4096, 0, 160) == -1
     assert lib.fmha_balanced_deals(576, 8, 0, 16, 1, 4096, 0, 160) == -1
     assert lib.fmha_balanced_deals(576, 8, 160, 16, 3, 4096, 0, 160) == -1  # Hq not a multiple of Hkv

@@ -8,6 +8,7 @@
 // The kernels live in one translation unit each (instantiations/); this file holds no device code.
 #include <cuda_runtime.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -136,7 +137,27 @@ const char* kConfigHelp =
     "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }
-bool bad_stride(int64_t s) { return s < 0 || (s * 2) % 16 != 0; }
+// Strides in 16-bit elements: non-negative multiples of 16 bytes below 2^40 elements (no address wraps).
+bool bad_stride(int64_t s) { return s < 0 || s >= (int64_t(1) << 40) || (s * 2) % 16 != 0; }
+
+// Whether out's rows share memory: over the dimensions of more than one element, sorted by stride, each stride
+// must step past everything the smaller ones span (Dv contiguous elements innermost).
+bool out_rows_overlap(int B, int T, int Hq, int Dv, int64_t o_b, int64_t o_t, int64_t o_h) {
+  struct Dim { int64_t n, stride; } dims[3] = {{Hq, o_h}, {T, o_t}, {B, o_b}};
+  for (int i = 0; i < 3; ++i)  // (insertion sort of three)
+    for (int j = i; j > 0 && dims[j].stride < dims[j - 1].stride; --j) {
+      const Dim t = dims[j];
+      dims[j] = dims[j - 1];
+      dims[j - 1] = t;
+    }
+  int64_t extent = Dv;  // elements the inner dimensions span
+  for (const Dim& d : dims) {
+    if (d.n <= 1) continue;
+    if (d.stride < extent) return true;
+    extent = (d.n - 1) * d.stride + extent;
+  }
+  return false;
+}
 bool out_of_int(int64_t v) { return v < 1 || v > INT32_MAX; }
 
 }  // namespace
@@ -154,7 +175,7 @@ int fmha_config_ctas_per_sm(int D, int config) { return config_shape(D, config).
 int fmha_config_narrow_rows(int D, int config) { return config_shape(D, config).narrow_rows; }
 
 int fmha_paged_gather(int D, int config, long long page_size, long long ctas) {
-  if (page_size < 1 || page_size > INT32_MAX) return -1;
+  if (page_size < 1 || page_size > INT32_MAX || config_shape(D, config).tile_n == 0) return -1;
   if (config == FMHA_CONFIG_KV_HEAD_PAIRS) {  // answered for the kernel that runs them (D = 128 STREAM)
     D = 128;
     config = FMHA_CONFIG_STREAM;
@@ -169,7 +190,9 @@ int fmha_max_active_clusters(int D, int config, int cluster_size) {
 }
 
 int fmha_cluster_merge(int D, int dtype, int config, int num_splits, long long clusters, int rows) {
-  if (dtype != 0 && dtype != 1) return -1;
+  if ((dtype != 0 && dtype != 1) || num_splits < 1 || num_splits > 1024 || clusters < 1 || clusters > INT32_MAX ||
+      rows < 1 || rows > (1 << 30))
+    return -1;
   return with_instance(D, config, -1, [&](auto d, auto c) {
     constexpr int kD = decltype(d)::value, kC = decltype(c)::value;
     const bool exclusive = fmha::exclusive_sms(clusters * num_splits, num_splits);  // as the launch will decide
@@ -188,7 +211,8 @@ int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks
 }
 
 int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas) {
-  if (B < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv != 0 || S < 1 || page_size < 0 || page_size > INT32_MAX || ctas < 1)
+  if (B < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv != 0 || S < 1 || S > INT32_MAX - 1024 || page_size < 0 ||
+      page_size > INT32_MAX || ctas < 1 || config != FMHA_CONFIG_LATENT_NARROW)
     return -1;
 #if FMHA_TARGET_SM == 90
   return with_instance(D, config, -1, [&](auto d, auto c) {
@@ -198,11 +222,12 @@ int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long l
     return I::deals_tiles(B, Hkv, S, ctas, true, I::q_box_tma(Hq / Hkv), gather) ? 1 : 0;
   });
 #else
-  return 0;  // no balanced schedule on sm_100a
+  return -1;  // no LATENT_NARROW kernel on sm_100a
 #endif
 }
 
 size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
+  if (B < 1 || T < 1 || Hq < 1 || D < 1) return 0;
   return fmha::workspace_bytes(B, T, Hq, D, num_splits);
 }
 
@@ -228,9 +253,8 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     if (a->block_table_stride < a->max_blocks_per_seq)
       return fail("block_table_stride=%lld is below max_blocks_per_seq=%lld", (long long)a->block_table_stride,
                   (long long)a->max_blocks_per_seq);
-    if (a->B > 0 && a->block_table_stride > INT64_MAX / a->B)
-      return fail("block_table_stride=%lld too large for B=%lld rows", (long long)a->block_table_stride,
-                  (long long)a->B);
+    if (a->block_table_stride >= (int64_t(1) << 40))
+      return fail("block_table_stride=%lld too large: at most 2^40 - 1 elements", (long long)a->block_table_stride);
   } else if (a->page_size != 0 || a->num_blocks != 0 || a->max_blocks_per_seq != 0 || a->block_table_stride != 0) {
     return fail("page_size=%lld num_blocks=%lld max_blocks_per_seq=%lld block_table_stride=%lld without a "
                 "block_table (all must be 0 for contiguous caches)", (long long)a->page_size,
@@ -271,14 +295,17 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     return fail("null tensor pointer (q, k, v, out, lse are required)");
   if (misaligned(a->q) || misaligned(a->k) || misaligned(a->v) || misaligned(a->out))
     return fail("q, k_cache, v_cache and out must start on 16-byte boundaries");
+  if ((a->lse & 3u) != 0 || (a->cache_seqlens & 3u) != 0)
+    return fail("lse (float32) and cache_seqlens (int32) must be 4-byte aligned");
   if (bad_stride(a->q_b) || bad_stride(a->q_t) || bad_stride(a->q_h) || bad_stride(a->o_b) || bad_stride(a->o_t) ||
       bad_stride(a->o_h))
-    return fail("q/out strides must be non-negative multiples of 16 bytes (q %lld %lld %lld, out %lld %lld %lld)",
-                (long long)a->q_b, (long long)a->q_t, (long long)a->q_h, (long long)a->o_b, (long long)a->o_t,
-                (long long)a->o_h);
+    return fail("q/out strides must be non-negative multiples of 16 bytes below 2^40 elements (q %lld %lld %lld, "
+                "out %lld %lld %lld)", (long long)a->q_b, (long long)a->q_t, (long long)a->q_h, (long long)a->o_b,
+                (long long)a->o_t, (long long)a->o_h);
   const float softmax_scale = static_cast<float>(a->softmax_scale);
-  if (!(softmax_scale > 0.f) || !std::isfinite(softmax_scale))
-    return fail("softmax_scale %g must be finite and positive", a->softmax_scale);
+  // (the kernels scale by softmax_scale * log2(e) in float32: that product must be a normal float)
+  if (!(softmax_scale > 0.f) || !std::isfinite(softmax_scale * kLog2e) || softmax_scale * kLog2e < FLT_MIN)
+    return fail("softmax_scale %g must be positive with softmax_scale * log2(e) a normal float32", a->softmax_scale);
   if (a->causal != 0 && a->causal != 1) return fail("causal=%lld invalid (0 or 1)", (long long)a->causal);
   if (a->num_splits < 1 || a->num_splits > 1024) return fail("num_splits=%lld out of range [1, 1024]", (long long)a->num_splits);
   const int num_splits = static_cast<int>(a->num_splits);
@@ -287,7 +314,11 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     return fail("config=%lld invalid for D=%d (%s)", (long long)a->config, D, kConfigHelp);
   const int config = static_cast<int>(a->config);
   const int G = Hq / Hkv;
-  if (static_cast<long long>(T) * G > (1LL << 30)) return fail("T * Hq / Hkv too large");
+  if (static_cast<long long>(T) * G > (1LL << 30))
+    return fail("T x Hq / Hkv = %lld packed rows: at most 2^30", static_cast<long long>(T) * G);
+  if (out_rows_overlap(B, T, Hq, Dv, a->o_b, a->o_t, a->o_h))
+    return fail("out strides %lld %lld %lld make rows of [B=%d, T=%d, Hq=%d, %d] share memory", (long long)a->o_b,
+                (long long)a->o_t, (long long)a->o_h, B, T, Hq, Dv);
   if (config == FMHA_CONFIG_LATENT_NARROW && static_cast<long long>(T) * G > config_shape(D, config).narrow_rows)
     return fail("config LATENT_NARROW serves at most %d packed rows, got T x Hq/Hkv = %lld",
                 config_shape(D, config).narrow_rows, static_cast<long long>(T) * G);

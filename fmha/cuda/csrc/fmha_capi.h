@@ -63,7 +63,8 @@ int fmha_config_ctas_per_sm(int D, int config);
 int fmha_config_narrow_rows(int D, int config);
 // 1 where a paged launch of page_size-token pages on this head dim and configuration, in a grid of `ctas`
 // CTAs (splits included) on the current device, takes the gather path (cp.async by the producer warps), 0
-// where TMA boxes inside each page serve it; -1 for a page size outside [1, 2^31 - 1].
+// where TMA boxes inside each page serve it; -1 for a page size outside [1, 2^31 - 1] or a (D, config) without
+// a kernel.
 int fmha_paged_gather(int D, int config, long long page_size, long long ctas);
 
 // How a split-KV launch of this head dim / dtype (0 = fp16, 1 = bf16) / configuration with num_splits
@@ -71,7 +72,8 @@ int fmha_paged_gather(int D, int config, long long page_size, long long ctas);
 // on the current device: 0 through the workspace and the combine kernel; inside thread-block clusters
 // (no combine kernel, no workspace) 1 with every split pushing each row to the rank that merges it
 // once all have finished (at most 16 rows; any number in LATENT_SEESAW64), 2 as pairs of CTAs that push as
-// soon as each has finished (two splits). -1: D, dtype or configuration invalid. A paged launch on the
+// soon as each has finished (two splits). -1: D, dtype or configuration invalid, or a count out of range (num_splits
+// in [1, 1024], clusters in [1, 2^31 - 1], rows in [1, 2^30]). A paged launch on the
 // gather path (fmha_paged_gather) takes 0 where this answers 1; a launch with sinks takes 0 where this
 // answers 2 (the pair merge has no sinks; the dealt rows and the combine kernel add them).
 int fmha_cluster_merge(int D, int dtype, int config, int num_splits, long long clusters, int rows);
@@ -88,22 +90,23 @@ int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks
 
 // Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs where the splits merge
 // through the combine kernel (fmha_cluster_merge() == 0); a launch merged in clusters needs none.
-size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D: V's head dim
+size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D: V's head dim; 0 for a count below 1
 // 1 where a launch with balanced = 1 (below) and cache_seqlens, of B sequences of capacity S (paged: max_blocks_per_seq
 // x page_size tokens; page_size 0: a contiguous cache) in `ctas` CTAs (splits included) on the current device,
 // deals its tiles by cache length; 0 where it runs the static schedule instead (pages its producer warps gather,
-// a Q box that does not fit Hq / Hkv heads, more than 4096 sequences, tile positions past 2^31, another
-// configuration, sm_100a); -1 for an invalid argument or a (D, config) without a kernel. For a Q whose strides are
-// nonzero where its dimension has more than one element (a Q broadcast over a dimension is read without TMA, and
-// its launch runs static).
+// a Q box that does not fit Hq / Hkv heads, more than 4096 sequences, tile positions past 2^31); -1 for an invalid
+// argument or a configuration other than LATENT_NARROW, for which fmha_decode refuses balanced = 1 (every
+// configuration on sm_100a). For a Q whose strides are nonzero where its dimension has more than one element (a Q
+// broadcast over a dimension is read without TMA, and its launch runs static).
 int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas);
 // Bytes of workspace a balanced launch needs (FmhaDecodeArgs::balanced; Dv: V's head dim), 0 for a count below 1.
 size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits);
 
 // Decode attention, all arguments in one struct of 8-byte fields (one FFI argument).
-// q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, D] (dtype 0 = fp16, 1 = bf16; strides in
-// elements, last stride 1), lse [B, Hq, T] float32 contiguous, cache_seqlens int32 [B] or 0 (= S for
-// every sequence; clamped to [0, S] on the device), stream a cudaStream_t; workspace (16-byte aligned,
+// q [B, T, Hq, D], k/v [B, S, Hkv, D], out [B, T, Hq, head_dim_v] (dtype 0 = fp16, 1 = bf16; strides in
+// elements, last stride 1; q and out 16-byte aligned with strides of 16 bytes below 2^40 elements, out's rows
+// distinct), lse [B, Hq, T] float32 contiguous, cache_seqlens int32 [B] or 0 (= S for every sequence; clamped to
+// [0, S] on the device; both 4-byte aligned), stream a cudaStream_t; workspace (16-byte aligned,
 // fmha_workspace_bytes) where num_splits > 1 merges through the combine kernel, else 0 is accepted.
 // Paged caches: block_table int32 [B, max_blocks_per_seq] (rows block_table_stride elements apart) of
 // page ids; k and v are then pools [num_blocks, page_size, Hkv, D] (any 16-byte strides: k_b/v_b between
@@ -127,7 +130,7 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to initialise)
 // that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the same on every
 // run on a given device (the shares depend on its SM count). Where the launch cannot deal the tiles (no
-// cache_seqlens, or where fmha_balanced_deals answers 0) it runs as with balanced = 0.
+// cache_seqlens, or where fmha_balanced_deals answers 0) it runs as with balanced = 0, its workspace still required.
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;  // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;
