@@ -215,9 +215,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
         if not isinstance(cache_seqlens, torch.Tensor):
             raise TypeError(f"cache_seqlens: expected an int32 tensor of shape [{B}] or None, "
                             f"got {type(cache_seqlens).__name__}")
-        if cache_seqlens.layout != torch.strided:
-            raise TypeError(f"cache_seqlens: layout {cache_seqlens.layout} is not allowed; expected a dense "
-                            "(torch.strided) int32 tensor")
+        _check_dense("cache_seqlens", cache_seqlens, "a dense (torch.strided) int32 tensor")
         if cache_seqlens.dtype != torch.int32:
             raise TypeError(f"cache_seqlens: dtype {cache_seqlens.dtype} is not allowed; expected torch.int32")
         if cache_seqlens.dim() != 1 or cache_seqlens.shape[0] != B:
@@ -336,8 +334,7 @@ def _check_sinks(sinks, Hq: int, device) -> None:
     what = f"a contiguous float32 tensor [Hq={Hq}] (one logit per query head) on {device}"
     if not isinstance(sinks, torch.Tensor):
         raise TypeError(f"sinks: expected {what} or None, got {type(sinks).__name__}")
-    if sinks.layout != torch.strided:
-        raise TypeError(f"sinks: layout {sinks.layout} is not allowed; expected {what}")
+    _check_dense("sinks", sinks, what)
     if sinks.dtype != torch.float32:
         raise TypeError(f"sinks: dtype {sinks.dtype} is not allowed; expected torch.float32 (pass sinks.float())")
     if sinks.dim() != 1 or sinks.shape[0] != Hq:
@@ -353,9 +350,7 @@ def _check_block_table(block_table, B: int, device) -> int:
     what = f"an int32 tensor [B={B}, max_blocks_per_seq] of page ids"
     if not isinstance(block_table, torch.Tensor):
         raise TypeError(f"block_table: expected {what} or None, got {type(block_table).__name__}")
-    if block_table.layout != torch.strided:
-        raise TypeError(f"block_table: layout {block_table.layout} is not allowed; expected a dense (torch.strided) "
-                        f"{what[3:]}")
+    _check_dense("block_table", block_table, f"a dense (torch.strided) {what[3:]}")
     if block_table.dtype != torch.int32:
         raise TypeError(f"block_table: dtype {block_table.dtype} is not allowed; expected torch.int32")
     if block_table.dim() != 2:

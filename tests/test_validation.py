@@ -151,6 +151,8 @@ def test_nested_and_sparse_tensors_are_named():
     q, k, v = good()
     nested = torch.nested.nested_tensor([q[0], q[1]])
     raises(TypeError, r"q: a nested tensor is not allowed", nested, k, v)
+    lengths = torch.nested.nested_tensor([torch.tensor([3], dtype=torch.int32), torch.tensor([5], dtype=torch.int32)])
+    raises(TypeError, r"cache_seqlens: a nested tensor is not allowed", q, k, v, lengths)
     raises(TypeError, r"out: layout torch.sparse_coo is not allowed", q, k, v, out=torch.zeros(2, 1, 8, 64,
            dtype=bf16).to_sparse(), backend="reference")
 
