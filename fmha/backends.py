@@ -42,12 +42,13 @@ class TritonBackend(Backend):
         return "no CUDA GPU, and TRITON_INTERPRET=1 is not set (the Triton interpreter runs it on the CPU)"
 
     def unsupported_reason(self, p):
-        if p.device.type == "cuda":
-            return None
-        if p.device.type == "cpu" and interpreter_enabled():
-            return None
-        return (f"tensors on {p.device}: the Triton kernel needs CUDA tensors, or CPU tensors "
-                "with TRITON_INTERPRET=1")
+        if not (p.device.type == "cuda" or (p.device.type == "cpu" and interpreter_enabled())):
+            return (f"tensors on {p.device}: the Triton kernel needs CUDA tensors, or CPU tensors "
+                    "with TRITON_INTERPRET=1")
+        if p.seqlen_k > 2 ** 31 - 1 - 1024:  # (a split's end and a tile's keys are int32 sums past S)
+            what = "max_blocks_per_seq x page_size" if p.has_block_table else "seqlen_k"
+            return f"{what} {p.seqlen_k} too large: the kernel's token indices must stay below 2^31 - 1024"
+        return None
 
     # Importing fmha.triton.decode imports triton, which reads TRITON_INTERPRET when the kernels are defined
     # and takes about a second: deferred to the first use, so that `import fmha` does neither.

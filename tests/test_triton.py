@@ -3,13 +3,18 @@
 On a CPU the kernels run under the Triton interpreter on a reduced grid; on a
 GPU the full grid runs, including the 72-config grid of the issue.
 """
+import dataclasses
 import itertools
 
 import pytest
 import torch
 
+import fmha
+
 from conftest import DEVICE, HAS_GPU
-from _util import check_backend, compare, make_inputs, poisoned_out
+from _util import check_backend, compare, has_cuda_kernel, make_inputs, make_problem, poisoned_out
+from fmha.backends import registry
+from fmha.dispatch import decide
 from fmha.problem import validate
 from fmha.reference import attention_reference
 
@@ -90,6 +95,36 @@ def test_forced_split_kv(D, num_splits):
 def test_long_cache_heuristic_split(B, T, Hq, Hkv, S, D):
     q, k, v, _ = make_inputs(B, T, Hq, Hkv, S, D, device=DEVICE)
     check_backend("triton", q, k, v)
+
+
+@pytest.mark.parametrize("backend", ["triton", pytest.param("cuda", marks=pytest.mark.skipif(
+    not has_cuda_kernel(), reason="needs the CUDA kernel (an sm_90a GPU and nvcc)"))])
+def test_token_major_q_and_out_past_2_31_elements(backend):
+    """q and out whose token stride times the last query token passes 2^31 elements (a token-major [T, B, H, D]
+    layout permuted to [B, T, H, D] at large B x H x D): their addresses are formed in 64 bits (Triton's OFFS_64;
+    the CUDA kernel's strides are 64-bit). The buffers are 4 GiB of address space each, of which only the rows
+    written are touched."""
+    ts = 2 ** 30 + 64  # token stride (elements): token 2 starts past 2^31
+    shape, strides = (1, 3, 2, 64), (3 * ts, ts, 64, 1)
+    q_small, k, v, _ = make_inputs(1, 3, 2, 1, 16, 64, device=DEVICE)
+    q = torch.empty_strided(shape, strides, dtype=torch.bfloat16, device=DEVICE)
+    q.copy_(q_small)
+    out = torch.empty_strided(shape, strides, dtype=torch.bfloat16, device=DEVICE).fill_(float("nan"))
+    res, lse = fmha.attention(q, k, v, causal=True, return_lse=True, backend=backend, out=out)
+    assert res.data_ptr() == out.data_ptr()
+    ref, ref_lse = attention_reference(q_small, k, v, None, 64 ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what="token stride 2^30 + 64")
+
+
+def test_capacity_past_int32_token_indices_refused():
+    """Token indices (a split's end, a tile's keys) are int32 sums past the capacity S: S within 1024 of 2^31 is
+    refused by name, as by the CUDA backend."""
+    triton_backend = registry()["triton"]
+    p = make_problem(1, 1, 8, 8, 16, 64, device=DEVICE)
+    assert triton_backend.unsupported_reason(dataclasses.replace(p, seqlen_k=2 ** 31 - 1025)) is None
+    with pytest.raises(NotImplementedError, match=r"seqlen_k 2147482624 too large: the kernel's token indices must "
+                                                  r"stay below 2\^31 - 1024"):
+        decide(dataclasses.replace(p, seqlen_k=2 ** 31 - 1024), "triton")
 
 
 @pytest.mark.parametrize("D", [64, 512])

@@ -47,6 +47,9 @@ from ..splits import cdiv, choose_num_splits, num_sms
 
 LN2 = math.log(2.0)
 LOG2E = 1.0 / LN2
+# (the kernel's copies: a @triton.jit function reads only constexpr globals)
+_LN2 = tl.constexpr(LN2)
+_LOG2E = tl.constexpr(LOG2E)
 
 
 @triton.jit
@@ -76,9 +79,10 @@ def _decode_kernel(
     row_valid = rows < T * GROUP
     t = rows // GROUP
     hq = kvh * GROUP + rows % GROUP  # int64 through kvh
+    t_addr = t.to(tl.int64) if OFFS_64 else t  # t * stride_qt, t * stride_ot past 2^31 (token-major views)
     offs_d = tl.arange(0, HEAD_DIM)
 
-    q_rows = Q + b * stride_qb + t[:, None] * stride_qt + hq[:, None] * stride_qh
+    q_rows = Q + b * stride_qb + t_addr[:, None] * stride_qt + hq[:, None] * stride_qh
     q = tl.load(q_rows + offs_d[None, :], mask=row_valid[:, None], other=0.0)
     if UPCAST_DOT:  # the interpreter's bf16 tl.dot is wrong (triton-lang/triton#11584)
         q = q.to(tl.float32)
@@ -113,7 +117,7 @@ def _decode_kernel(
     table = BlockTable + b * stride_bt
     for n0 in range(start, end, BLOCK_N):
         offs_n = n0 + tl.arange(0, BLOCK_N)
-        if OFFS_64:  # token offsets * token stride past 2^31 elements (rare: huge strided views)
+        if OFFS_64:  # a sequence's (or page's) token span past 2^31 elements
             offs_n = offs_n.to(tl.int64)
         in_range = offs_n < end
         if PAGED == 2:  # the tile lies inside one page
@@ -172,7 +176,7 @@ def _decode_kernel(
         m_i = m_new
 
     if HAS_SINKS and NUM_SPLITS == 1:  # split partials stay sink-free: the combine kernel adds the sink
-        sink = tl.load(Sinks + hq) * 1.4426950408889634  # log2 domain, as m_i
+        sink = tl.load(Sinks + hq) * _LOG2E  # log2 domain, as m_i
         m_fin = tl.maximum(m_i, sink)
         m_fin = tl.where(m_fin == float("-inf"), 0.0, m_fin)  # no key and a -inf sink: 0 / 0 avoided below
         alpha = tl.math.exp2(m_i - m_fin)
@@ -181,9 +185,9 @@ def _decode_kernel(
         m_i = m_fin
     empty = l_i == 0.0
     o = acc / tl.where(empty, 1.0, l_i)[:, None]
-    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(tl.where(empty, 1.0, l_i))) * 0.6931471805599453)
+    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(tl.where(empty, 1.0, l_i))) * _LN2)
     if NUM_SPLITS == 1:
-        o_ptrs = Out + b * stride_ob + t[:, None] * stride_ot + hq[:, None] * stride_oh + offs_d[None, :]
+        o_ptrs = Out + b * stride_ob + t_addr[:, None] * stride_ot + hq[:, None] * stride_oh + offs_d[None, :]
         tl.store(o_ptrs, o.to(Out.dtype.element_ty), mask=row_valid[:, None])
         tl.store(Lse + (b * HEADS_Q + hq) * T + t, lse, mask=row_valid)
     else:
@@ -232,16 +236,16 @@ def _combine_splits(
 def launch_config(head_dim: int, rows: int):
     """(BLOCK_M, BLOCK_N, num_warps, num_stages) for one head dim (D_qk) and packed-row count.
 
-    BLOCK_M covers the packed rows (T x G) up to a register budget: the fp32
-    accumulator is BLOCK_M x D. BLOCK_N shrinks as D grows so that a K and a V
-    tile per pipeline stage stay within shared memory. The values are the
-    fastest of a sweep on an H200 (perf/RESULTS.md), e.g. D=128: BLOCK_N=128,
-    4 warps, 3 stages was within 1% of the best config on every shape tried.
+    BLOCK_M covers the packed rows (T x G) up to 64, a register budget: the fp32
+    accumulator is BLOCK_M x D. BLOCK_N keeps a K and a V tile per pipeline stage
+    within shared memory (128 keys at D = 128, 64 at D = 64 and 256, 32 at 512).
+    The values are the fastest of a sweep on an H200 (perf/RESULTS.md), e.g.
+    D=128: BLOCK_N=128, 4 warps, 3 stages was within 1% of the best config on
+    every shape tried.
     D_qk = 576 (D_v = 512 plus a 64-column tail) takes D = 512's tiles, not
     tuned for it: the same accumulator and one more 64-column Q and K tile.
     """
-    max_m = {64: 64, 128: 64, 256: 64, 512: 64, 576: 64}[head_dim]
-    block_m = min(max_m, max(16, triton.next_power_of_2(rows)))
+    block_m = min(64, max(16, triton.next_power_of_2(rows)))
     block_n = {64: 64, 128: 128, 256: 64, 512: 32, 576: 32}[head_dim]
     num_warps = 8 if block_m * head_dim >= 64 * 256 else 4
     num_stages = 2 if block_m * head_dim >= 64 * 512 else 3
@@ -256,6 +260,14 @@ def plan(p, device_sms: int):
     ctas = m_blocks * p.batch * p.heads_kv
     splits = choose_num_splits(ctas, p.seqlen_k, block_n, device_sms)
     return (block_m, block_n, num_warps, num_stages), m_blocks, splits
+
+
+def offsets_64(q, k_cache, v_cache, out, rows_in_span: int) -> bool:
+    """The kernel's OFFS_64: some token offset times its token stride reaches 2^31 elements (a K/V token of a
+    sequence or page, or a query token of q or out), so those products are formed in 64 bits."""
+    kv_span = max(k_cache.stride(1), v_cache.stride(1)) * rows_in_span
+    q_span = max(q.stride(1), out.stride(1)) * (q.shape[1] - 1)
+    return max(kv_span, q_span) >= 2 ** 31
 
 
 def paged_mode(p, block_n: int) -> int:
@@ -315,7 +327,7 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
         CAUSAL=p.causal and T > 1, HAS_SEQLENS=cache_seqlens is not None,
         UPCAST_DOT=interpreter_enabled(),
-        OFFS_64=max(k_cache.stride(1), v_cache.stride(1)) * rows_in_span >= 2 ** 31,
+        OFFS_64=offsets_64(q, k_cache, v_cache, out, rows_in_span),
         PAGED=paged, PAGE_SIZE=p.page_size if paged else 1,
         QK_TAIL=p.head_dim - D, KV_SHARED=p.kv_shared, HAS_SINKS=sinks is not None,
         num_warps=num_warps, num_stages=num_stages,
