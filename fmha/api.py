@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import re
+import warnings
 from typing import Optional
 
 import torch
@@ -111,11 +112,26 @@ def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal
     p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
     _check_inference_only(q, k_cache, v_cache, sinks, out)
     check_bool("return_lse", return_lse)
-    decision = decide(p, backend)
-    call = (p, registry()[decision.backend], None if return_lse else _lse_scratch(p, keep_only=True))
+    call = (p, _ready_runner(p, backend), None if return_lse else _lse_scratch(p, keep_only=True))
     if key is not None and len(_CALLS) < _CALLS_MAX:
         _CALLS[key] = call
     return call
+
+
+def _ready_runner(p, backend):
+    """The backend decide() takes for p, loaded. Where auto took one that cannot load (the CUDA library's first
+    build failing), it warns and takes the next: the failure is that backend's unavailable_reason from then on."""
+    decision = decide(p, backend)
+    runner = registry()[decision.backend]
+    if decision.source in ("explicit", "env"):  # asked for by name: its failure is the call's
+        return runner
+    try:
+        runner.prepare()
+    except RuntimeError as e:
+        warnings.warn(f"fmha: backend {decision.backend!r} could not be loaded, auto takes another: {e}",
+                      RuntimeWarning, stacklevel=4)
+        runner = registry()[decide(p, backend).backend]
+    return runner
 
 
 def _check_inference_only(q, k_cache, v_cache, sinks=None, out=None) -> None:
@@ -246,8 +262,7 @@ def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
             or not lse.is_contiguous() or lse.device != q.device):
         raise ValueError(f"lse: expected a contiguous float32 [{p.batch}, {p.heads_q}, {p.seqlen_q}] tensor on "
                          f"{q.device}, got {lse.dtype} {list(lse.shape)} strides {tuple(lse.stride())} on {lse.device}")
-    decision = decide(p, backend)
-    _run(registry()[decision.backend], p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks)
+    _run(_ready_runner(p, backend), p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks)
 
 
 @_attention_op.register_fake

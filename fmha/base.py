@@ -32,6 +32,15 @@ class Backend:
         """None when this backend can serve `p`, else why not."""
         return None
 
+    def auto_reason(self, p: Problem) -> Optional[str]:
+        """None when `auto` may pick this backend for a problem it serves, else why not (it still runs when
+        asked for by name)."""
+        return None
+
+    def prepare(self) -> None:
+        """Load what `run` needs (the CUDA backend: build or load its library); raises RuntimeError if it cannot,
+        after which `unavailable_reason` says why."""
+
     def launch_details(self, p: Problem) -> Optional[str]:
         """How this backend would launch `p` (kernel configuration, split count), for explain()."""
         return None

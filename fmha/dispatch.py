@@ -99,6 +99,8 @@ def _decide(p: Problem, backend: str) -> Decision:
         what = "backend= argument" if source == "explicit" else f"{BACKEND_ENV}={backend}"
         return Decision(backend, source, f"requested by {what}", considered)
 
+    considered = tuple((name, why if why is not None else registry()[name].auto_reason(p))
+                       for name, why in considered)
     usable = [name for name, why in considered if why is None]
     if p.device.type != "cuda":
         return Decision("reference", "rule", f"tensors on {p.device.type}: the fp32 reference is the "

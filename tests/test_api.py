@@ -59,6 +59,79 @@ def test_env_override(monkeypatch):
     check_backend("auto", q, k, v)
 
 
+def test_auto_leaves_the_sm100_kernel_to_callers_who_ask(monkeypatch):
+    """On compute capability 10.0 the cuda backend serves problems but auto does not take its kernel, which no
+    Blackwell GPU has run, unless FMHA_CUDA_SM100=1; backend='cuda' still chooses it (no GPU needed: the backend
+    as on a B200)."""
+    import dataclasses
+
+    from fmha.backends import registry
+    from fmha.cuda import backend as cb
+    from fmha.dispatch import decide, forget_decisions
+    from fmha.problem import validate
+
+    b = registry()["cuda"]
+    monkeypatch.setattr(cb, "_capability", lambda index: (10, 0))
+    monkeypatch.setattr(b, "_arch", 100)
+    monkeypatch.setattr(b, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(fmha.tuning, "lookup", lambda *args: None)  # (no tuning table without a GPU)
+    monkeypatch.delenv("FMHA_CUDA_SM100", raising=False)
+    monkeypatch.delenv("FMHA_BACKEND", raising=False)
+    forget_decisions()
+    try:
+        q, k, v, sl = make_inputs(2, 1, 8, 2, 64, 128)
+        p = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda", 0))
+        assert b.unsupported_reason(p) is None
+        d = decide(p, "auto")
+        assert d.backend == "triton"
+        assert "never run on a Blackwell GPU: auto takes it only with FMHA_CUDA_SM100=1" in dict(d.considered)["cuda"]
+        assert decide(p, "cuda").backend == "cuda"
+        monkeypatch.setenv("FMHA_CUDA_SM100", "1")
+        forget_decisions()
+        assert decide(p, "auto").backend == "cuda"
+    finally:
+        forget_decisions()
+
+
+def test_auto_passes_over_a_cuda_library_that_fails_to_build(monkeypatch):
+    """Where auto takes cuda and its library's first build fails, the call warns and runs the next backend instead
+    of raising; from then on the failure is cuda's unavailable_reason (no GPU needed: the backend as on an H200)."""
+    import dataclasses
+
+    from fmha.api import _ready_runner
+    from fmha.backends import registry
+    from fmha.cuda import backend as cb, loader
+    from fmha.dispatch import decide, forget_decisions
+    from fmha.problem import validate
+
+    b = registry()["cuda"]
+    monkeypatch.setattr(cb, "_capability", lambda index: (9, 0))
+    monkeypatch.setattr(b, "_arch", 90)
+    monkeypatch.setattr(b, "_fn", None)
+    monkeypatch.setattr(b, "_build_error", None)
+    monkeypatch.setattr(b, "unavailable_reason", lambda: b._build_error)
+    monkeypatch.setattr(fmha.tuning, "lookup", lambda *args: None)
+
+    def no_nvcc(arch):
+        raise loader.CudaBuildError("fmha: nvcc failed (exit 1) building the CUDA kernels.")
+
+    monkeypatch.setattr(loader, "load", no_nvcc)
+    monkeypatch.delenv("FMHA_BACKEND", raising=False)
+    forget_decisions()
+    try:
+        q, k, v, sl = make_inputs(2, 1, 8, 2, 64, 128)
+        p = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda", 0))
+        assert decide(p, "auto").backend == "cuda"
+        with pytest.warns(RuntimeWarning, match=r"backend 'cuda' could not be loaded, auto takes another: fmha: nvcc "
+                                                r"failed \(exit 1\)"):
+            assert _ready_runner(p, "auto") is registry()["triton"]
+        assert dict(decide(p, "auto").considered)["cuda"] == "fmha: nvcc failed (exit 1) building the CUDA kernels."
+        with pytest.raises(NotImplementedError, match="backend 'cuda' cannot serve"):
+            _ready_runner(p, "cuda")  # asked for by name: refused with the reason
+    finally:
+        forget_decisions()
+
+
 def test_auto_output_and_default_out():
     q, k, v, sl = make_inputs(2, 3, 8, 2, 20, 64, device=DEVICE, seqlens=[20, 4])
     out = fmha.attention(q, k, v, sl)

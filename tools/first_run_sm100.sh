@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The first run of the sm_100a decode kernel, for whoever first has a Blackwell GPU (B200 / B300,
-# compute capability 10.x). The kernel has only been compiled and disassembled: nothing of it has run.
+# The first run of the sm_100a decode kernel, for whoever first has a Blackwell B200 (compute capability
+# 10.0; an sm_100a binary does not run on 10.3). The kernel has only been compiled and disassembled:
+# nothing of it has run.
 # From the repository root:
 #
 #   bash tools/first_run_sm100.sh            # everything, logs and a tarball in $OUT
@@ -14,6 +15,7 @@ OUT=${OUT:-/tmp/fmha-first-run-sm100}
 mkdir -p "$OUT"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export FMHA_CACHE_DIR=${FMHA_CACHE_DIR:-$OUT/cache}
+export FMHA_CUDA_SM100=1  # auto takes the kernel, as the test and perf suites expect of the cuda backend
 T=${FIRST_RUN_TIMEOUT:-60}
 
 finish() {
@@ -38,7 +40,7 @@ nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | t
 python - <<'EOF' || finish 1
 import torch
 cap = torch.cuda.get_device_capability()
-assert cap[0] == 10, f"compute capability {cap}: this script is for sm_100 (10.x)"
+assert cap == (10, 0), f"compute capability {cap}: this script is for sm_100a (10.0)"
 EOF
 T=900 stage build python -m fmha.cuda.build --arch sm_100a --force
 

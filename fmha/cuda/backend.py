@@ -102,6 +102,9 @@ HEAD_PAIRS_MIN_FILL = 0.8
 # than SMs at any page size, which the C API then gathers too. D = 64 measured slower so.
 GATHER_DEEP_HEAD_DIMS = (128,)
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
+# `auto` leaves the sm_100a kernel, which no Blackwell GPU has run yet, to callers who ask for it (read when a shape is
+# first decided).
+SM100_AUTO_ENV = "FMHA_CUDA_SM100"
 
 
 @functools.lru_cache(maxsize=16)
@@ -241,6 +244,12 @@ class CudaBackend(Backend):
         return _arch_capability(self._arch if self._arch is not None else _target_arch())
 
     # -- availability -----------------------------------------------------
+    def auto_reason(self, p: Problem) -> Optional[str]:
+        if self.capability == (10, 0) and os.environ.get(SM100_AUTO_ENV, "") != "1":
+            return (f"the sm_100a kernel has never run on a Blackwell GPU: auto takes it only with {SM100_AUTO_ENV}=1 "
+                    "(backend='cuda' runs it)")
+        return None
+
     def unavailable_reason(self) -> Optional[str]:
         if not torch.cuda.is_available():
             return "no CUDA GPU (torch.cuda.is_available() is False)"
@@ -292,6 +301,10 @@ class CudaBackend(Backend):
         return None
 
     # -- execution --------------------------------------------------------
+    def prepare(self) -> None:
+        if self._fn is None:
+            self._bind()
+
     def _bind(self):
         try:
             lib = loader.load(_target_arch())

@@ -76,8 +76,14 @@ def cache_dir() -> Path:
 
 
 def find_nvcc() -> Optional[str]:
-    """$FMHA_NVCC, $CUDA_HOME/bin/nvcc, $CUDA_PATH/bin/nvcc, nvcc on PATH, /usr/local/cuda/bin/nvcc."""
-    cands = [os.environ.get("FMHA_NVCC")]
+    """$FMHA_NVCC, $CUDA_HOME/bin/nvcc, $CUDA_PATH/bin/nvcc, nvcc on PATH, /usr/local/cuda/bin/nvcc; None when none
+    is found. A FMHA_NVCC that is not an executable file is an error (CudaBuildError), not passed over."""
+    chosen = os.environ.get("FMHA_NVCC")
+    if chosen:
+        if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
+            raise CudaBuildError(f"fmha: FMHA_NVCC={chosen!r} is not an executable file")
+        return chosen
+    cands = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var):
             cands.append(os.path.join(os.environ[var], "bin", "nvcc"))
@@ -107,6 +113,9 @@ def nvcc_version(nvcc: str) -> str:
         r = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as e:
         raise CudaBuildError(f"fmha: cannot run {nvcc} --version: {e}") from e
+    if r.returncode != 0 or "release" not in r.stdout:
+        raise CudaBuildError(f"fmha: {nvcc} --version failed (exit {r.returncode}): "
+                             f"{(r.stderr or r.stdout).strip()[-500:] or 'no output'}")
     return r.stdout.strip()
 
 
@@ -227,30 +236,64 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
     lib = library_path(arch, out_dir, nvcc, extra_flags, probe)
     if lib.exists() and not force:
         return lib
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    from filelock import FileLock
-
-    with FileLock(str(lib) + ".lock"):
-        if lib.exists() and not force:
-            return lib  # another process built it while we waited
-        fd, tmp = tempfile.mkstemp(prefix=lib.name + ".", suffix=".tmp", dir=str(lib.parent))
-        os.close(fd)
-        what = f"the {probe} probe build" if probe else "CUDA kernels"
-        if not quiet:
-            print(f"fmha: building {what} for {sm} (one time)...", end="", file=sys.stderr, flush=True)
-        t0 = time.perf_counter()
+    try:
+        lock = _acquire_build_lock(lib, quiet)
         try:
-            compile_library(nvcc, arch, tmp, extra_flags, probe)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            if lib.exists() and not force:
+                return lib  # another process built it while we waited
+            fd, tmp = tempfile.mkstemp(prefix=lib.name + ".", suffix=".tmp", dir=str(lib.parent))
+            os.close(fd)
+            what = f"the {probe} probe build" if probe else "CUDA kernels"
             if not quiet:
-                print(" failed", file=sys.stderr)
-            raise
-        os.replace(tmp, lib)
-        if not quiet:
-            print(f" done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+                print(f"fmha: building {what} for {sm} (one time)...", end="", file=sys.stderr, flush=True)
+            t0 = time.perf_counter()
+            try:
+                compile_library(nvcc, arch, tmp, extra_flags, probe)
+                os.chmod(tmp, 0o755 & ~_umask())  # (mkstemp's file is the owner's alone; others share the cache)
+                os.replace(tmp, lib)
+            except BaseException:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+                if not quiet:
+                    print(" failed", file=sys.stderr)
+                raise
+            if not quiet:
+                print(f" done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        finally:
+            lock.release()
+    except OSError as e:  # the folder: missing rights, read-only, a file in the way
+        hint = "" if out_dir else "; FMHA_CACHE_DIR names another folder"
+        raise CudaBuildError(f"fmha: cannot build into {lib.parent}: {e}{hint}") from e
     return lib
+
+
+def _acquire_build_lock(lib: Path, quiet: bool):
+    """The file lock that serialises builds of `lib` across processes, held; says so when it has to wait."""
+    from filelock import FileLock, Timeout
+
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lib) + ".lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        if not quiet:
+            print(f"fmha: waiting for another process building {lib.name}...", file=sys.stderr, flush=True)
+        lock.acquire()
+    return lock
+
+
+def _umask() -> int:
+    """The process's umask, without changing it where Linux reports it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
@@ -320,8 +363,11 @@ def load_probe(mode: str = "timestamps", arch: str = DEFAULT_ARCH, extra_flags: 
 
 def buildable(arch: str = DEFAULT_ARCH) -> Optional[str]:
     """None when `load` can succeed without surprises (nvcc present or a prebuilt library), else why not."""
-    if find_nvcc() is not None:
-        return None
+    try:
+        if find_nvcc() is not None:
+            return None
+    except CudaBuildError as e:
+        return str(e).removeprefix("fmha: ")
     if prebuilt_library(arch) is not None:
         return None
     return ("nvcc not found (set CUDA_HOME or FMHA_NVCC) and no prebuilt library in "

@@ -1,0 +1,94 @@
+"""The CUDA library's loader on a machine without a GPU, with a stand-in nvcc: the errors that name what is
+missing or wrong (FMHA_NVCC, a broken nvcc, a cache folder it cannot write), the file mode of a cached
+library, and the message of a process that waits for another one's build."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fmha.cuda import loader
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="a shell-script nvcc")
+
+
+@pytest.fixture
+def fake_nvcc(tmp_path, monkeypatch):
+    """An nvcc that says it is release 13.0 and writes a placeholder for every -o it is given."""
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text(textwrap.dedent("""\
+        #!/bin/sh
+        if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0; fi
+        while [ $# -gt 0 ]; do
+          if [ "$1" = "-o" ]; then echo placeholder > "$2"; fi
+          shift
+        done
+        """))
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("FMHA_NVCC", str(nvcc))
+    loader.nvcc_version.cache_clear()
+    yield str(nvcc)
+    loader.nvcc_version.cache_clear()
+
+
+def test_fmha_nvcc_that_is_not_executable_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("FMHA_NVCC", str(tmp_path / "missing" / "nvcc"))
+    with pytest.raises(loader.CudaBuildError, match=r"FMHA_NVCC='.*missing/nvcc' is not an executable file"):
+        loader.find_nvcc()
+    assert "is not an executable file" in loader.buildable("sm_90a")
+    with pytest.raises(loader.CudaBuildError, match="FMHA_NVCC="):
+        loader.build("sm_90a", out_dir=tmp_path / "out", quiet=True)
+
+
+def test_nvcc_whose_version_fails_is_an_error(tmp_path, monkeypatch):
+    broken = tmp_path / "nvcc"
+    broken.write_text("#!/bin/sh\necho 'libcudart missing' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv("FMHA_NVCC", str(broken))
+    loader.nvcc_version.cache_clear()
+    try:
+        with pytest.raises(loader.CudaBuildError, match=r"--version failed \(exit 3\): libcudart missing"):
+            loader.build("sm_90a", out_dir=tmp_path / "out", quiet=True)
+    finally:
+        loader.nvcc_version.cache_clear()
+
+
+def test_cached_library_is_readable_by_others(fake_nvcc, tmp_path):
+    lib = loader.build("sm_90a", out_dir=tmp_path / "cache", quiet=True)
+    mask = loader._umask()
+    assert stat.S_IMODE(os.stat(lib).st_mode) == 0o755 & ~mask
+    assert not list(lib.parent.glob("*.tmp"))
+
+
+def test_cache_folder_it_cannot_write_is_named(fake_nvcc, tmp_path, monkeypatch):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("FMHA_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(loader.CudaBuildError, match=r"cannot build into .*a_file/cache: .*FMHA_CACHE_DIR names "
+                                                    r"another folder"):
+        loader.build("sm_90a", quiet=True)
+    with pytest.raises(loader.CudaBuildError, match=r"cannot build into .*a_file/out: "):
+        loader.build("sm_90a", out_dir=blocker / "out", quiet=True)
+
+
+def test_second_process_says_it_waits_for_the_first_build(fake_nvcc, tmp_path, capsys):
+    out = tmp_path / "cache"
+    lib = loader.library_path("sm_90a", out)
+    out.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from filelock import FileLock; l = FileLock(sys.argv[1]); "
+         "l.acquire(); print('held', flush=True); time.sleep(1.5)", str(lib) + ".lock"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert loader.build("sm_90a", out_dir=out) == lib
+    finally:
+        holder.wait(timeout=30)
+    err = capsys.readouterr().err
+    assert f"fmha: waiting for another process building {lib.name}..." in err
+    assert "building CUDA kernels for sm_90a (one time)... done" in err
