@@ -134,9 +134,10 @@ def _ready_runner(p, backend):
     return runner
 
 
-def _check_inference_only(q, k_cache, v_cache, sinks=None, out=None) -> None:
-    """Inputs, and an `out` written in place, that require grad are refused under grad mode."""
-    named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("sinks", sinks), ("out", out))
+def _check_inference_only(q, k_cache, v_cache, sinks=None, out=None, k=None, v=None) -> None:
+    """Inputs, and an `out` written in place, that require grad are refused under grad mode (k, v: new tokens that
+    fmha.compat writes into the caches)."""
+    named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("sinks", sinks), ("out", out), ("k", k), ("v", v))
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for _, t in named):
         name = next(n for n, t in named if t is not None and t.requires_grad)
         raise ValueError(f"{name}: requires_grad=True, but fmha computes no gradients (an inference library); "
@@ -216,7 +217,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     if attn_mask is not None:
         got = "a tensor" if isinstance(attn_mask, torch.Tensor) else f"{type(attn_mask).__name__} {attn_mask!r}"
         raise ValueError(f"attn_mask: fmha.sdpa does not take an explicit mask (got {got}); allowed: None. "
-                         "Use is_causal, or fmha.attention with cache_seqlens for per-sequence lengths")
+                         "For a padded batch or a decode-aligned causal mask use fmha.attention, whose "
+                         "cache_seqlens gives each sequence's length and causal=True aligns the mask bottom-right")
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, numbers.Real):
         raise TypeError(f"dropout_p: expected a float, got {type(dropout_p).__name__} {dropout_p!r}; allowed: 0.0")
     if dropout_p != 0.0:

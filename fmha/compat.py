@@ -1,0 +1,110 @@
+"""`flash_attn_with_kvcache` with FlashAttention 2's signature, over `fmha.attention`.
+
+Serves what fmha computes: the cache as it is or with new keys and values appended in place (`k`, `v`), contiguous
+or paged (`block_table`), causal or not, with the LSE. The arguments of features fmha does not have (rotary
+embeddings, `cache_batch_idx`, `cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused by
+name before anything is written. Differences from FlashAttention that a caller can see: the LSE of a row with no
+visible key is -inf (log of an empty sum; FlashAttention 2 writes +inf there), and `num_splits` is accepted but not
+used (fmha plans its own split-KV launch; the result is the same up to rounding).
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Optional, Union
+
+import torch
+
+from .api import _check_inference_only, attention
+from .problem import check_bool, validate_cached
+
+__all__ = ["flash_attn_with_kvcache"]
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens: Optional[Union[int, torch.Tensor]] = None, cache_batch_idx=None,
+                            cache_leftpad=None, block_table=None, softmax_scale=None, causal=False,
+                            window_size=(-1, -1), softcap=0.0, rotary_interleaved=True, alibi_slopes=None,
+                            num_splits=0, return_softmax_lse=False, *, backend="auto"):
+    """Decode attention of q [B, T, Hq, D] against k_cache / v_cache [B, S, Hkv, D] (page pools
+    [num_blocks, page_size, Hkv, D] with block_table [B, max_blocks_per_seq]), as FlashAttention 2's function of
+    this name, which `fmha.attention` computes.
+
+    cache_seqlens: int or int32 [B], the tokens each sequence has in the cache (None: all S). With k and v
+    ([B, T_new, Hkv, D] and [B, T_new, Hkv, D_v]), those are first written into the caches in place at positions
+    cache_seqlens .. cache_seqlens + T_new - 1 of each sequence, and the attention reads cache_seqlens + T_new
+    tokens. Positions past the cache's capacity and page ids outside the pool are clamped into it (device data:
+    checking them would need a sync), so such a write lands inside the cache and its result is undefined.
+    causal: bottom-right aligned, as FlashAttention's. Returns out [B, T, Hq, D_v], and with return_softmax_lse
+    also the LSE [B, Hq, T] (float32, natural log). backend: as fmha.attention's.
+    """
+    for name, value, default in (("rotary_cos", rotary_cos, None), ("rotary_sin", rotary_sin, None),
+                                 ("cache_batch_idx", cache_batch_idx, None), ("cache_leftpad", cache_leftpad, None),
+                                 ("alibi_slopes", alibi_slopes, None)):
+        if value is not default:
+            raise NotImplementedError(f"{name}: fmha does not support it (got {type(value).__name__}); allowed: None"
+                                      + ("; apply rotary embeddings to q and k before the call"
+                                         if name.startswith("rotary") else ""))
+    if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2 and tuple(window_size) == (-1, -1)):
+        raise NotImplementedError(f"window_size: fmha attends to the whole cache, got {window_size!r}; "
+                                  "allowed: (-1, -1)")
+    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or softcap != 0.0:
+        raise NotImplementedError(f"softcap: fmha does not cap scores, got {softcap!r}; allowed: 0.0")
+    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 0:
+        raise ValueError(f"num_splits: expected an int >= 0, got {num_splits!r} (accepted, not used: fmha plans its "
+                         "own splits)")
+    check_bool("causal", causal)
+    check_bool("return_softmax_lse", return_softmax_lse)
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:
+        raise ValueError(f"q: expected a 4-D tensor [B, T, Hq, D], got "
+                         f"{list(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__}")
+    B = q.shape[0]
+    if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        cache_seqlens = torch.full((B,), int(cache_seqlens), dtype=torch.int32, device=q.device)
+    if (k is None) != (v is None):
+        raise ValueError(f"{'v' if k is not None else 'k'}: missing; new keys and values come together (k and v)")
+    if k is None:
+        return attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table, softmax_scale=softmax_scale,
+                         causal=causal, return_lse=return_softmax_lse, backend=backend)
+    if cache_seqlens is None:
+        raise ValueError("cache_seqlens: got None with k and v; the new tokens are written after each sequence's "
+                         "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
+    _check_new_tokens(k, v, q, k_cache, v_cache)
+    lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
+    # Every check of the attention call (on the lengths after the append) before anything is written.
+    validate_cached(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None)
+    _check_inference_only(q, k_cache, v_cache, k=k, v=v)
+    _append(k_cache, v_cache, k, v, cache_seqlens, block_table)
+    return attention(q, k_cache, v_cache, lengths, block_table=block_table, softmax_scale=softmax_scale,
+                     causal=causal, return_lse=return_softmax_lse, backend=backend)
+
+
+def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
+    """k [B, T_new, Hkv, D_qk] and v [B, T_new, Hkv, D_v]: the caches' heads, widths, dtype and device."""
+    for name, t, cache in (("k", k, k_cache), ("v", v, v_cache)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            got = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name}: expected a 4-D tensor [B, T_new, Hkv, D] of new tokens, got {got}")
+        if not isinstance(cache, torch.Tensor) or cache.dim() != 4:
+            return  # (validate names the cache)
+        want = (q.shape[0], k.shape[1], *cache.shape[2:])
+        if tuple(t.shape) != want:
+            raise ValueError(f"{name}: expected shape {list(want)} ([B, T_new] of q and k, [Hkv, D] of the cache), "
+                             f"got {list(t.shape)}")
+        if t.dtype != cache.dtype or t.device != cache.device:
+            raise ValueError(f"{name}: {t.dtype} on {t.device}, the cache is {cache.dtype} on {cache.device}")
+
+
+def _append(k_cache, v_cache, k, v, cache_seqlens, block_table) -> None:
+    """k and v into the caches at each sequence's positions cache_seqlens .., clamped into the cache (the pool)."""
+    B, T_new = k.shape[:2]
+    pos = cache_seqlens.to(torch.int64)[:, None] + torch.arange(T_new, device=k.device)
+    if block_table is None:
+        rows = torch.arange(B, device=k.device)[:, None]
+        at = (rows, pos.clamp(0, k_cache.shape[1] - 1))
+    else:
+        page_size = k_cache.shape[1]
+        pos = pos.clamp(0, block_table.shape[1] * page_size - 1)
+        pages = block_table.to(torch.int64).gather(1, pos // page_size).clamp(0, k_cache.shape[0] - 1)
+        at = (pages, pos % page_size)
+    k_cache[at] = k
+    v_cache[at] = v  # (where V is K's memory, after k, as FlashAttention writes them)

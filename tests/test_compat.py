@@ -1,0 +1,153 @@
+"""fmha.flash_attn_with_kvcache: FlashAttention 2's signature over fmha.attention, new tokens appended in place,
+and every argument fmha cannot honour refused by name before anything is written."""
+import pytest
+import torch
+
+import fmha
+from conftest import DEVICE
+from _util import compare, make_inputs
+from fmha.reference import attention_reference
+
+BACKENDS = ["reference", "triton"]
+
+
+def _appended(cache, new, lengths):
+    """A copy of a contiguous cache with new [B, T_new, ...] written at each sequence's positions lengths .."""
+    out = cache.clone()
+    for b, n in enumerate(lengths):
+        out[b, n:n + new.shape[1]] = new[b]
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_without_new_tokens_is_attention_not_causal_by_default(backend):
+    q, k, v, sl = make_inputs(2, 3, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 13])
+    out, lse = fmha.flash_attn_with_kvcache(q, k, v, cache_seqlens=sl, return_softmax_lse=True, backend=backend)
+    ref, ref_lse = attention_reference(q, k, v, sl, 64 ** -0.5, False)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=backend)
+    # an int length is every sequence's; None reads the whole cache
+    out = fmha.flash_attn_with_kvcache(q, k, v, cache_seqlens=13, causal=True, backend=backend)
+    ref, _ = attention_reference(q, k, v, torch.full((2,), 13, dtype=torch.int32, device=DEVICE), 64 ** -0.5, True)
+    torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=0)
+    out = fmha.flash_attn_with_kvcache(q, k, v, backend=backend)
+    torch.testing.assert_close(out.float(), attention_reference(q, k, v, None, 64 ** -0.5, False)[0].float(),
+                               atol=2e-2, rtol=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_new_tokens_are_written_in_place_and_attended(backend):
+    """k and v go to positions cache_seqlens .. + T_new - 1 of each sequence (an empty one too); the slots past them
+    keep their NaN; the attention reads cache_seqlens + T_new tokens, bottom-right causal."""
+    B, T, Hq, Hkv, S, D = 3, 3, 8, 2, 24, 64
+    q, k_cache, v_cache, _ = make_inputs(B, T, Hq, Hkv, S, D, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(B, T, Hq, Hkv, T, D, device=DEVICE, seed=1)
+    lengths = [5, 0, 21]
+    for b, n in enumerate(lengths):
+        k_cache[b, n:] = float("nan")
+        v_cache[b, n:] = float("nan")
+    want_k, want_v = _appended(k_cache, k_new, lengths), _appended(v_cache, v_new, lengths)
+    sl = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+    out, lse = fmha.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=sl, causal=True,
+                                            return_softmax_lse=True, backend=backend)
+    assert torch.equal(k_cache.isnan(), want_k.isnan()) and torch.equal(v_cache.isnan(), want_v.isnan())
+    assert torch.equal(k_cache.nan_to_num(), want_k.nan_to_num()) and torch.equal(v_cache.nan_to_num(),
+                                                                                  want_v.nan_to_num())
+    assert sl.tolist() == lengths  # (the caller's lengths are not advanced)
+    ref, ref_lse = attention_reference(q, want_k, want_v, sl + T, D ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v_new.float().abs().max().item(), what=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_new_tokens_into_a_page_pool(backend):
+    """Paged: the new tokens cross a page boundary of a shuffled pool; the other pages are untouched."""
+    B, T, Hq, Hkv, D, page, pages_per_seq = 2, 3, 4, 1, 64, 4, 3
+    q, k_flat, v_flat, _ = make_inputs(B, T, Hq, Hkv, page * pages_per_seq, D, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(B, T, Hq, Hkv, T, D, device=DEVICE, seed=2)
+    g = torch.Generator().manual_seed(5)
+    perm = torch.randperm(B * pages_per_seq + 2, generator=g)[:B * pages_per_seq]
+    table = perm.view(B, pages_per_seq).to(torch.int32).to(DEVICE)
+    k_pool = torch.full((B * pages_per_seq + 2, page, Hkv, D), float("nan"), dtype=k_flat.dtype, device=DEVICE)
+    v_pool = k_pool.clone()
+    lengths = [6, 2]  # sequence 0 writes 6, 7 (page 1) and 8 (page 2)
+    for b in range(B):
+        for j in range(pages_per_seq):
+            k_pool[table[b, j]] = k_flat[b, j * page:(j + 1) * page]
+            v_pool[table[b, j]] = v_flat[b, j * page:(j + 1) * page]
+    want_k, want_v = _appended(k_flat, k_new, lengths), _appended(v_flat, v_new, lengths)
+    unused = sorted(set(range(B * pages_per_seq + 2)) - set(table.flatten().tolist()))
+    sl = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+    out, lse = fmha.flash_attn_with_kvcache(q, k_pool, v_pool, k_new, v_new, cache_seqlens=sl, block_table=table,
+                                            causal=True, return_softmax_lse=True, backend=backend)
+    assert k_pool[unused].isnan().all() and v_pool[unused].isnan().all()
+    for b in range(B):
+        for j in range(pages_per_seq):
+            assert torch.equal(k_pool[table[b, j]], want_k[b, j * page:(j + 1) * page])
+            assert torch.equal(v_pool[table[b, j]], want_v[b, j * page:(j + 1) * page])
+    ref, ref_lse = attention_reference(q, want_k, want_v, sl + T, D ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v_new.float().abs().max().item(), what=backend)
+
+
+def test_new_tokens_into_a_shared_latent():
+    """DeepSeek's latent: v_cache = k_cache[..., :512], v = k[..., :512]; one write serves both."""
+    B, T, Hq, S = 2, 2, 4, 12
+    q, latent, _, _ = make_inputs(B, T, Hq, 1, S, 576, device=DEVICE)
+    _, k_new, _, _ = make_inputs(B, T, Hq, 1, T, 576, device=DEVICE, seed=3)
+    lengths = [3, 10]
+    want = _appended(latent, k_new, lengths)
+    sl = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+    out, lse = fmha.flash_attn_with_kvcache(q, latent, latent[..., :512], k_new, k_new[..., :512], cache_seqlens=sl,
+                                            causal=True, return_softmax_lse=True, backend="triton")
+    assert torch.equal(latent, want)
+    ref, ref_lse = attention_reference(q, want, want[..., :512], sl + T, 576 ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=want.float().abs().max().item(), what="latent")
+
+
+def test_lengths_past_the_capacity_are_clamped_into_the_cache():
+    """Device data is not checked (a sync): a write past S lands on the last slot, inside the cache."""
+    q, k, v, _ = make_inputs(1, 2, 4, 1, 8, 64, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(1, 2, 4, 1, 2, 64, device=DEVICE, seed=4)
+    before = k.clone()
+    fmha.flash_attn_with_kvcache(q, k, v, k_new, v_new, cache_seqlens=7, backend="reference")
+    assert torch.equal(k[:, :7], before[:, :7]) and torch.equal(k[0, 7], k_new[0, 1])
+
+
+def _refusals():
+    q, k, v, _ = make_inputs(2, 1, 4, 1, 8, 64, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(2, 1, 4, 1, 1, 64, device=DEVICE, seed=6)
+    sl = torch.tensor([3, 4], dtype=torch.int32, device=DEVICE)
+    cos = torch.ones(8, 32, device=DEVICE)
+    return q, k, v, k_new, v_new, sl, [
+        (dict(rotary_cos=cos, rotary_sin=cos), NotImplementedError, r"rotary_cos: fmha does not support it .* apply "
+                                                                    r"rotary embeddings to q and k before the call"),
+        (dict(cache_batch_idx=torch.arange(2, device=DEVICE)), NotImplementedError, r"cache_batch_idx: fmha does not"),
+        (dict(cache_leftpad=sl), NotImplementedError, r"cache_leftpad: fmha does not support it"),
+        (dict(alibi_slopes=torch.ones(4, device=DEVICE)), NotImplementedError, r"alibi_slopes: fmha does not"),
+        (dict(window_size=(4, 0)), NotImplementedError, r"window_size: .* got \(4, 0\); allowed: \(-1, -1\)"),
+        (dict(softcap=30.0), NotImplementedError, r"softcap: fmha does not cap scores, got 30.0; allowed: 0.0"),
+        (dict(num_splits=-1), ValueError, r"num_splits: expected an int >= 0, got -1"),
+        (dict(causal=1), TypeError, r"causal"),
+        (dict(k=None), ValueError, r"k: missing; new keys and values come together"),
+        (dict(cache_seqlens=None), ValueError, r"cache_seqlens: got None with k and v"),
+        (dict(cache_seqlens=sl.long()), TypeError, r"cache_seqlens: dtype torch.int64 is not allowed"),
+        (dict(v=v_new[:, :, :, :32]), ValueError, r"v: expected shape \[2, 1, 1, 64\]"),
+        (dict(k=k_new.half()), ValueError, r"k: torch.float16 on .*, the cache is torch.bfloat16"),
+        (dict(softmax_scale=-1.0), ValueError, r"softmax_scale"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_refusals()[-1])))
+def test_refusals_name_the_argument_and_write_nothing(case):
+    q, k, v, k_new, v_new, sl, cases = _refusals()
+    kwargs, error, match = cases[case]
+    args = dict(k=k_new, v=v_new, cache_seqlens=sl, backend="reference")
+    args.update(kwargs)
+    k_before, v_before = k.clone(), v.clone()
+    with pytest.raises(error, match=match):
+        fmha.flash_attn_with_kvcache(q, k, v, **args)
+    assert torch.equal(k, k_before) and torch.equal(v, v_before)
+
+
+def test_new_tokens_that_require_grad_are_refused():
+    q, k, v, k_new, v_new, sl, _ = _refusals()
+    with pytest.raises(ValueError, match=r"^k: requires_grad=True"):
+        fmha.flash_attn_with_kvcache(q, k, v, k_new.requires_grad_(), v_new, cache_seqlens=sl)
