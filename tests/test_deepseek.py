@@ -64,9 +64,11 @@ def paged_latent(k, v, page_size, sl, v_mode, seed):
     return k_pool, v_pool, table
 
 
-def case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seqlens, seed, device=DEVICE):
+def case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seqlens, seed, device=DEVICE, dtype=bf16):
     """A case's inputs as a kernel sees them (NaN past every length, or page pools with NaN in every slot no
-    sequence owns) and the fp32 reference on the clean caches: (q, k_in, v_in, sl, table, sinks, ref, ref_lse, v)."""
+    sequence owns) and the fp32 reference on the clean caches: (q, k_in, v_in, sl, table, sinks, ref, ref_lse, v).
+    dtype float16: q and the caches converted after the reference (bf16 values are fp16 values at these
+    magnitudes), V still a view of K where v_mode says so."""
     Hq, Hkv = heads
     q, k, v, sl = latent_inputs(len(seqlens), T, Hq, Hkv, S, Dqk, Dv, v_mode, seqlens, seed=seed, device=device)
     sinks = sinks_for(Hq, device=device) if use_sinks else None
@@ -76,6 +78,9 @@ def case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seqlens, see
         table = None
     else:
         k_in, v_in, table = paged_latent(k, v, page_size, sl, v_mode, seed=S)
+    if dtype != bf16:
+        q, k_in = q.to(dtype), k_in.to(dtype)
+        v_in = {"separate": v_in.to(dtype), "slice": k_in[..., :Dv], "self": k_in}[v_mode]
     return q, k_in, v_in, sl, table, sinks, ref, ref_lse, v
 
 
@@ -104,6 +109,10 @@ CASES = [
     (128, 128, "separate", 1, (8, 2), 33, 5, True),
     (576, 512, "slice", 4, (6, 2), 33, None, True),  # T = 4 causal, two KV heads of a 576 latent
     (512, 512, "self", 2, (8, 1), 20, 16, False),
+    (576, 512, "slice", 2, (28, 4), 129, None, True),  # GQA 28/4 of a 576 latent with sinks, T = 2
+    (512, 512, "self", 4, (4, 1), 129, 32, True),
+    (256, 256, "separate", 3, (8, 2), 129, None, True),
+    (576, 512, "slice", 1, (16, 1), 1000, 64, True),  # S = 1000 through 64-token pages
 ]
 
 
@@ -142,6 +151,30 @@ def test_triton_split_merge_adds_the_sink_once(Dqk, Dv, v_mode, num_splits):
     ref, ref_lse = attention_reference(q, k, v, sl, p.softmax_scale, True, sinks=sinks)
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=f"split={num_splits}")
     assert (out[1] == 0).all() and torch.allclose(lse[1], sinks[:, None].expand(Hq, 2), rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("Dqk,Dv,v_mode,page_size,num_splits,dtype", [
+    (576, 512, "slice", 16, 3, torch.bfloat16), (576, 512, "slice", None, 2, torch.float16),
+    (512, 512, "self", 32, 2, torch.bfloat16), (128, 128, "separate", 5, 3, torch.float16),
+    (128, 128, "separate", None, 2, torch.bfloat16)])
+def test_triton_forced_splits_over_nan_caches_with_sinks(Dqk, Dv, v_mode, page_size, num_splits, dtype):
+    """The split path (partials + combine) where every slot past a length, or no sequence's, holds NaN: contiguous
+    and paged, sinks joined once, an empty sequence and one shorter than T, GQA 28/4, bf16 and fp16."""
+    from fmha.triton.decode import decode_attention
+
+    Hq = 28 if Dqk == 128 else 8
+    heads, S = (Hq, 4 if Dqk == 128 else 1), 300 if Dqk == 128 else 100  # (at least num_splits Triton tiles)
+    q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, Dv, v_mode, 3, heads, S, page_size, True,
+                                                                   [S, 0, 2, 61], seed=Dqk + num_splits, dtype=dtype)
+    p = validate(q, k_in, v_in, sl, block_table=table, sinks=sinks)
+    out = torch.full((4, 3, Hq, Dv), float("nan"), dtype=dtype, device=DEVICE)
+    lse = torch.full((4, Hq, 3), float("nan"), device=DEVICE)
+    assert decode_attention(p, q, k_in, v_in, sl, out, lse, num_splits=num_splits, block_table=table,
+                            sinks=sinks) == num_splits
+    compare(out, lse, ref, ref_lse, dtype, vmax=v.float().abs().max().item(),
+            what=f"{Dqk}/{Dv} {v_mode} page={page_size} splits={num_splits} {dtype}")
+    assert (out[1] == 0).all() and torch.allclose(lse[1], sinks[:, None].expand(Hq, 3), rtol=0, atol=1e-5)
+    assert (out[2, 0] == 0).all() and torch.allclose(lse[2, :, 0], sinks, rtol=0, atol=1e-5)
 
 
 def test_shared_latent_is_read_through_k_cache():
@@ -289,14 +322,15 @@ sm90_kernel = pytest.mark.skipif(not (has_cuda_kernel() and torch.cuda.get_devic
                                  reason="the shared-latent ring is sm_90a's")
 
 
-def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, seqlens=None):
+def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, seqlens=None, dtype=bf16):
     """Poisoned out, NaN past every length (or in every page no sequence owns): output and LSE of the cuda backend
     against the fp32 reference on the clean caches; a zero-length sequence gives zeros and lse = the sink."""
     Hq, Hkv = heads
     q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks,
-                                                                   seqlens or [S, 0, min(S, 2)], seed, device="cuda")
+                                                                   seqlens or [S, 0, min(S, 2)], seed, device="cuda",
+                                                                   dtype=dtype)
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
-    what = f"cuda {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks}"
+    what = f"cuda {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks} {dtype}"
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
     if sl[1].item() == 0:
         empty = torch.full((Hq, T), float("-inf"), device="cuda") if sinks is None else sinks[:, None].expand(Hq, T)
@@ -665,8 +699,9 @@ def test_cuda_latent_views_of_one_kv_head():
     (64, 1, (8, 2), 1000, None), (64, 1, (64, 64), 129, [129] * 70),  # pairs: many KV heads side by side
     (128, 3, (28, 4), 1000, None), (128, 1, (8, 8), 65536, [65536, 0, 7]),  # split-KV
     (256, 3, (16, 8), 129, None), (512, 1, (16, 1), 7, None), (512, 2, (128, 1), 129, None)])
-def test_cuda_sinks_against_reference(D, T, heads, S, seqlens):
-    check_cuda_case(D, D, "separate", T, heads, S, None, True, seed=D + T + S, seqlens=seqlens)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_cuda_sinks_against_reference(D, T, heads, S, seqlens, dtype):
+    check_cuda_case(D, D, "separate", T, heads, S, None, True, seed=D + T + S, seqlens=seqlens, dtype=dtype)
 
 
 @sm90_kernel

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -92,3 +93,16 @@ def test_second_process_says_it_waits_for_the_first_build(fake_nvcc, tmp_path, c
     err = capsys.readouterr().err
     assert f"fmha: waiting for another process building {lib.name}..." in err
     assert "building CUDA kernels for sm_90a (one time)... done" in err
+
+
+def test_build_cli(fake_nvcc, tmp_path):
+    """python -m fmha.cuda.build --out DIR prints the library's path in DIR (the real compile: test_cuda_build.py's
+    fixture); a second run finds it built."""
+    cmd = [sys.executable, "-m", "fmha.cuda.build", "--arch", "sm_90a", "--out", str(tmp_path)]
+    repo = Path(__file__).resolve().parents[1]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    path = Path(r.stdout.strip().splitlines()[-1])
+    assert path.exists() and path.parent == tmp_path and "building CUDA kernels for sm_90a" in r.stderr
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=repo)
+    assert again.returncode == 0 and Path(again.stdout.strip()) == path and "building" not in again.stderr

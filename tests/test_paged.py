@@ -68,8 +68,8 @@ def test_reference_clamps_ids_into_the_pool():
 # ---- Triton (the interpreter on a CPU) ------------------------------------------------------------------
 
 # Page sizes: one token (token-level tables), not a power of two, vLLM's 16, a multiple of the Triton tile
-# (one page id per tile: BLOCK_N 64 at D = 64, 32 at D = 512).
-PAGED_GRID = ([(P, D) for P in (1, 12, 16, 64) for D in (64, 512)] + [(24, 128), (24, 256)]
+# (one page id per tile: BLOCK_N 64 at D = 64 and 256, 128 at D = 128, 32 at D = 512).
+PAGED_GRID = ([(P, D) for P in (1, 12, 16, 64) for D in (64, 512)] + [(24, 128), (24, 256), (128, 128), (64, 256)]
               + ([(P, D) for P in (13, 256) for D in (64, 128, 256, 512)] if HAS_GPU else []))
 
 
@@ -540,11 +540,15 @@ def test_cuda_selftest_paged_cases():
 @pytest.mark.parametrize("B,T,Hq,Hkv,S,D,page_size", list(itertools.product(
     (4,), (1,), (32,), (8,), (4096,), (64, 128, 256), (16, 64))) + [(4, 1, 16, 1, 4096, 512, 64)])
 def test_cuda_paged_matches_contiguous(B, T, Hq, Hkv, S, D, page_size):
-    """The same problem on a contiguous cache and paged: both within tolerance of the reference and of each other."""
+    """The same problem on a contiguous cache (NaN past every length) and paged (NaN in every slot no sequence owns):
+    both within tolerance of the reference, LSE included, and of each other."""
     q, k, v, sl = make_inputs(B, T, Hq, Hkv, S, D, device="cuda", seqlens=[S, S // 2, 5, 0], seed=30)
-    kp, vp, bt = make_paged(k, v, page_size, sl, seed=31)
-    flat = fmha.attention(q, k, v, sl, backend="cuda", out=poisoned_out(q))
-    paged = fmha.attention(q, kp, vp, sl, block_table=bt, backend="cuda", out=poisoned_out(q))
+    k_nan, v_nan = k.clone(), v.clone()
+    for b, n in enumerate(sl.tolist()):
+        k_nan[b, n:] = float("nan")
+        v_nan[b, n:] = float("nan")
+    flat, _ = check_backend("cuda", q, k_nan, v_nan, sl, what=f"contiguous page={page_size}")
+    paged, _, _, _ = check_paged("cuda", q, k, v, sl, page_size, seed=31, what=f"page={page_size}")
     assert (flat.float() - paged.float()).abs().max().item() <= 2 * tolerance(q.dtype, v.abs().max().item())
 
 

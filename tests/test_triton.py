@@ -21,8 +21,9 @@ from fmha.reference import attention_reference
 HEADS = [(32, 32), (32, 8), (28, 4), (16, 1)]
 if HAS_GPU:
     GRID = list(itertools.product([64, 128, 256, 512], [1, 3, 4], [1, 7, 129, 1000], HEADS))
-else:  # interpreter: every head dim, awkward sizes, fewer heads
-    GRID = list(itertools.product([64, 128, 256, 512], [1, 3], [1, 7, 129], [(8, 8), (28, 4), (4, 1)]))
+else:  # interpreter: every head dim, awkward sizes, fewer heads; S = 1000 for GQA 28/4
+    GRID = (list(itertools.product([64, 128, 256, 512], [1, 3], [1, 7, 129], [(8, 8), (28, 4), (4, 1)]))
+            + [(D, 3, 1000, (28, 4)) for D in (64, 128, 256, 512)])
 
 
 @pytest.mark.parametrize("D,T,S,heads", GRID)
@@ -50,9 +51,16 @@ def test_grid72(D, T, S):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("causal", [True, False])
 def test_varlen_with_empty_rows(dtype, causal):
-    # seq 0 empty; seq 2 shorter than T so its first causal rows see nothing; seq 3 full
+    """Seq 0 empty (zeros, lse -inf); seq 2 shorter than T, so its first causal row sees nothing; seq 3 full; NaN
+    in every slot past a length."""
     q, k, v, sl = make_inputs(4, 3, 28, 4, 129, 128, dtype, device=DEVICE, seqlens=[0, 57, 2, 129])
-    check_backend("triton", q, k, v, sl, causal=causal)
+    for b, n in enumerate(sl.tolist()):
+        k[b, n:] = float("nan")
+        v[b, n:] = float("nan")
+    out, lse = check_backend("triton", q, k, v, sl, causal=causal)
+    assert (out[0] == 0).all() and torch.isneginf(lse[0]).all()
+    if causal:
+        assert (out[2, 0] == 0).all() and torch.isneginf(lse[2, :, 0]).all()
 
 
 @pytest.mark.parametrize("D", [64, 512])
@@ -114,6 +122,40 @@ def test_token_major_q_and_out_past_2_31_elements(backend):
     assert res.data_ptr() == out.data_ptr()
     ref, ref_lse = attention_reference(q_small, k, v, None, 64 ** -0.5, True)
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what="token stride 2^30 + 64")
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.parametrize("D,Dv", [(128, 128), (576, 512)])
+def test_out_inside_a_wider_buffer(num_splits, D, Dv):
+    """out as heads 1 .. Hq of a wider NaN buffer: the kernel (unsplit) or the combine kernel (split) writes those
+    heads through out's strides and nothing around them."""
+    from fmha.triton.decode import decode_attention
+
+    Hq, Hkv = (8, 2) if D == 128 else (4, 1)
+    q, k, v, sl = make_inputs(2, 3, Hq, Hkv, 400, D, device=DEVICE, seqlens=[400, 77])
+    v = k[..., :Dv] if D == 576 else v
+    wide = torch.full((2, 3, Hq + 2, Dv), float("nan"), dtype=q.dtype, device=DEVICE)
+    out, lse = wide[:, :, 1:Hq + 1], torch.full((2, Hq, 3), float("nan"), device=DEVICE)
+    p = validate(q, k, v, sl, out=out)
+    assert decode_attention(p, q, k, v, sl, out, lse, num_splits=num_splits) == num_splits
+    ref, ref_lse = attention_reference(q, k, v, sl, D ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=f"splits={num_splits}")
+    assert wide[:, :, 0].isnan().all() and wide[:, :, Hq + 1].isnan().all()
+
+
+def test_kv_token_offsets_past_2_31_elements():
+    """K and V whose token stride times the last key passes 2^31 elements: token offsets in 64 bits (OFFS_64). Each
+    cache is 4 GiB of address space, of which only the rows written are touched (test_large_cache.py: the same on
+    a GPU with real caches)."""
+    ts = 2 ** 30 + 64
+    q, k_small, v_small, _ = make_inputs(1, 2, 4, 1, 3, 64, device=DEVICE)
+    k = torch.empty_strided((1, 3, 1, 64), (3 * ts, ts, 64, 1), dtype=torch.bfloat16, device=DEVICE)
+    v = torch.empty_strided((1, 3, 1, 64), (3 * ts, ts, 64, 1), dtype=torch.bfloat16, device=DEVICE)
+    k.copy_(k_small)
+    v.copy_(v_small)
+    out, lse = fmha.attention(q, k, v, return_lse=True, backend="triton", out=poisoned_out(q))
+    ref, ref_lse = attention_reference(q, k_small, v_small, None, 64 ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v_small.float().abs().max().item(), what="K/V token stride")
 
 
 def test_capacity_past_int32_token_indices_refused():

@@ -328,3 +328,44 @@ def test_broadcast_kv_is_not_tma_compatible():
     p = validate(q, k, k)
     assert not p.aligned_16b  # the CUDA backend declines it; Triton and the reference serve it
     fmha.attention(q, k, k)
+
+
+def _refused_calls():
+    q, k, v = good()
+    sl = torch.tensor([3, 4], dtype=torch.int32)
+    meta = dict(device="meta")
+    return [
+        (good(B=0), {}, ValueError, r"q: every dimension of \[B, T, Hq, D\] must be >= 1, got \[0, 1, 8, 64\]"),
+        (good(T=0), {}, ValueError, r"q: every dimension of \[B, T, Hq, D\] must be >= 1, got \[2, 0, 8, 64\]"),
+        (good(S=0), {}, ValueError, r"k_cache: S and Hkv must be >= 1, got shape \[2, 0, 2, 64\]"),
+        ((q, k, v, torch.tensor([3, 9, 4, 9], dtype=torch.int32)[::2]), {}, ValueError,
+         r"cache_seqlens: must be contiguous, got stride 2"),
+        ((q, k, v), dict(out=[1]), TypeError, r"out: expected a torch.Tensor \[B, T, Hq, D_v\] or None, got list"),
+        ((q, k, v), dict(out=torch.empty(2, 1, 8, 128, dtype=bf16)[..., ::2]), ValueError,
+         r"out: the last dimension must be contiguous \(stride\(-1\) == 1\)"),
+        # another device, without a second one: meta tensors
+        ((q, k, v), dict(out=torch.empty(2, 1, 8, 64, dtype=bf16, **meta)), ValueError,
+         r"out: on device meta but q is on cpu"),
+        ((q, k.to("meta"), v), {}, ValueError, r"k_cache: on device meta but q is on cpu"),
+        ((q, k, v, sl.to("meta")), {}, ValueError, r"cache_seqlens: on device meta but q is on cpu"),
+        ((q, k.view(8, 4, 2, 64), v.view(8, 4, 2, 64), sl), dict(block_table=torch.zeros(2, 4, dtype=torch.int32,
+                                                                                         **meta)),
+         ValueError, r"block_table: on device meta but q is on cpu"),
+        ((q, k, v), dict(sinks=torch.zeros(8, **meta)), ValueError, r"sinks: on device meta but q is on cpu"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_refused_calls())))
+def test_refused_before_any_backend_runs(case, monkeypatch):
+    """Empty dimensions, a strided cache_seqlens, an out of the wrong kind, stride or device, and inputs on another
+    device (meta tensors stand in for a second GPU) are refused by name; no backend's run is reached."""
+    from fmha.backends import registry
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("a backend ran")
+
+    for b in registry().values():
+        monkeypatch.setattr(b, "run", must_not_run)
+    args, kwargs, exc, match = _refused_calls()[case]
+    for backend in ("auto", "reference", "triton"):
+        raises(exc, match, *args, backend=backend, **kwargs)
