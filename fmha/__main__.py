@@ -1,8 +1,9 @@
-"""`python -m fmha`: run every available backend on built-in decode problems and print an A/B table.
+"""Run every available fmha backend on built-in decode problems and print an A/B table.
 
 On a GPU: small latency-bound caches, long-context serving, T=4 speculative
-decode and MQA D=512. On a CPU: the reference and the Triton interpreter on
-small problems. Exits 1 if any backend fails or disagrees with the reference.
+decode, MQA D=512 and DeepSeek's shared latent (576/512, V = K's first 512
+columns). On a CPU: the reference and the Triton interpreter on small problems.
+Exits 1 if any backend fails or disagrees with the reference.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 
 
 def problems(on_gpu: bool):
-    """(label, B, T, Hq, Hkv, S, D, varlen) decode problems."""
+    """(label, B, T, Hq, Hkv, S, D, varlen) decode problems; D = 576: DeepSeek's latent, V = K[..., :512]."""
     if on_gpu:
         return [
             ("small cache", 4, 1, 32, 8, 512, 128, False),
@@ -21,20 +22,21 @@ def problems(on_gpu: bool):
             ("long context", 1, 1, 32, 8, 65536, 128, False),
             ("long, varlen", 16, 1, 32, 8, 16384, 128, True),
             ("speculative T=4", 32, 4, 32, 8, 4096, 128, False),
-            ("MQA latent", 32, 1, 16, 1, 4096, 512, False),
-            ("MQA latent", 16, 1, 128, 1, 4096, 512, False),
+            ("MQA D=512", 32, 1, 16, 1, 4096, 512, False),
+            ("DeepSeek latent", 128, 1, 16, 1, 4096, 576, False),
+            ("DeepSeek latent", 16, 1, 128, 1, 4096, 576, False),
         ]
     return [
         ("small cache", 2, 1, 8, 2, 128, 64, False),
         ("varlen", 3, 1, 28, 4, 129, 128, True),
         ("speculative T=4", 2, 4, 8, 2, 200, 128, False),
-        ("MQA latent", 1, 1, 16, 1, 64, 512, False),
+        ("DeepSeek latent", 1, 1, 16, 1, 64, 576, False),
     ]
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fmha", description=__doc__.splitlines()[0])
-    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16")
+    ap = argparse.ArgumentParser(prog="python -m fmha", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dtype", choices=["bf16", "fp16"], default="bf16", help="data type of q and the caches")
     ap.add_argument("--no-timing", action="store_true", help="check correctness only")
     args = ap.parse_args(argv)
 
@@ -63,7 +65,7 @@ def main(argv=None) -> int:
         g = torch.Generator().manual_seed(B * S + D)
         q = torch.randn(B, T, Hq, D, generator=g).to(device, dtype)
         k = torch.randn(B, S, Hkv, D, generator=g).to(device, dtype)
-        v = torch.randn(B, S, Hkv, D, generator=g).to(device, dtype)
+        v = k[..., :512] if D == 576 else torch.randn(B, S, Hkv, D, generator=g).to(device, dtype)
         sl = None
         if varlen:
             sl = torch.randint(0, S + 1, (B,), generator=g, dtype=torch.int32).to(device)

@@ -218,7 +218,8 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
                           softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out, sinks=sinks)
             try:
                 r.median_us, r.timing = time_call(call, q.device, reps)
-                r.gbps = nbytes / (r.median_us * 1e-6) / 1e9
+                if q.device.type == "cuda":  # (a CPU's wall clock is no bandwidth figure)
+                    r.gbps = nbytes / (r.median_us * 1e-6) / 1e9
             except Exception as e:
                 r.status += f" (timing failed: {type(e).__name__}: {e})"
         report.results.append(r)

@@ -4,8 +4,8 @@
 #   bash tools/gpu_validate.sh [tests|sanitize|all]
 #
 # tests:    the first-use build (timed), python -m fmha.cuda.selftest, the test suite (PYTEST_TARGETS,
-#           default tests/: on an H200 it takes over 9 minutes with 8 workers, so a 10-minute call runs
-#           it in two halves, e.g. PYTEST_TARGETS="tests/test_cuda.py tests/test_api.py")
+#           default tests/: on an H200 it takes over 9 minutes with 8 workers; where a job is limited to
+#           less, run it in parts, e.g. PYTEST_TARGETS="tests/test_cuda.py tests/test_api.py")
 # sanitize: compute-sanitizer memcheck, racecheck and synccheck on tests/sanitize_subset.py
 #           (FMHA_SANITIZE_ONLY=paged: the paged cases alone)
 # Logs go to $OUT (default /tmp/fmha-validate); the last lines printed are a summary.

@@ -163,7 +163,9 @@ def run_case(backend, case) -> bool:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fmha.cuda.selftest")
+    ap = argparse.ArgumentParser(prog="python -m fmha.cuda.selftest",
+                                 description="First-light check of the CUDA backend on a GPU: small cases against "
+                                             "the fp32 reference, with hints that localise a wrong result.")
     ap.add_argument("-k", default="", help="only cases whose name contains this")
     args = ap.parse_args(argv)
     b = CudaBackend()
