@@ -1,11 +1,15 @@
-"""`flash_attn_with_kvcache` with FlashAttention 2's signature, over `fmha.attention`.
+"""FlashAttention 2's `flash_attn_with_kvcache` and FlashMLA's `flash_mla_with_kvcache` (with `get_mla_metadata`),
+with their signatures, over `fmha.attention`.
 
-Serves what fmha computes: the cache as it is or with new keys and values appended in place (`k`, `v`), contiguous
+flash_attn_with_kvcache serves what fmha computes: the cache as it is or with new keys and values appended in place (`k`, `v`), contiguous
 or paged (`block_table`), causal or not, with the LSE. The arguments of features fmha does not have (rotary
 embeddings, `cache_batch_idx`, `cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused by
 name before anything is written. Differences from FlashAttention that a caller can see: the LSE of a row with no
 visible key is -inf (log of an empty sum; FlashAttention 2 writes +inf there), and `num_splits` is accepted but not
 used (fmha plans its own split-KV launch; the result is the same up to rounding).
+
+flash_mla_with_kvcache serves FlashMLA's dense decode: a latent page pool whose first head_dim_v columns are V; its
+sparse and fp8 modes are refused by name.
 """
 from __future__ import annotations
 
@@ -17,7 +21,7 @@ import torch
 from .api import _check_inference_only, attention
 from .problem import check_bool, validate_cached
 
-__all__ = ["flash_attn_with_kvcache"]
+__all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
@@ -108,3 +112,43 @@ def _append(k_cache, v_cache, k, v, cache_seqlens, block_table) -> None:
         at = (pages, pos % page_size)
     k_cache[at] = k
     v_cache[at] = v  # (where V is K's memory, after k, as FlashAttention writes them)
+
+
+def get_mla_metadata(*args, **kwargs):
+    """FlashMLA's scheduling call: fmha plans its launch itself, so this returns (None, None), which
+    flash_mla_with_kvcache takes in place of FlashMLA's metadata (any arguments are accepted, as FlashMLA's are)."""
+    return None, None
+
+
+def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, tile_scheduler_metadata=None,
+                           num_splits=None, softmax_scale=None, causal=False, is_fp8_kvcache=False, indices=None,
+                           attn_sink=None, extra_k_cache=None, extra_indices_in_kvcache=None, topk_length=None,
+                           extra_topk_length=None, *, backend="auto"):
+    """DeepSeek's MLA decode as FlashMLA's dense call of this name: q [B, T, Hq, D_qk] against the latent k_cache,
+    a page pool [num_blocks, page_size, Hkv, D_qk] with block_table [B, max_blocks_per_seq] (or, with block_table
+    None, a contiguous cache [B, S, Hkv, D_qk]), whose first head_dim_v columns are V (576/512: V3; 512/512: V4).
+    Returns (out [B, T, Hq, head_dim_v], softmax_lse [B, Hq, T] float32). causal: bottom-right aligned.
+
+    tile_scheduler_metadata and num_splits (get_mla_metadata's, or FlashMLA's own) are accepted and not used.
+    FlashMLA's sparse and fp8 modes (is_fp8_kvcache, indices, extra_k_cache, extra_indices_in_kvcache,
+    topk_length, extra_topk_length) are refused by name, as is attn_sink, which FlashMLA's dense call refuses too
+    (fmha.attention(sinks=...) joins sinks, its LSE including them). A row with no visible key gets lse = -inf."""
+    if is_fp8_kvcache is not False:
+        raise NotImplementedError(f"is_fp8_kvcache: fmha reads bf16 / fp16 caches, got {is_fp8_kvcache!r}; "
+                                  "allowed: False")
+    for name, value in (("indices", indices), ("extra_k_cache", extra_k_cache),
+                        ("extra_indices_in_kvcache", extra_indices_in_kvcache), ("topk_length", topk_length),
+                        ("extra_topk_length", extra_topk_length)):
+        if value is not None:
+            raise NotImplementedError(f"{name}: FlashMLA's sparse attention is not in fmha (got "
+                                      f"{type(value).__name__}); allowed: None")
+    if attn_sink is not None:
+        raise NotImplementedError("attn_sink: not taken by the dense call (FlashMLA's refuses it too); "
+                                  "fmha.attention(..., sinks=attn_sink) joins sinks, and its LSE includes them")
+    if isinstance(head_dim_v, bool) or not isinstance(head_dim_v, numbers.Integral):
+        raise TypeError(f"head_dim_v: expected an int, got {type(head_dim_v).__name__} {head_dim_v!r}")
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4 or not 0 < head_dim_v <= k_cache.shape[-1]:
+        got = list(k_cache.shape) if isinstance(k_cache, torch.Tensor) else type(k_cache).__name__
+        raise ValueError(f"head_dim_v: {head_dim_v} must lie in [1, D_qk] of k_cache [..., D_qk] (got k_cache {got})")
+    return attention(q, k_cache, k_cache[..., :head_dim_v], cache_seqlens, block_table=block_table,
+                     softmax_scale=softmax_scale, causal=causal, return_lse=True, backend=backend)

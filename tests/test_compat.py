@@ -151,3 +151,38 @@ def test_new_tokens_that_require_grad_are_refused():
     q, k, v, k_new, v_new, sl, _ = _refusals()
     with pytest.raises(ValueError, match=r"^k: requires_grad=True"):
         fmha.flash_attn_with_kvcache(q, k, v, k_new.requires_grad_(), v_new, cache_seqlens=sl)
+
+
+# ---- FlashMLA's call ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("Dqk", [576, 512])
+def test_flash_mla_call_on_a_latent_page_pool(backend, Dqk):
+    """FlashMLA's arguments in their order, get_mla_metadata's result passed through: V is the pool's first 512
+    columns; out and the LSE [B, Hq, T] against the reference, NaN in every slot no sequence owns."""
+    from _util import make_paged
+
+    B, T, Hq = 3, 2, 16
+    q, latent, _, sl = make_inputs(B, T, Hq, 1, 130, Dqk, device=DEVICE, seqlens=[130, 0, 65])
+    pool, _, table = make_paged(latent, latent, 64, sl, seed=Dqk)
+    meta, splits = fmha.get_mla_metadata(sl, T * Hq, 1)
+    out, lse = fmha.flash_mla_with_kvcache(q, pool, table, sl, 512, meta, splits, causal=True, backend=backend)
+    ref, ref_lse = attention_reference(q, latent, latent[..., :512], sl, Dqk ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=latent.float().abs().max().item(), what=f"{backend} {Dqk}")
+    assert out.shape == (B, T, Hq, 512) and lse.shape == (B, Hq, T) and (out[1] == 0).all()
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(is_fp8_kvcache=True), NotImplementedError, r"is_fp8_kvcache: fmha reads bf16 / fp16 caches"),
+    (dict(indices=torch.zeros(1, 1, 8, dtype=torch.int32)), NotImplementedError, r"indices: FlashMLA's sparse"),
+    (dict(topk_length=torch.ones(1, dtype=torch.int32)), NotImplementedError, r"topk_length: FlashMLA's sparse"),
+    (dict(attn_sink=torch.zeros(4)), NotImplementedError, r"attn_sink: not taken by the dense call"),
+    (dict(head_dim_v=600), ValueError, r"head_dim_v: 600 must lie in \[1, D_qk\]"),
+    (dict(head_dim_v=512.0), TypeError, r"head_dim_v: expected an int, got float"),
+])
+def test_flash_mla_call_refuses_what_it_cannot_honour(kwargs, error, match):
+    q, latent, _, sl = make_inputs(1, 1, 4, 1, 8, 576, device=DEVICE, seqlens=[8])
+    args = dict(head_dim_v=512)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        fmha.flash_mla_with_kvcache(q, latent, None, sl, args.pop("head_dim_v"), *fmha.get_mla_metadata(), **args)
