@@ -106,3 +106,29 @@ def test_build_cli(fake_nvcc, tmp_path):
     assert path.exists() and path.parent == tmp_path and "building CUDA kernels for sm_90a" in r.stderr
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=repo)
     assert again.returncode == 0 and Path(again.stdout.strip()) == path and "building" not in again.stderr
+
+
+def test_load_falls_back_to_a_library_of_these_sources_when_it_cannot_build(tmp_path, monkeypatch):
+    """An nvcc that cannot build (here: it fails every compile) with a library of the same sources built by another
+    nvcc in the cache: load warns and loads that one; without it, the build error is raised."""
+    nvcc = tmp_path / "nvcc"
+    nvcc.write_text("#!/bin/sh\nif [ \"$1\" = \"--version\" ]; then echo 'release 12.0'; exit 0; fi\n"
+                    "echo 'nvcc fatal: unsupported architecture' >&2\nexit 1\n")
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("FMHA_NVCC", str(nvcc))
+    monkeypatch.setenv("FMHA_CACHE_DIR", str(tmp_path / "cache"))
+    loader.nvcc_version.cache_clear()
+    opened = []
+    monkeypatch.setattr(loader.ctypes, "CDLL", lambda path: opened.append(path) or path)
+    monkeypatch.setattr(loader, "_declare", lambda lib: lib)
+    try:
+        with pytest.raises(loader.CudaBuildError, match="nvcc failed"):
+            loader.load.__wrapped__("sm_90a")
+        other = tmp_path / "cache" / f"libfmha_sm_90a_{loader.source_hash('sm_90a')}_0123abcd.so"
+        other.write_text("")
+        with pytest.warns(RuntimeWarning, match=r"nvcc failed .*; loading .*_0123abcd.so, built from the same "
+                                                r"sources by another nvcc"):
+            assert loader.load.__wrapped__("sm_90a") == str(other)
+        assert opened == [str(other)]
+    finally:
+        loader.nvcc_version.cache_clear()

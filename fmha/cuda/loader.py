@@ -5,7 +5,8 @@ compiled in parallel and linked into one shared library with a plain C API (fmha
 Cache: `$FMHA_CACHE_DIR` or `~/.cache/fmha`, one file per (sources, arch, flags, nvcc
 version): `libfmha_<arch>_<src-hash>_<nvcc-hash>.so`. A `filelock.FileLock` serialises
 concurrent first uses; the library is built into a temporary file and renamed into place
-atomically. Probe builds (timing stamps; tools/) are separate libraries, never the product one.
+atomically. Where nvcc is absent or cannot build, a library of the same sources built by
+another nvcc is loaded instead (with a warning when nvcc failed). Probe builds (timing stamps; tools/) are separate libraries, never the product one.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Optional, Sequence
@@ -334,10 +336,20 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
 
 @functools.lru_cache(maxsize=4)
 def load(arch: str = DEFAULT_ARCH) -> ctypes.CDLL:
-    """Build if needed (or reuse a cached build when nvcc is absent) and load the library."""
+    """Build if needed (or reuse a cached build of these sources when nvcc is absent, or cannot build) and load the
+    library."""
     check_arch(arch)
     if find_nvcc() is not None:
-        path = build(arch)
+        try:
+            path = build(arch)
+        except CudaBuildError as e:
+            # A library built from these sources by another nvcc (an image built ahead of time, a read-only
+            # cache) serves where this nvcc cannot build one.
+            path = prebuilt_library(arch)
+            if path is None:
+                raise
+            warnings.warn(f"{str(e).splitlines()[0]}; loading {path}, built from the same sources by another nvcc",
+                          RuntimeWarning, stacklevel=2)
     else:
         path = prebuilt_library(arch)
         if path is None:
