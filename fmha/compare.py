@@ -66,6 +66,7 @@ class CompareReport:
     pairwise: dict = field(default_factory=dict)  # (a, b) -> max abs difference
     auto_within_noise: bool = False  # auto's table had the candidates' times within its noise margin
     auto_reason: str = ""
+    on_gpu: bool = True  # (the table shows no GB/s for a CPU's wall clock)
 
     @property
     def ok(self) -> bool:
@@ -78,7 +79,7 @@ class CompareReport:
                 tag = " (auto, within noise)" if self.auto_within_noise else " (auto)"
             yield [self.problem, r.backend + tag,
                    _fmt(r.max_abs_err, "{:.2e}"), _fmt(r.cosine, "{:.7f}"), _fmt(r.lse_max_err, "{:.1e}"),
-                   _fmt(r.median_us, "{:.1f}"), _fmt(r.gbps, "{:.0f}"), r.status]
+                   _fmt(r.median_us, "{:.1f}"), _fmt(r.gbps if self.on_gpu else None, "{:.0f}"), r.status]
 
     HEADER = ["problem", "backend", "max abs err", "cosine", "lse err", "median us", "GB/s (valid KV)", "status"]
 
@@ -191,7 +192,8 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     tol = tolerance(p.dtype, _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table))
     auto = decide(p, "auto")
     report = CompareReport(problem=p.describe(), auto_backend=auto.backend, tolerance=tol,
-                           auto_within_noise=auto.within_noise, auto_reason=auto.reason)
+                           auto_within_noise=auto.within_noise, auto_reason=auto.reason,
+                           on_gpu=q.device.type == "cuda")
     # The keys each sequence really has (a host sync, once): what a kernel reads of the cache.
     kv_tokens = None if cache_seqlens is None else int(cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k).sum())
     nbytes = p.bytes_moved(kv_tokens)
@@ -218,8 +220,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
                           softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out, sinks=sinks)
             try:
                 r.median_us, r.timing = time_call(call, q.device, reps)
-                if q.device.type == "cuda":  # (a CPU's wall clock is no bandwidth figure)
-                    r.gbps = nbytes / (r.median_us * 1e-6) / 1e9
+                r.gbps = nbytes / (r.median_us * 1e-6) / 1e9
             except Exception as e:
                 r.status += f" (timing failed: {type(e).__name__}: {e})"
         report.results.append(r)
