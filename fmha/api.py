@@ -128,9 +128,12 @@ def _ready_runner(p, backend):
     try:
         runner.prepare()
     except RuntimeError as e:
-        warnings.warn(f"fmha: backend {decision.backend!r} could not be loaded, auto takes another: {e}",
-                      RuntimeWarning, stacklevel=4)
-        runner = registry()[decide(p, backend).backend]
+        again = decide(p, backend)
+        if again.backend == decision.backend:  # (a failure the backend does not report as unavailable)
+            raise
+        warnings.warn(f"fmha: backend {decision.backend!r} could not be loaded, auto takes {again.backend!r}: {e}",
+                      RuntimeWarning, stacklevel=2)
+        runner = registry()[again.backend]
     return runner
 
 

@@ -24,6 +24,10 @@ class ReferenceBackend(Backend):
         lse.copy_(l)
 
 
+# A split's end and a tile's keys are int32 sums that pass S by up to 64 splits x 128-key tiles, rounded up.
+TRITON_MAX_SEQLEN_K = 2 ** 31 - 1 - 16384
+
+
 class TritonBackend(Backend):
     name = "triton"
     summary = "Triton FA2 split-KV decode kernel with GQA packing (any CUDA GPU; CPU via TRITON_INTERPRET=1)"
@@ -45,9 +49,9 @@ class TritonBackend(Backend):
         if not (p.device.type == "cuda" or (p.device.type == "cpu" and interpreter_enabled())):
             return (f"tensors on {p.device}: the Triton kernel needs CUDA tensors, or CPU tensors "
                     "with TRITON_INTERPRET=1")
-        if p.seqlen_k > 2 ** 31 - 1 - 1024:  # (a split's end and a tile's keys are int32 sums past S)
+        if p.seqlen_k > TRITON_MAX_SEQLEN_K:
             what = "max_blocks_per_seq x page_size" if p.has_block_table else "seqlen_k"
-            return f"{what} {p.seqlen_k} too large: the kernel's token indices must stay below 2^31 - 1024"
+            return f"{what} {p.seqlen_k} too large: the kernel's token indices must stay below 2^31 - 16384"
         return None
 
     # Importing fmha.triton.decode imports triton, which reads TRITON_INTERPRET when the kernels are defined

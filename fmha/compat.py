@@ -1,15 +1,15 @@
-"""FlashAttention 2's `flash_attn_with_kvcache` and FlashMLA's `flash_mla_with_kvcache` (with `get_mla_metadata`),
-with their signatures, over `fmha.attention`.
+"""FlashAttention 2's `flash_attn_with_kvcache` and FlashMLA's `flash_mla_with_kvcache` (with
+`get_mla_metadata`), with their signatures, over `fmha.attention`.
 
-flash_attn_with_kvcache serves what fmha computes: the cache as it is or with new keys and values appended in place (`k`, `v`), contiguous
-or paged (`block_table`), causal or not, with the LSE. The arguments of features fmha does not have (rotary
-embeddings, `cache_batch_idx`, `cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused by
-name before anything is written. Differences from FlashAttention that a caller can see: the LSE of a row with no
+flash_attn_with_kvcache serves what fmha computes: the cache as it is or with new keys and values appended in
+place (`k`, `v`), contiguous or paged (`block_table`), causal or not, with the LSE. The arguments of features fmha
+does not have (rotary embeddings, `cache_batch_idx`, `cache_leftpad`, a finite `window_size`, `softcap`,
+`alibi_slopes`) are refused by name before anything is written. Differences from FlashAttention that a caller can see: the LSE of a row with no
 visible key is -inf (log of an empty sum; FlashAttention 2 writes +inf there), and `num_splits` is accepted but not
 used (fmha plans its own split-KV launch; the result is the same up to rounding).
 
 flash_mla_with_kvcache serves FlashMLA's dense decode: a latent page pool whose first head_dim_v columns are V; its
-sparse and fp8 modes are refused by name.
+sparse and fp8 modes are refused by name. A row with no visible key gets lse = -inf there too (FlashMLA: +inf).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Optional, Union
 import torch
 
 from .api import _check_inference_only, attention
-from .problem import check_bool, validate_cached
+from .problem import _elements_share_memory, check_bool, validate_cached
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -48,15 +48,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             raise NotImplementedError(f"{name}: fmha does not support it (got {type(value).__name__}); allowed: None"
                                       + ("; apply rotary embeddings to q and k before the call"
                                          if name.startswith("rotary") else ""))
-    if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2 and tuple(window_size) == (-1, -1)):
+    check_bool("causal", causal)
+    whole = ((-1, -1), (-1, 0)) if causal else ((-1, -1),)  # (causal: FlashAttention's right edge is 0 anyway)
+    if not (isinstance(window_size, (tuple, list)) and tuple(window_size) in whole):
         raise NotImplementedError(f"window_size: fmha attends to the whole cache, got {window_size!r}; "
-                                  "allowed: (-1, -1)")
+                                  f"allowed: {' or '.join(map(str, whole))}")
     if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or softcap != 0.0:
         raise NotImplementedError(f"softcap: fmha does not cap scores, got {softcap!r}; allowed: 0.0")
     if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 0:
         raise ValueError(f"num_splits: expected an int >= 0, got {num_splits!r} (accepted, not used: fmha plans its "
                          "own splits)")
-    check_bool("causal", causal)
     check_bool("return_softmax_lse", return_softmax_lse)
     if not isinstance(q, torch.Tensor) or q.dim() != 4:
         raise ValueError(f"q: expected a 4-D tensor [B, T, Hq, D], got "
@@ -69,9 +70,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if k is None:
         return attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table, softmax_scale=softmax_scale,
                          causal=causal, return_lse=return_softmax_lse, backend=backend)
-    if cache_seqlens is None:
-        raise ValueError("cache_seqlens: got None with k and v; the new tokens are written after each sequence's "
-                         "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
+    if not isinstance(cache_seqlens, torch.Tensor):
+        got = "None" if cache_seqlens is None else type(cache_seqlens).__name__
+        raise TypeError(f"cache_seqlens: got {got} with k and v; the new tokens are written after each sequence's "
+                        "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
     _check_new_tokens(k, v, q, k_cache, v_cache)
     lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
     # Every check of the attention call (on the lengths after the append) before anything is written.
@@ -96,6 +98,10 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
                              f"got {list(t.shape)}")
         if t.dtype != cache.dtype or t.device != cache.device:
             raise ValueError(f"{name}: {t.dtype} on {t.device}, the cache is {cache.dtype} on {cache.device}")
+        if _elements_share_memory(cache):
+            cname = "k_cache" if name == "k" else "v_cache"
+            raise ValueError(f"{cname}: strides {tuple(cache.stride())} make several of its elements share memory "
+                             f"(an expanded view); new tokens cannot be written into it")
 
 
 def _append(k_cache, v_cache, k, v, cache_seqlens, block_table) -> None:
@@ -110,8 +116,8 @@ def _append(k_cache, v_cache, k, v, cache_seqlens, block_table) -> None:
         pos = pos.clamp(0, block_table.shape[1] * page_size - 1)
         pages = block_table.to(torch.int64).gather(1, pos // page_size).clamp(0, k_cache.shape[0] - 1)
         at = (pages, pos % page_size)
-    k_cache[at] = k
-    v_cache[at] = v  # (where V is K's memory, after k, as FlashAttention writes them)
+    v_cache[at] = v
+    k_cache[at] = k  # (last: where V is K's memory, the whole key is what stays)
 
 
 def get_mla_metadata(*args, **kwargs):
@@ -147,8 +153,11 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
                                   "fmha.attention(..., sinks=attn_sink) joins sinks, and its LSE includes them")
     if isinstance(head_dim_v, bool) or not isinstance(head_dim_v, numbers.Integral):
         raise TypeError(f"head_dim_v: expected an int, got {type(head_dim_v).__name__} {head_dim_v!r}")
-    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4 or not 0 < head_dim_v <= k_cache.shape[-1]:
-        got = list(k_cache.shape) if isinstance(k_cache, torch.Tensor) else type(k_cache).__name__
-        raise ValueError(f"head_dim_v: {head_dim_v} must lie in [1, D_qk] of k_cache [..., D_qk] (got k_cache {got})")
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
+        got = f"{k_cache.dim()}-D" if isinstance(k_cache, torch.Tensor) else type(k_cache).__name__
+        raise ValueError(f"k_cache: expected a 4-D latent cache [num_blocks, page_size, Hkv, D_qk] (or [B, S, Hkv, "
+                         f"D_qk] without block_table), got {got}")
+    if not 0 < head_dim_v <= k_cache.shape[-1]:
+        raise ValueError(f"head_dim_v: {head_dim_v} must lie in [1, D_qk = {k_cache.shape[-1]}] of k_cache")
     return attention(q, k_cache, k_cache[..., :head_dim_v], cache_seqlens, block_table=block_table,
                      softmax_scale=softmax_scale, causal=causal, return_lse=True, backend=backend)

@@ -10,6 +10,8 @@ Order of authority:
    the documented rule: the hand-written CUDA kernel where it serves the
    problem, else Triton, else the reference. On CPU tensors the reference
    (the Triton interpreter is a test vehicle, orders of magnitude slower).
+   A backend's auto_reason can keep it out of `auto` while it still runs when named
+   (the sm_100a kernel, never run on a Blackwell GPU, unless FMHA_CUDA_SM100=1).
 """
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ def test_auto_passes_over_a_cuda_library_that_fails_to_build(monkeypatch):
         q, k, v, sl = make_inputs(2, 1, 8, 2, 64, 128)
         p = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda", 0))
         assert decide(p, "auto").backend == "cuda"
-        with pytest.warns(RuntimeWarning, match=r"backend 'cuda' could not be loaded, auto takes another: fmha: nvcc "
+        with pytest.warns(RuntimeWarning, match=r"backend 'cuda' could not be loaded, auto takes 'triton': fmha: nvcc "
                                                 r"failed \(exit 1\)"):
             assert _ready_runner(p, "auto") is registry()["triton"]
         assert dict(decide(p, "auto").considered)["cuda"] == "fmha: nvcc failed (exit 1) building the CUDA kernels."

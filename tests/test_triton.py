@@ -159,14 +159,21 @@ def test_kv_token_offsets_past_2_31_elements():
 
 
 def test_capacity_past_int32_token_indices_refused():
-    """Token indices (a split's end, a tile's keys) are int32 sums past the capacity S: S within 1024 of 2^31 is
-    refused by name, as by the CUDA backend."""
+    """Token indices (a split's end, a tile's keys) are int32 sums past the capacity S, by up to 64 splits of tiles
+    rounded up to 128 keys: S within 16384 of 2^31 is refused by name. Every split's end stays below 2^31 at the
+    largest S served, whatever the split count."""
+    from fmha.backends import TRITON_MAX_SEQLEN_K
+    from fmha.splits import cdiv
+
     triton_backend = registry()["triton"]
     p = make_problem(1, 1, 8, 8, 16, 64, device=DEVICE)
-    assert triton_backend.unsupported_reason(dataclasses.replace(p, seqlen_k=2 ** 31 - 1025)) is None
-    with pytest.raises(NotImplementedError, match=r"seqlen_k 2147482624 too large: the kernel's token indices must "
-                                                  r"stay below 2\^31 - 1024"):
-        decide(dataclasses.replace(p, seqlen_k=2 ** 31 - 1024), "triton")
+    assert triton_backend.unsupported_reason(dataclasses.replace(p, seqlen_k=TRITON_MAX_SEQLEN_K)) is None
+    with pytest.raises(NotImplementedError, match=r"seqlen_k 2147467264 too large: the kernel's token indices must "
+                                                  r"stay below 2\^31 - 16384"):
+        decide(dataclasses.replace(p, seqlen_k=TRITON_MAX_SEQLEN_K + 1), "triton")
+    for splits in range(1, 65):  # (decode_attention's tokens_per_split; tiles of at most 128 keys)
+        per_split = cdiv(cdiv(TRITON_MAX_SEQLEN_K, splits), 128) * 128
+        assert splits * per_split + 128 < 2 ** 31
 
 
 @pytest.mark.parametrize("D", [64, 512])

@@ -6,7 +6,8 @@ Cache: `$FMHA_CACHE_DIR` or `~/.cache/fmha`, one file per (sources, arch, flags,
 version): `libfmha_<arch>_<src-hash>_<nvcc-hash>.so`. A `filelock.FileLock` serialises
 concurrent first uses; the library is built into a temporary file and renamed into place
 atomically. Where nvcc is absent or cannot build, a library of the same sources built by
-another nvcc is loaded instead (with a warning when nvcc failed). Probe builds (timing stamps; tools/) are separate libraries, never the product one.
+another nvcc is loaded instead (with a warning when nvcc failed). Probe builds (timing
+stamps; tools/) are separate libraries, never the product one.
 """
 from __future__ import annotations
 
@@ -197,7 +198,12 @@ def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str
         raise CudaBuildError(f"fmha: probe mode {probe!r} unknown (one of {', '.join(PROBE_MODES)})")
     flags = (*PROBE_MODES[probe], *extra_flags) if probe is not None else tuple(extra_flags)
     srcs = units(probe, arch)
-    with tempfile.TemporaryDirectory(prefix="fmha_build_") as tmp:
+    try:
+        workdir = tempfile.TemporaryDirectory(prefix="fmha_build_")
+    except OSError as e:
+        raise CudaBuildError(f"fmha: cannot create a build folder in {tempfile.gettempdir()}: {e}; TMPDIR names "
+                             "another") from e
+    with workdir as tmp:
         objects = [os.path.join(tmp, f"{i:02d}_{u.stem}.o") for i, u in enumerate(srcs)]
         cmds = [compile_command(nvcc, arch, u, o, flags) for u, o in zip(srcs, objects)]
 
