@@ -19,7 +19,7 @@ from typing import Optional, Union
 import torch
 
 from .api import _check_inference_only, attention
-from .problem import _elements_share_memory, check_bool, validate_cached
+from .problem import _elements_share_memory, check_bool, validate, validate_cached
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -75,11 +75,13 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise TypeError(f"cache_seqlens: got {got} with k and v; the new tokens are written after each sequence's "
                         "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
     _check_new_tokens(k, v, q, k_cache, v_cache)
-    lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
-    # Every check of the attention call (on the lengths after the append) before anything is written.
-    validate_cached(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None)
     _check_inference_only(q, k_cache, v_cache, k=k, v=v)
-    _append(k_cache, v_cache, k, v, cache_seqlens, block_table)
+    lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
+    if torch.compiler.is_compiling():  # the checks need data pointers: inside the op, on real tensors
+        torch.ops.fmha.append_kv_(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale, causal)
+    else:
+        _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
+                        validate_cached)
     return attention(q, k_cache, v_cache, lengths, block_table=block_table, softmax_scale=softmax_scale,
                      causal=causal, return_lse=return_softmax_lse, backend=backend)
 
@@ -102,6 +104,28 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
             cname = "k_cache" if name == "k" else "v_cache"
             raise ValueError(f"{cname}: strides {tuple(cache.stride())} make several of its elements share memory "
                              f"(an expanded view); new tokens cannot be written into it")
+
+
+def _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
+                    check=validate) -> None:
+    """Every check of the attention call on the lengths after the append (`check`: validate, or its memoised
+    form), then the append."""
+    check(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None)
+    _append(k_cache, v_cache, k, v, cache_seqlens, block_table)
+
+
+@torch.library.custom_op("fmha::append_kv_", mutates_args=("k_cache", "v_cache"))
+def _append_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               cache_seqlens: torch.Tensor, block_table: Optional[torch.Tensor], softmax_scale: Optional[float],
+               causal: bool) -> None:
+    """The append as torch.compile sees it: checked, then written, when the graph runs."""
+    _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlens + k.shape[1], block_table,
+                    softmax_scale, causal)
+
+
+@_append_op.register_fake
+def _(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale, causal):
+    return None
 
 
 def _append(k_cache, v_cache, k, v, cache_seqlens, block_table) -> None:

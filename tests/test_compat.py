@@ -211,3 +211,23 @@ def test_flash_mla_call_names_a_k_cache_that_is_not_a_latent_cache():
     q, _, _, sl = make_inputs(1, 1, 4, 1, 8, 576, device=DEVICE, seqlens=[8])
     with pytest.raises(ValueError, match=r"k_cache: expected a 4-D latent cache .* got NoneType"):
         fmha.flash_mla_with_kvcache(q, None, None, sl, 512, *fmha.get_mla_metadata())
+
+
+def test_torch_compile_fullgraph_appends_and_checks_first():
+    """Under torch.compile(fullgraph=True) the append is a custom op (fmha::append_kv_) that checks the call before
+    writing: the same caches and output as eager, and a bad call leaves the caches as they were."""
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 32, 64, device=DEVICE, seqlens=[10, 20])
+    _, k_new, v_new, _ = make_inputs(2, 1, 8, 2, 1, 64, device=DEVICE, seed=3)
+
+    def call(q, k, v, k_new, v_new, sl):
+        return fmha.flash_attn_with_kvcache(q, k, v, k_new, v_new, cache_seqlens=sl, causal=True,
+                                            backend="reference")
+
+    compiled = torch.compile(call, fullgraph=True)
+    with torch.no_grad():
+        k_c, v_c, k_e, v_e = k.clone(), v.clone(), k.clone(), v.clone()
+        assert torch.equal(compiled(q, k_c, v_c, k_new, v_new, sl), call(q, k_e, v_e, k_new, v_new, sl))
+        assert torch.equal(k_c, k_e) and torch.equal(v_c, v_e) and not torch.equal(k_c, k)
+        with pytest.raises(TypeError, match=r"cache_seqlens: dtype torch.int64 is not allowed"):
+            compiled(q, k_c, v_c, k_new, v_new, sl.long())
+        assert torch.equal(k_c, k_e) and torch.equal(v_c, v_e)
