@@ -3,8 +3,8 @@
 
 flash_attn_with_kvcache serves what fmha computes: the cache as it is or with new keys and values appended in
 place (`k`, `v`), contiguous or paged (`block_table`), causal or not, with the LSE. The arguments of features fmha
-does not have (rotary embeddings, `cache_batch_idx`, `cache_leftpad`, a finite `window_size`, `softcap`,
-`alibi_slopes`) are refused by name before anything is written. Differences from FlashAttention that a caller can see: the LSE of a row with no
+does not have (rotary embeddings, `cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused
+by name before anything is written. `cache_batch_idx` reads the caches as a page pool of one page a cache row. Differences from FlashAttention that a caller can see: the LSE of a row with no
 visible key is -inf (log of an empty sum; FlashAttention 2 writes +inf there), and `num_splits` is accepted but not
 used (fmha plans its own split-KV launch; the result is the same up to rounding).
 
@@ -33,6 +33,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     [num_blocks, page_size, Hkv, D] with block_table [B, max_blocks_per_seq]), as FlashAttention 2's function of
     this name, which `fmha.attention` computes.
 
+    cache_batch_idx: int32 [B], the cache row of each sequence (k_cache / v_cache [B_cache, S, Hkv, D]; ids are
+    clamped into [0, B_cache) on the device); not with a block_table.
     cache_seqlens: int or int32 [B], the tokens each sequence has in the cache (None: all S). With k and v
     ([B, T_new, Hkv, D] and [B, T_new, Hkv, D_v]), those are first written into the caches in place at positions
     cache_seqlens .. cache_seqlens + T_new - 1 of each sequence, and the attention reads cache_seqlens + T_new
@@ -42,8 +44,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     also the LSE [B, Hq, T] (float32, natural log). backend: as fmha.attention's.
     """
     for name, value, default in (("rotary_cos", rotary_cos, None), ("rotary_sin", rotary_sin, None),
-                                 ("cache_batch_idx", cache_batch_idx, None), ("cache_leftpad", cache_leftpad, None),
-                                 ("alibi_slopes", alibi_slopes, None)):
+                                 ("cache_leftpad", cache_leftpad, None), ("alibi_slopes", alibi_slopes, None)):
         if value is not default:
             raise NotImplementedError(f"{name}: fmha does not support it (got {type(value).__name__}); allowed: None"
                                       + ("; apply rotary embeddings to q and k before the call"
@@ -65,6 +66,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     B = q.shape[0]
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
         cache_seqlens = torch.full((B,), int(cache_seqlens), dtype=torch.int32, device=q.device)
+    if cache_batch_idx is not None:  # each sequence's cache row as the one page, of S tokens, of a page table
+        block_table = _batch_idx_as_table(cache_batch_idx, block_table, q)
+        if cache_seqlens is None and k is None and isinstance(k_cache, torch.Tensor) and k_cache.dim() == 4:
+            cache_seqlens = torch.full((B,), k_cache.shape[1], dtype=torch.int32, device=q.device)
     if (k is None) != (v is None):
         raise ValueError(f"{'v' if k is not None else 'k'}: missing; new keys and values come together (k and v)")
     if k is None:
@@ -84,6 +89,24 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                         validate_cached)
     return attention(q, k_cache, v_cache, lengths, block_table=block_table, softmax_scale=softmax_scale,
                      causal=causal, return_lse=return_softmax_lse, backend=backend)
+
+
+def _batch_idx_as_table(cache_batch_idx, block_table, q) -> torch.Tensor:
+    """cache_batch_idx (int32 [B]) as a block table [B, 1] over the caches read as a pool of B_cache pages of S
+    tokens: no copy; its ids are clamped into the cache on the device, as page ids are."""
+    if block_table is not None:
+        raise NotImplementedError("cache_batch_idx: not with a block_table (nor is it in FlashAttention); index the "
+                                  "pages through the block table instead")
+    if not isinstance(cache_batch_idx, torch.Tensor) or cache_batch_idx.dtype != torch.int32:
+        got = cache_batch_idx.dtype if isinstance(cache_batch_idx, torch.Tensor) else type(cache_batch_idx).__name__
+        raise TypeError(f"cache_batch_idx: expected an int32 tensor [B], got {got}")
+    B = q.shape[0]
+    if tuple(cache_batch_idx.shape) != (B,) or cache_batch_idx.device != q.device:
+        raise ValueError(f"cache_batch_idx: expected shape [{B}] on {q.device}, got {list(cache_batch_idx.shape)} "
+                         f"on {cache_batch_idx.device}")
+    if B > 1 and cache_batch_idx.stride(0) != 1:
+        raise ValueError(f"cache_batch_idx: must be contiguous, got stride {cache_batch_idx.stride(0)}")
+    return cache_batch_idx.view(B, 1)
 
 
 def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:

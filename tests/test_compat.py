@@ -102,6 +102,30 @@ def test_new_tokens_into_a_shared_latent():
     compare(out, lse, ref, ref_lse, q.dtype, vmax=want.float().abs().max().item(), what="latent")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cache_batch_idx_picks_each_sequence_s_cache_row(backend):
+    """cache_batch_idx: sequence b reads (and with k, v appends into) cache row idx[b] of a larger cache; the
+    other rows are untouched; without cache_seqlens every row is S tokens."""
+    B, T, Hq, Hkv, S, D = 3, 2, 8, 2, 40, 64
+    q, k_cache, v_cache, _ = make_inputs(5, T, Hq, Hkv, S, D, device=DEVICE)
+    q = q[:B]
+    idx = torch.tensor([3, 0, 4], dtype=torch.int32, device=DEVICE)
+    rows = idx.long()
+    out = fmha.flash_attn_with_kvcache(q, k_cache, v_cache, cache_batch_idx=idx, causal=True, backend=backend)
+    ref, _ = attention_reference(q, k_cache[rows], v_cache[rows], None, D ** -0.5, True)
+    torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=0)
+    _, k_new, v_new, _ = make_inputs(B, T, Hq, Hkv, T, D, device=DEVICE, seed=8)
+    sl = torch.tensor([10, 0, 38], dtype=torch.int32, device=DEVICE)
+    want_k, want_v = k_cache.clone(), v_cache.clone()
+    want_k[rows] = _appended(k_cache[rows], k_new, sl.tolist())
+    want_v[rows] = _appended(v_cache[rows], v_new, sl.tolist())
+    out, lse = fmha.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=sl, cache_batch_idx=idx,
+                                            causal=True, return_softmax_lse=True, backend=backend)
+    assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
+    ref, ref_lse = attention_reference(q, want_k[rows], want_v[rows], sl + T, D ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=want_v.float().abs().max().item(), what=f"{backend} batch idx")
+
+
 def test_lengths_past_the_capacity_are_clamped_into_the_cache():
     """Device data is not checked (a sync): writes past S land on the last slot, inside the cache (which of two
     such writes stays is not defined)."""
@@ -121,7 +145,12 @@ def _refusals():
     return q, k, v, k_new, v_new, sl, [
         (dict(rotary_cos=cos, rotary_sin=cos), NotImplementedError, r"rotary_cos: fmha does not support it .* apply "
                                                                     r"rotary embeddings to q and k before the call"),
-        (dict(cache_batch_idx=torch.arange(2, device=DEVICE)), NotImplementedError, r"cache_batch_idx: fmha does not"),
+        (dict(cache_batch_idx=torch.arange(2, device=DEVICE)), TypeError,
+         r"cache_batch_idx: expected an int32 tensor \[B\], got torch.int64"),
+        (dict(cache_batch_idx=torch.zeros(3, dtype=torch.int32, device=DEVICE)), ValueError,
+         r"cache_batch_idx: expected shape \[2\]"),
+        (dict(cache_batch_idx=sl, block_table=sl.view(2, 1)), NotImplementedError,
+         r"cache_batch_idx: not with a block_table"),
         (dict(cache_leftpad=sl), NotImplementedError, r"cache_leftpad: fmha does not support it"),
         (dict(alibi_slopes=torch.ones(4, device=DEVICE)), NotImplementedError, r"alibi_slopes: fmha does not"),
         (dict(window_size=(4, 0)), NotImplementedError, r"window_size: .* got \(4, 0\); allowed: \(-1, -1\)"),
