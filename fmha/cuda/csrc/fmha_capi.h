@@ -96,8 +96,8 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D:
 // deals its tiles by cache length; 0 where it runs the static schedule instead (pages its producer warps gather,
 // a Q box that does not fit Hq / Hkv heads, more than 4096 sequences, tile positions past 2^31); -1 for an invalid
 // argument or a configuration other than LATENT_NARROW, for which fmha_decode refuses balanced = 1 (every
-// configuration on sm_100a). For a Q whose strides are nonzero where its dimension has more than one element (a Q
-// broadcast over a dimension is read without TMA, and its launch runs static).
+// configuration on sm_100a). The answer assumes a Q whose strides are nonzero where its dimension has more than one
+// element (a Q broadcast over a dimension is read without TMA, and its launch runs static).
 int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas);
 // Bytes of workspace a balanced launch needs (FmhaDecodeArgs::balanced; Dv: V's head dim), 0 for a count below 1.
 size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits);

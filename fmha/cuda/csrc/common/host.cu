@@ -146,8 +146,11 @@ bool encode_q_map(CUtensorMap* map, const void* q, int dtype, int B, int T, int 
 
 size_t workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
   if (num_splits <= 1) return 0;
-  return static_cast<size_t>(workspace_o_elems(B, T, Hq, D, num_splits) + workspace_lse_elems(B, T, Hq, num_splits)) *
-         sizeof(float);
+  // (num_splits x B x T x Hq x (D + 1) floats; SIZE_MAX where that does not fit, which no workspace satisfies)
+  size_t n = sizeof(float);
+  for (const int f : {num_splits, B, T, Hq, D + 1})
+    if (f < 0 || __builtin_mul_overflow(n, static_cast<size_t>(f), &n)) return SIZE_MAX;
+  return n;
 }
 
 }  // namespace fmha

@@ -1,10 +1,11 @@
 // fmha: the K/V ring, arch-neutral: the producer (one thread streams K and V tiles by TMA into rings
-// of stages completing on mbarriers) and the consumer side's waits, releases and the V-tail clear.
+// of stages completing on mbarriers; gathered pages: several warps' cp.async) and the consumer side's waits,
+// releases and the V-tail clear.
 //
 // A kernel's shared-memory plan Ss provides the ring:
 //   uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols], v[Tr::kStagesV][...]  (swizzled boxes)
 //   uint64_t full_k[kStages], full_v[kStagesV]    TMA bytes of the stage's tile landed
-//   uint64_t empty_k[kStages], empty_v[kStagesV]  every consumer warp is done with the stage's tile
+//   uint64_t empty_k[kStages], empty_v[kStagesV]  the stage's readers are done with its tile
 // and its traits Tr the tile shape (kBlockN, kBoxes, kBoxCols, kRowBytes, kTmaRows, kKvTileBytes,
 // kStages, kStagesV, kConsumerThreads, kHeadDimV). Tr::kSharedKv (one ring, DeepSeek's shared latent): V
 // is the first kHeadDimV columns of the K stage; the V ring, its barriers and its loads go unused, and
@@ -45,7 +46,7 @@ __device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, 
 }
 
 // ----------------------------------------------------------------------------
-// Producer: one thread streams K and V tiles into the ring.
+// Producer: one thread streams K and V tiles into the ring by TMA (the gather: producer_loop_gather).
 // ----------------------------------------------------------------------------
 // One K or V tile (kBlockN tokens from token0, all boxes) into one ring stage, completing on `full`,
 // with an L2 evict-first policy (the cache is streamed once).

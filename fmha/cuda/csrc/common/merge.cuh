@@ -285,11 +285,7 @@ __device__ __forceinline__ void merge_cluster_splits(Ss& ss, const DecodeParams&
       merge.add(ls, o);
     }
     const OutRow orow(p, b, kvh, row0 + first + lr);
-    if (p.sinks != nullptr) {  // the sink: a partial of LSE sinks[hq] and no output, as in the combine kernel
-      const float ls[1] = {__ldg(p.sinks + orow.hq)};
-      const float4 o[1] = {make_float4(0.f, 0.f, 0.f, 0.f)};
-      merge.add(ls, o);
-    }
+    merge_sink(p, merge, orow.hq);  // as in the combine kernel
     *reinterpret_cast<uint2*>(orow.out(p, b) + col) = merge.packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B
     if (col == 0) p.lse[orow.lse_idx] = merge.lse();
   }

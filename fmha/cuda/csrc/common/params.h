@@ -18,10 +18,10 @@ constexpr bool kPdl = !FMHA_DISABLE_PDL;
 // (t = r / G, hq = kvh * G + r % G); rows = T * G.
 struct DecodeParams {
   const void* q;           // [B, T, Hq, D], last stride 1
-  void* out;               // [B, T, Hq, D], last stride 1 (by the decode kernel unless the combine kernel merges)
+  void* out;               // [B, T, Hq, head_dim_v], last stride 1 (by the decode kernel unless the combine kernel merges)
   float* lse;              // [B, Hq, T] contiguous, natural log (written as out)
   const int* seqlens;      // [B] valid keys per sequence, nullptr = S; clamped to [0, S]
-  float* o_partial;        // split-KV workspace (see workspace layout below), nullptr when num_splits == 1
+  float* o_partial;        // split-KV workspace (see workspace layout below; the balanced schedule's pieces), else nullptr
   float* lse_partial;
   int64_t q_b, q_t, q_h;
   int64_t o_b, o_t, o_h;
@@ -88,7 +88,7 @@ enum ClusterMergeMode : int {
 
 // Split-KV workspace, all fp32, written by the attention kernel and read by
 // the combine kernel:
-//   o_partial   [num_splits][B][T][Hq][D]  o of one split, already divided by its own l
+//   o_partial   [num_splits][B][T][Hq][head_dim_v]  o of one split, already divided by its own l
 //   lse_partial [num_splits][B][Hq][T]     natural-log LSE of one split (-inf: no visible key)
 inline int64_t workspace_o_elems(int B, int T, int Hq, int D, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * T * Hq * D;

@@ -27,7 +27,6 @@
 
 namespace fmha {
 
-constexpr bool kProbeStreamOnly = FMHA_PROBE_STREAM_ONLY;
 constexpr bool kProbeNoCombine = FMHA_PROBE_NO_COMBINE;
 
 // Stamps: for the first kProbeTiles ring positions of the first kProbeCtas CTAs (linear block index),
@@ -65,6 +64,25 @@ __device__ unsigned long long g_probe_stamps[kProbeCtas * kProbeTiles * kProbeEv
 #endif
 
 #if FMHA_PROBE
+namespace ptx {
+// %globaltimer (PTX ISA, Special Registers: %globaltimer): a nanosecond timer common to the whole GPU
+// (unlike clock64, one SM's cycle counter). Used by the timing probe only.
+__device__ __forceinline__ uint64_t global_timer() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+
+// %smid (PTX ISA, Special Registers: %smid): the SM this thread runs on (may change only across
+// preemption). Used by the timing probe only.
+__device__ __forceinline__ uint32_t sm_id() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(r));
+  return r;
+}
+
+}  // namespace ptx
+
 // The linear block index the probe files a CTA's stamps under.
 __device__ __forceinline__ unsigned probe_cta() {
   return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);

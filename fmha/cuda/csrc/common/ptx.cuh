@@ -266,22 +266,6 @@ __device__ __forceinline__ void griddep_wait() {
 #endif
 }
 
-// %globaltimer (PTX ISA, Special Registers: %globaltimer): a nanosecond timer common to the whole GPU
-// (unlike clock64, one SM's cycle counter). Used by the timing probe only.
-__device__ __forceinline__ uint64_t global_timer() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
-  return t;
-}
-
-// %smid (PTX ISA, Special Registers: %smid): the SM this thread runs on (may change only across
-// preemption). Used by the timing probe only.
-__device__ __forceinline__ uint32_t sm_id() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(r));
-  return r;
-}
-
 // ---------------------------------------------------------------------------
 // TMA (cp.async.bulk.tensor, PTX 9.7.9.25.5.1) and tensor-map prefetch
 // ---------------------------------------------------------------------------

@@ -43,13 +43,13 @@ struct Config {
 };
 
 constexpr Config kNoConfig{0, 0, 0, 0, 0, Mainloop::kSerial, false, false, 0, false, false, false};
-constexpr Mainloop kSerial = Mainloop::kSerial, kOverlapped = Mainloop::kOverlapped, kSeesaw = Mainloop::kSeesaw,
-                   kSeesaw64 = Mainloop::kSeesaw64, kNarrowOnly = Mainloop::kNarrowOnly;
 
 // The table. A rule's reason in one line; its measurement in docs/design-sm90.md.
 //   tile  K  V  CTAs  TMA  loop  narrow  split_qk  Q regs  early wait  cluster merge  pair merge
 //   (then shared kv and gather warps, where an entry sets them)
 constexpr Config config_table(int D, int config) {
+  constexpr Mainloop kSerial = Mainloop::kSerial, kOverlapped = Mainloop::kOverlapped, kSeesaw = Mainloop::kSeesaw,
+                     kSeesaw64 = Mainloop::kSeesaw64, kNarrowOnly = Mainloop::kNarrowOnly;
   switch (D) {
     case 64:
       // Serial loop: the overlapped one keeps two score tiles and spills at two CTAs per SM.
@@ -76,7 +76,7 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_DEEP) return {64, 3, 3, 1, 32, kOverlapped, true, false, 0, false, true, false};
       return kNoConfig;
     case 512:
-      // 32-token tiles (16 measured 44% slower); 192 Q columns in registers make room for a third V
+      // 32-token tiles (16-token ones measured slower: docs/design-sm90.md); 192 Q columns in registers make room for a third V
       // stage. No cluster merge: compiling it in moved the hot loop's register allocation.
       // More than 64 packed rows: the warpgroups take turns, no score exchange.
       if (config == FMHA_CONFIG_SEESAW) return {32, 2, 3, 1, 32, kSeesaw, false, false, 192, false, false, false};

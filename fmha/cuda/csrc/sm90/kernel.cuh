@@ -143,7 +143,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     ptx::prefetch_tensormap(&tmap_v);
   }
   if constexpr (kPdl) {
-    // Programmatic dependent launch (capi.cu): this grid may start while the previous kernel on
+    // Programmatic dependent launch (common/decode_launch.h): this grid may start while the previous kernel on
     // the stream finishes; nothing global is read before that kernel's results are visible.
     ptx::griddep_wait();
     // The kernel behind this one (the split-KV combine, or the next call's decode) may be

@@ -30,7 +30,7 @@ struct Instance {
   static bool pairs_row_blocks(int num_splits, long long row_blocks, bool exclusive);
   // Whether a launch of `ctas` CTAs that asks for the balanced schedule (DecodeParams::balanced) deals its tiles
   // by cache length, given whether it has the lengths, reads Q by TMA and gathers its pages; where it does not,
-  // it runs the static schedule, as right. q_tma: as the launch sets DecodeParams::q_tma; q_box_tma(G) answers
+  // it runs the static schedule. q_tma: as the launch sets DecodeParams::q_tma; q_box_tma(G) answers
   // it for a Q whose strides and base allow TMA.
   static bool deals_tiles(int B, int Hkv, int S, long long ctas, bool has_seqlens, bool q_tma, bool gather);
   static bool q_box_tma(int G);

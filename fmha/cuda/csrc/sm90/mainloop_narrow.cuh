@@ -10,6 +10,13 @@
 namespace fmha {
 namespace sm90 {
 
+// One visit of the balanced schedule (DecodeParams::balanced, sm90/schedule_balanced.cuh): tiles [tile_begin,
+// tile_end) of unit (b, kvh), piece `piece` of the `pieces` CTAs that share the unit (1: written out directly);
+// first_cta and first_mid locate every piece's workspace slot (common/params.h balanced_slot).
+struct BalancedVisit {
+  int unit, b, kvh, tile_begin, tile_end, piece, pieces, first_cta, first_mid;
+};
+
 // ----------------------------------------------------------------------------
 // Narrow problems (at most Tr::kNarrowRows packed query rows: T = 1 with G <= 16, or T x G <= 16; 32 for
 // the shared latent, whose loop runs with N = 32 where more than 16 rows are packed)
@@ -57,15 +64,15 @@ struct NarrowSmem {
 template <class Tr, bool kMax, int kN>
 __device__ __forceinline__ void narrow_cross_warp(SharedStorage<Tr>& ss, float (&v)[kN / 4], int w, int lane) {
   float* red = NarrowSmem<Tr>::red(ss);
-  const int q = lane % 4;
+  const int ql = lane % 4;
   // columns 8 c + 2 q, 8 c + 2 q + 1 (slots j = 2 c, 2 c + 1): one 8-byte pair per column group c of a warp row
-  float2* mine = reinterpret_cast<float2*>(red + w * kN + 2 * q);
+  float2* mine = reinterpret_cast<float2*>(red + w * kN + 2 * ql);
   if (lane < 4) {
 #pragma unroll
     for (int c = 0; c < kN / 8; ++c) mine[4 * c] = make_float2(v[2 * c], v[2 * c + 1]);
   }
   ptx::named_barrier_sync(kBarNarrowMax, Tr::kConsumerThreads);
-  const float2* cols = reinterpret_cast<const float2*>(red + 2 * q);
+  const float2* cols = reinterpret_cast<const float2*>(red + 2 * ql);
 #pragma unroll
   for (int c = 0; c < kN / 8; ++c) {
     float2 r = cols[4 * c];
@@ -127,7 +134,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   constexpr int kFrag = kN / 2;   // accumulator floats of a thread per 64-row M block
   constexpr int kDB = Tr::kHeadDimV / 64;  // 64-column blocks of O^T
   constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
-  const int w = ctid / 32, lane = ctid % 32, g = lane / 4, q = lane % 4;
+  const int w = ctid / 32, lane = ctid % 32, g = lane / 4, ql = lane % 4;
 
   // KV-head pairs (p.head_pairs): only the D = 128 stream instantiation serves them (capi.cu).
   // (No local variables for them: a dead one changed the register allocation of the other instantiations.)
@@ -151,9 +158,9 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
 #pragma unroll
   for (int j = 0; j < kSlots; ++j) {
     if constexpr (Tr::kHeadPairs)
-      limit_abs[j] = row_key_limit(p, tr, pair_row(p, p.head_pairs != 0, kvh, 8 * (j >> 1) + 2 * q + (j & 1)).row);
+      limit_abs[j] = row_key_limit(p, tr, pair_row(p, p.head_pairs != 0, kvh, 8 * (j >> 1) + 2 * ql + (j & 1)).row);
     else
-      limit_abs[j] = row_key_limit(p, tr, 8 * (j >> 1) + 2 * q + (j & 1));
+      limit_abs[j] = row_key_limit(p, tr, 8 * (j >> 1) + 2 * ql + (j & 1));
     m_i[j] = -INFINITY;
     l_i[j] = 0.f;
   }
@@ -318,7 +325,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   const bool in_cluster = begin_cluster_push<Tr>(p);
 #pragma unroll
   for (int j = 0; j < kSlots; ++j) {
-    const int n = 8 * (j >> 1) + 2 * q + (j & 1);
+    const int n = 8 * (j >> 1) + 2 * ql + (j & 1);
     if (n >= p.rows) continue;  // padding column
     if constexpr (Tr::kHeadPairs) {
       if (p.head_pairs) {  // column n: its own head's 64 of the 128 O^T rows (head pairs are never split: capi.cu)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../common/epilogue.cuh"
 #include "mma.cuh"

@@ -12,14 +12,13 @@ namespace sm90 {
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                               int b, int kvh, int row0, int split, int ctid) {
+  static_assert(!Tr::kSplitQk && Tr::kQRegCols == 0 && !Tr::kSharedKv, "serial loop: the D = 64 configurations");
   const int wg = warpgroup_index<Tr>(ctid);
   const int tid_wg = ctid % 128;
   const int lane = tid_wg % 32, ql = lane % 4;  // quad lane: owns columns 2 ql, 2 ql + 1 of each 8
 
   int limit_abs[2];
   consumer_prologue<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs);
-  QRegs<Tr> qr;
-  load_q_regs<Tr>(qr, p, b, kvh, row0, wg, tid_wg);
 
   RowState st;
   st.init();
@@ -35,17 +34,12 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     float s[Tr::kBlockN / 2];
     wait_full_stage(&ss.full_k[stage], phase, it, kProbeKFullWait, ctid, kv_gather(p));
     ptx::wgmma_fence();
-    if constexpr (Tr::kSplitQk)
-      qk_gemm<Tr, kBf16, Tr::kWgBoxes * Tr::kBoxCols>(s, ss, stage, wg * (Tr::kWg1FirstBox * Tr::kBoxCols), &qr);
-    else
-      qk_gemm<Tr, kBf16>(s, ss, stage);
+    qk_gemm<Tr, kBf16>(s, ss, stage);
     ptx::wgmma_commit_group();
     ptx::wgmma_wait_group<0>();
     fence_regs(s);
     // The K tile is free: the producer may refill it during softmax and P V.
-    __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(&ss.empty_k[stage]);
-    if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
+    release_stage(&ss.empty_k[stage], lane);
 
     // Online softmax; P packed into the A fragment of the PV wgmma.
     const int key0 = tile * Tr::kBlockN;
@@ -71,8 +65,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     fence_regs(pa);
 
     // V free: this warp's wgmmas that read it have completed.
-    __syncwarp();
-    if (lane == 0) ptx::mbarrier_arrive(&ss.empty_v[it % Tr::kStagesV]);
+    release_v_stage<Tr>(ss, it % Tr::kStagesV, lane);
   }
 
   float inv_l[2], lse[2];

@@ -97,7 +97,7 @@ __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const Share
       ptx::wgmma_ss<Tr::kBlockN, kBf16>(s, da.at((kk / 4) * Tr::kQBoxBytes + in_row),
                                         db.at((kk / 4) * Tr::kKvBoxBytes + in_row), kk > 0 ? 1 : 0);
     else if constexpr (kSmemSteps < kSteps)
-      ptx::wgmma_rs_m64n32k16_kmajor<kBf16>(s, qr->r[kk - kSmemSteps], db.at((kk / 4) * Tr::kKvBoxBytes + in_row), 1);
+      ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr->r[kk - kSmemSteps], db.at((kk / 4) * Tr::kKvBoxBytes + in_row), 1);
   }
 }
 

@@ -178,13 +178,6 @@ struct DecodeTraits {
   static_assert(kGatherThreads >= kThreads, "a gathered launch holds every warp of a TMA launch");
 };
 
-// One visit of the balanced schedule (DecodeParams::balanced, sm90/schedule_balanced.cuh): tiles [tile_begin,
-// tile_end) of unit (b, kvh), piece `piece` of the `pieces` CTAs that share the unit (1: written out directly);
-// first_cta and first_mid locate every piece's workspace slot (common/params.h balanced_slot).
-struct BalancedVisit {
-  int unit, b, kvh, tile_begin, tile_end, piece, pieces, first_cta, first_mid;
-};
-
 // The shared-memory plan of one kernel: every buffer, named. The K/V ring (k, v and the four barrier
 // arrays) is what common/kv_ring.cuh reads and writes.
 template <class Tr>
@@ -218,7 +211,6 @@ struct SharedStorage {
   alignas(8) uint64_t q_full;
   // kMergeDealtRows: the K and V rings and the score exchange behind them (idle by then) receive the rows this CTA
   // merges, from every split of its cluster (see ClusterMerge, common/merge.cuh; merge_capacity_floats).
-  static constexpr int kMergeStride = merge_stride(Tr::kHeadDimV);
   // The balanced schedule (sm90/schedule_balanced.cuh; the shared latent's narrow loop): the consumers' release of a
   // visit's Q.
   alignas(8) uint64_t q_empty;
@@ -265,7 +257,7 @@ constexpr bool fits_ctas_per_sm() {
 
 // Named hardware barriers (0 is __syncthreads).
 constexpr uint32_t kBarQReady = 1;  // consumers: Q tile written and fenced
-constexpr uint32_t kBarVTail = 2;   // consumers (the seesaw: the tile owner's warpgroup): V rows past the sequence cleared and fenced
+// 2: common/kv_ring.cuh kBarVTail (the V-tail clear; the seesaw: the tile owner's warpgroup)
 constexpr uint32_t kBarScores = 3;  // consumers (kSplitQk): both partial score tiles written
 constexpr uint32_t kBarNarrowMax = 4;  // narrow loop: every warp's column maxima (or sums) written
 constexpr uint32_t kBarNarrowP = 5;    // narrow loop: every warp's part of P^T written and fenced
