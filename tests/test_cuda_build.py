@@ -139,10 +139,11 @@ def test_packed_arguments_reach_the_c_side(build):
 
     def call(B=2, T=1, Hq=8, Hkv=2, S=64, D=128, dtype=1, q=ptr, v=ptr, config=0, block_table=0, page_size=0,
              head_dim_v=0, num_blocks=0, max_blocks=0, table_stride=None, sinks=0, num_splits=1, workspace=0,
-             workspace_bytes=0, balanced=0, lse=ptr, seqlens=0, out_strides=(1 << 24, 1 << 16, 1024), scale=0.125):
+             workspace_bytes=0, balanced=0, lse=ptr, seqlens=0, out_strides=(1 << 24, 1 << 16, 1024), scale=0.125,
+             k_strides=(1024, 1024, 1024)):
         table_stride = max_blocks if table_stride is None else table_stride
         cb._PACKED.pack_into(buf.raw, 0, q, ptr, v, ptr, lse, seqlens, B, T, Hq, Hkv, S, D, dtype,
-                             *([1024] * 9), *out_strides, scale, 1, num_splits, config, workspace, workspace_bytes, 0,
+                             *([1024] * 3), *k_strides, *([1024] * 3), *out_strides, scale, 1, num_splits, config, workspace, workspace_bytes, 0,
                              block_table, table_stride, page_size, head_dim_v, num_blocks, max_blocks, sinks, balanced)
         status = lib.fmha_decode(buf.address)
         return status, lib.fmha_last_error().decode()
@@ -162,7 +163,14 @@ def test_packed_arguments_reach_the_c_side(build):
     status, msg = call(Hq=6, Hkv=4)
     assert status != 0 and "Hq=6 is not a multiple of Hkv=4" in msg
     status, msg = call(q=0)
-    assert status != 0 and "null tensor pointer" in msg
+    assert status != 0 and "q: null pointer" in msg, msg
+    status, msg = call(lse=0)
+    assert status != 0 and "lse: null pointer" in msg, msg
+    status, msg = call(k_strides=(1024, -1024, 1024))
+    assert status != 0 and "k/v strides must be non-negative and below 2^40 elements (k 1024 -1024 1024" in msg, msg
+    # rows spanning past 2^63 elements: refused (as sharing memory) rather than overflowing the span
+    status, msg = call(T=(1 << 24) + 1, out_strides=(1024, 1 << 39, 128))
+    assert status != 0 and "share memory" in msg, msg
     status, msg = call(dtype=7)
     assert status != 0 and "dtype code 7 invalid" in msg
     status, msg = call(config=6)
@@ -235,6 +243,8 @@ def test_merge_query_rejects_bad_arguments(build):
     assert lib.fmha_cluster_merge(128, 1, 1, 8, 8, 0) == -1 and lib.fmha_cluster_merge(128, 1, 1, 2000, 8, 4) == -1
     assert lib.fmha_paged_gather(7, 99, 64, 1) == -1 and lib.fmha_paged_gather(128, 4, 64, 1) == -1
     assert lib.fmha_workspace_bytes(-1, 1, 1, 64, 2) == 0 and lib.fmha_workspace_bytes(1, 1, 1, 64, 1) == 0
+    assert lib.fmha_workspace_bytes(65535, 1 << 20, 1 << 16, 512, 1024) == 2 ** 64 - 1  # past size_t: saturates
+    assert lib.fmha_workspace_bytes(3, 2, 8, 64, 4) == 4 * 3 * 2 * 8 * 65 * 4
     assert lib.fmha_cluster_merge(96, 1, 1, 8, 8, 4) == -1
     assert lib.fmha_cluster_merge(128, 2, 1, 8, 8, 4) == -1
     assert lib.fmha_cluster_merge(128, 1, 3, 8, 8, 4) == -1

@@ -10,6 +10,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <initializer_list>
 #include <cstdint>
 #include <type_traits>
 
@@ -154,7 +155,8 @@ bool out_rows_overlap(int B, int T, int Hq, int Dv, int64_t o_b, int64_t o_t, in
   for (const Dim& d : dims) {
     if (d.n <= 1) continue;
     if (d.stride < extent) return true;
-    extent = (d.n - 1) * d.stride + extent;
+    int64_t span;  // (a span past 2^63 elements counts as sharing: no such tensor exists)
+    if (__builtin_mul_overflow(d.n - 1, d.stride, &span) || __builtin_add_overflow(span, extent, &extent)) return true;
   }
   return false;
 }
@@ -277,13 +279,20 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->head_dim_v != 0 && !(a->head_dim_v == D || (D == 576 && a->head_dim_v == 512)))
     return fail("head_dim_v=%lld invalid for D=%d (D itself, or 512 where D = 576)", (long long)a->head_dim_v, D);
   if (D == 576 && Dv != 512) return fail("D=576 needs head_dim_v=512 (DeepSeek's latent: V is K's first 512 columns)");
-  // A shared latent: V is K's memory, element for element (v == k, k's strides where a dimension has more
-  // than one element: torch reports any stride for the others, e.g. the head stride of a single KV head).
-  int64_t sk[3] = {a->k_b, a->k_s, a->k_h}, sv[3] = {a->v_b, a->v_s, a->v_h};
-  const int cap_s = paged ? static_cast<int>(a->page_size) : S, cap_b = paged ? static_cast<int>(a->num_blocks) : B;
-  fmha::sanitize_kv_strides(cap_s, Hkv, D, cap_b, sk[0], sk[1], sk[2]);
-  fmha::sanitize_kv_strides(cap_s, Hkv, D, cap_b, sv[0], sv[1], sv[2]);
-  const bool shared_kv = a->v == a->k && sk[0] == sv[0] && sk[1] == sv[1] && sk[2] == sv[2];
+  for (int64_t s : {a->k_b, a->k_s, a->k_h, a->v_b, a->v_s, a->v_h})
+    if (s < 0 || s >= (int64_t(1) << 40))
+      return fail("k/v strides must be non-negative and below 2^40 elements (k %lld %lld %lld, v %lld %lld %lld)",
+                  (long long)a->k_b, (long long)a->k_s, (long long)a->k_h, (long long)a->v_b, (long long)a->v_s,
+                  (long long)a->v_h);
+  arch::KvCaches kv{reinterpret_cast<const void*>(a->k), reinterpret_cast<const void*>(a->v),
+                    a->k_b, a->k_s, a->k_h, a->v_b, a->v_s, a->v_h};
+  // The tensor maps run over the cache, or over the page pools: (S, B) or (page_size, num_blocks); the strides of
+  // dimensions of one element are set to what the others imply (torch reports any stride for them).
+  const int map_s = paged ? static_cast<int>(a->page_size) : S, map_b = paged ? static_cast<int>(a->num_blocks) : B;
+  fmha::sanitize_kv_strides(map_s, Hkv, D, map_b, kv.k_b, kv.k_s, kv.k_h);
+  fmha::sanitize_kv_strides(map_s, Hkv, D, map_b, kv.v_b, kv.v_s, kv.v_h);
+  // A shared latent: V is K's memory, element for element (v == k, the same strides).
+  const bool shared_kv = a->v == a->k && kv.k_b == kv.v_b && kv.k_s == kv.v_s && kv.k_h == kv.v_h;
   const bool latent_config = a->config == FMHA_CONFIG_LATENT_SEESAW || a->config == FMHA_CONFIG_LATENT_SPLIT_QK ||
                              a->config == FMHA_CONFIG_LATENT_NARROW || a->config == FMHA_CONFIG_LATENT_SEESAW64;
   if (latent_config && !shared_kv)
@@ -291,10 +300,14 @@ int fmha_decode(const FmhaDecodeArgs* a) {
                 (long long)a->config);
   if (D == 576 && !latent_config)
     return fail("D=576: only the LATENT configurations (6, 7, 8, 9) serve it, got config=%lld", (long long)a->config);
-  if (!a->q || !a->k || !a->v || !a->out || !a->lse)
-    return fail("null tensor pointer (q, k, v, out, lse are required)");
+  const struct { uint64_t ptr; const char* name; } required[5] = {
+      {a->q, "q"}, {a->k, "k"}, {a->v, "v"}, {a->out, "out"}, {a->lse, "lse"}};
+  for (const auto& r : required)
+    if (r.ptr == 0) return fail("%s: null pointer (q, k, v, out and lse are required)", r.name);
   if (misaligned(a->q) || misaligned(a->k) || misaligned(a->v) || misaligned(a->out))
-    return fail("q, k_cache, v_cache and out must start on 16-byte boundaries");
+    return fail("q, k, v and out must start on 16-byte boundaries (q %#llx, k %#llx, v %#llx, out %#llx)",
+                (unsigned long long)a->q, (unsigned long long)a->k, (unsigned long long)a->v,
+                (unsigned long long)a->out);
   if ((a->lse & 3u) != 0 || (a->cache_seqlens & 3u) != 0)
     return fail("lse (float32) and cache_seqlens (int32) must be 4-byte aligned");
   if (bad_stride(a->q_b) || bad_stride(a->q_t) || bad_stride(a->q_h) || bad_stride(a->o_b) || bad_stride(a->o_t) ||
@@ -302,9 +315,11 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     return fail("q/out strides must be non-negative multiples of 16 bytes below 2^40 elements (q %lld %lld %lld, "
                 "out %lld %lld %lld)", (long long)a->q_b, (long long)a->q_t, (long long)a->q_h, (long long)a->o_b,
                 (long long)a->o_t, (long long)a->o_h);
-  const float softmax_scale = static_cast<float>(a->softmax_scale);
-  // (the kernels scale by softmax_scale * log2(e) in float32: that product must be a normal float)
-  if (!(softmax_scale > 0.f) || !std::isfinite(softmax_scale * kLog2e) || softmax_scale * kLog2e < FLT_MIN)
+  // (the kernels scale by softmax_scale * log2(e) in float32: that product must be a normal float; the double is
+  // bounded first, its conversion being undefined out of float's range)
+  const bool scale_fits = a->softmax_scale > 0.0 && a->softmax_scale < FLT_MAX;
+  const float softmax_scale = scale_fits ? static_cast<float>(a->softmax_scale) : 0.f;
+  if (!scale_fits || !std::isfinite(softmax_scale * kLog2e) || softmax_scale * kLog2e < FLT_MIN)
     return fail("softmax_scale %g must be positive with softmax_scale * log2(e) a normal float32", a->softmax_scale);
   if (a->causal != 0 && a->causal != 1) return fail("causal=%lld invalid (0 or 1)", (long long)a->causal);
   if (a->num_splits < 1 || a->num_splits > 1024) return fail("num_splits=%lld out of range [1, 1024]", (long long)a->num_splits);
@@ -357,12 +372,6 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   p.head_dim_v = Dv;
   p.sinks = reinterpret_cast<const float*>(a->sinks);
   if ((a->sinks & 3u) != 0) return fail("sinks must be 4-byte aligned (float32)");
-  arch::KvCaches kv{reinterpret_cast<const void*>(a->k), reinterpret_cast<const void*>(a->v),
-                          a->k_b, a->k_s, a->k_h, a->v_b, a->v_s, a->v_h};
-  // The tensor maps run over the cache, or over the page pools: (S, B) or (page_size, num_blocks).
-  const int map_s = paged ? static_cast<int>(a->page_size) : S, map_b = paged ? static_cast<int>(a->num_blocks) : B;
-  fmha::sanitize_kv_strides(map_s, Hkv, D, map_b, kv.k_b, kv.k_s, kv.k_h);
-  fmha::sanitize_kv_strides(map_s, Hkv, D, map_b, kv.v_b, kv.v_s, kv.v_h);
   if (pairs) {  // read the cache (or the pools) as D = 128 with Hkv / 2 heads (DecodeParams::head_pairs)
     if (kv.k_h != D || kv.v_h != D)
       return fail("config KV_HEAD_PAIRS needs the KV heads of a token side by side (head stride %d elements); "
