@@ -14,6 +14,7 @@ namespace sm100 {
 // Shared memory of one SM, as on sm_90 (227 KB per CTA; each resident CTA also takes 1 KB reserved,
 // where the tcgen05 allocator keeps its bookkeeping).
 constexpr size_t kSmemPerSm = 228 * 1024;
+constexpr size_t kSmemPerCta = 227 * 1024;  // the most one CTA may ask for
 constexpr size_t kSmemReservedPerCta = 1024;
 // Tensor Memory: 512 columns of 128 lanes x 32 bits per SM, shared by its resident CTAs.
 constexpr int kTmemColsPerSm = 512;

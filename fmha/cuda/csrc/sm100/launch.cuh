@@ -57,7 +57,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
 
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
-  static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_100 limit");
+  static_assert(smem <= kSmemPerCta, "decode kernel shared memory exceeds the sm_100 limit");
   static_assert(fits_ctas_per_sm<Tr>(), "shared memory of kCtasPerSm CTAs exceeds one SM");
   if (detail::configure_kernel<D, kBf16, kConfig>()) return 1;
 

@@ -13,6 +13,7 @@ namespace sm90 {
 // Shared memory of one SM (the per-CTA opt-in limit is 227 KB; each resident CTA also takes 1 KB that
 // the hardware reserves).
 constexpr size_t kSmemPerSm = 228 * 1024;
+constexpr size_t kSmemPerCta = 227 * 1024;  // the most one CTA may ask for
 constexpr size_t kSmemReservedPerCta = 1024;
 
 // The consumer loop of problems of more than kNarrowRows packed rows (the narrow loop takes the rest
@@ -73,11 +74,12 @@ constexpr Config config_table(int D, int config) {
     case 256:
       // One CTA per SM holds a 128 KB ring; no room for the pair merge's receive buffer beside it.
       if (config == FMHA_CONFIG_WIDE) return {64, 2, 2, 1, 64, kOverlapped, true, false, 0, false, true, false};
+      // One-wave and split grids: a third stage of each ring.
       if (config == FMHA_CONFIG_DEEP) return {64, 3, 3, 1, 32, kOverlapped, true, false, 0, false, true, false};
       return kNoConfig;
     case 512:
-      // 32-token tiles (16-token ones measured slower: docs/design-sm90.md); 192 Q columns in registers make room for a third V
-      // stage. No cluster merge: compiling it in moved the hot loop's register allocation.
+      // 32-token tiles (16-token ones measured slower: docs/design-sm90.md); 192 Q columns in registers make
+      // room for a third V stage. No cluster merge: compiling it in moved the hot loop's register allocation.
       // More than 64 packed rows: the warpgroups take turns, no score exchange.
       if (config == FMHA_CONFIG_SEESAW) return {32, 2, 3, 1, 32, kSeesaw, false, false, 192, false, false, false};
       // One 64-row block: the warpgroups split Q K^T's head dim and exchange partial scores.
@@ -96,6 +98,7 @@ constexpr Config config_table(int D, int config) {
       // V = the first 512 of 576 columns: four 36 KB stages are what fits beside Q and the P / score buffers.
       if (config == FMHA_CONFIG_LATENT_SEESAW) return {32, 4, 0, 1, 32, kSeesaw, false, false, 192, false, false, false, true};
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return {32, 4, 0, 1, 32, kOverlapped, false, true, 192, false, false, false, true};
+      // As at 512: the narrow loop's M = 64 keys, beside Q's nine boxes.
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       // Two 72 KB stages beside seven boxes of Q (128 columns in registers) and two P tiles.
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 128, false, true, false, true};

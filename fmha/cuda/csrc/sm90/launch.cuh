@@ -159,7 +159,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   lp.balanced = p.balanced && deals_tiles(p.B, p.Hkv, p.S, ctas, p.seqlens != nullptr, lp.q_tma, gather);
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
-  static_assert(smem <= 227 * 1024, "decode kernel shared memory exceeds the sm_90 limit");
+  static_assert(smem <= kSmemPerCta, "decode kernel shared memory exceeds the sm_90 limit");
   static_assert(fits_ctas_per_sm<Tr>(), "shared memory of kCtasPerSm CTAs exceeds one SM");
   static_assert(merge_capacity_floats<Tr>() > 0, "cluster merge: the K and V rings must be adjacent");
   static_assert(!Tr::kSeesaw64 || ClusterPairSlots<Tr>::kBytes <= merge_capacity_floats<Tr>() * sizeof(float),

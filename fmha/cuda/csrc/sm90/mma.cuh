@@ -51,6 +51,8 @@ __device__ __forceinline__ void load_q_regs(QRegs<Tr>& qr, const DecodeParams& p
   }
 }
 
+// ptx::reg_fence on every register of a fragment: no read or write of it moves across the wgmma fence, commit or
+// wait beside the call (their memory clobbers do not cover registers).
 template <int N>
 __device__ __forceinline__ void fence_regs(float (&r)[N]) {
 #pragma unroll

@@ -209,11 +209,16 @@ struct SharedStorage {
   // (the 64-key seesaw: the Q boxes and then the P boxes, which hold the columns the consumers keep in registers
   // until they read them out).
   alignas(8) uint64_t q_full;
-  // kMergeDealtRows: the K and V rings and the score exchange behind them (idle by then) receive the rows this CTA
-  // merges, from every split of its cluster (see ClusterMerge, common/merge.cuh; merge_capacity_floats).
   // The balanced schedule (sm90/schedule_balanced.cuh; the shared latent's narrow loop): the consumers' release of a
   // visit's Q.
   alignas(8) uint64_t q_empty;
+  // Buffers that overlay the ones above once those are idle, with no storage of their own:
+  //   merge_base(): kMergeDealtRows: the K and V rings and the score exchange behind them receive the rows this CTA
+  //     merges, from every split of its cluster (ClusterMerge, common/merge.cuh; merge_capacity_floats)
+  //   q[kQSmemBoxes ..]: the seesaws' P tiles (kPBoxes; SeesawSmem)
+  //   q's rows past the narrow loop's: its P^T (box 0) and cross-warp reductions (box 0 or 1; NarrowSmem), the
+  //     balanced schedule's running sums (boxes 2 ..; BalancedPrefix)
+  //   k[0]: the 64-key seesaw's unsplit epilogue stages each warpgroup's output tile in its half (store_output_staged)
   __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
   // The V tile of a ring stage: its own ring's, or (kSharedKv) the K stage's first kBoxesV boxes.
   __device__ uint16_t (&v_stage(int stage))[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols] {
