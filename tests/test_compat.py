@@ -262,3 +262,33 @@ def test_torch_compile_fullgraph_appends_and_checks_first():
         with pytest.raises(TypeError, match=r"cache_seqlens: dtype torch.int64 is not allowed"):
             compiled(q, k_c, v_c, k_new, v_new, sl.long())
         assert torch.equal(k_c, k_e) and torch.equal(v_c, v_e)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "reference"])
+def test_decode_steps_replayed_from_a_cuda_graph(backend):
+    """A decode step (append one token, attend) captured once and replayed for three steps, the lengths advanced
+    on the device between replays: the caches and outputs of eager steps."""
+    B, Hq, Hkv, S, D = 4, 8, 2, 64, 128
+    q, k_cache, v_cache, sl = make_inputs(B, 1, Hq, Hkv, S, D, device="cuda", seqlens=[0, 5, 30, 60])
+    k_eager, v_eager, sl_eager = k_cache.clone(), v_cache.clone(), sl.clone()
+    _, k_new, v_new, _ = make_inputs(B, 1, Hq, Hkv, 1, D, device="cuda", seed=9)
+
+    def step(k, v, lengths):
+        return fmha.flash_attn_with_kvcache(q, k, v, k_new, v_new, cache_seqlens=lengths, causal=True,
+                                            backend=backend)
+
+    step(k_cache.clone(), v_cache.clone(), sl)  # warm-up outside the graph (the first call compiles or builds)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = step(k_cache, v_cache, sl)
+    for _ in range(3):
+        g.replay()
+        want = step(k_eager, v_eager, sl_eager)
+        torch.cuda.synchronize()
+        assert torch.equal(k_cache, k_eager) and torch.equal(v_cache, v_eager)
+        torch.testing.assert_close(out, want, atol=0, rtol=0)
+        sl += 1
+        sl_eager += 1
