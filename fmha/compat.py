@@ -2,11 +2,12 @@
 `get_mla_metadata`), with their signatures, over `fmha.attention`.
 
 flash_attn_with_kvcache serves what fmha computes: the cache as it is or with new keys and values appended in
-place (`k`, `v`), contiguous or paged (`block_table`), causal or not, with the LSE. The arguments of features fmha
-does not have (rotary embeddings, `cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused
-by name before anything is written. `cache_batch_idx` reads the caches as a page pool of one page a cache row. Differences from FlashAttention that a caller can see: the LSE of a row with no
-visible key is -inf (log of an empty sum; FlashAttention 2 writes +inf there), and `num_splits` is accepted but not
-used (fmha plans its own split-KV launch; the result is the same up to rounding).
+place (`k`, `v`), contiguous or paged (`block_table`), causal or not, with the LSE; `cache_batch_idx` reads the
+caches as a page pool of one page a cache row. The arguments of features fmha does not have (rotary embeddings,
+`cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused by name before anything is
+written. Differences from FlashAttention that a caller can see: the LSE of a row with no visible key is -inf (log
+of an empty sum; FlashAttention 2 writes +inf there), and `num_splits` is accepted but not used (fmha plans its own
+split-KV launch; the result is the same up to rounding).
 
 flash_mla_with_kvcache serves FlashMLA's dense decode: a latent page pool whose first head_dim_v columns are V; its
 sparse and fp8 modes are refused by name. A row with no visible key gets lse = -inf there too (FlashMLA: +inf).
