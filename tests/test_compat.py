@@ -57,6 +57,25 @@ def test_new_tokens_are_written_in_place_and_attended(backend):
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v_new.float().abs().max().item(), what=backend)
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_fewer_new_tokens_than_queries(causal):
+    """T_new < T (FlashAttention's seqlen_new != seqlen_q): the new tokens go after cache_seqlens and the T queries
+    attend to cache_seqlens + T_new keys, causal bottom-right on that length."""
+    B, T, T_new, Hq, Hkv, S, D = 2, 3, 1, 4, 2, 20, 64
+    q, k_cache, v_cache, _ = make_inputs(B, T, Hq, Hkv, S, D, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(B, T_new, Hq, Hkv, T_new, D, device=DEVICE, seed=12)
+    lengths = [9, 1]
+    want_k, want_v = _appended(k_cache, k_new, lengths), _appended(v_cache, v_new, lengths)
+    sl = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+    out, lse = fmha.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cache_seqlens=sl, causal=causal,
+                                            return_softmax_lse=True, backend="triton")
+    assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
+    ref, ref_lse = attention_reference(q, want_k, want_v, sl + T_new, D ** -0.5, causal)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=want_v.float().abs().max().item(), what=f"causal={causal}")
+    if causal:  # sequence 1 has 2 keys for 3 queries: the first sees none
+        assert (out[1, 0] == 0).all() and torch.isneginf(lse[1, :, 0]).all()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_new_tokens_into_a_page_pool(backend):
     """Paged: the new tokens cross a page boundary of a shuffled pool; the other pages are untouched."""
