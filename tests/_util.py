@@ -141,11 +141,13 @@ def check_backend(backend, q, k, v, cache_seqlens=None, causal=True, softmax_sca
         # fmha.attention's LSE is a fresh allocation, which the caching allocator may hand back holding an earlier
         # call's values: the backend once more into a NaN-filled LSE (and out), bit for bit the same.
         from fmha.backends import registry
+        from fmha.dispatch import decide
         from fmha.problem import validate
 
         p = validate(q, k, v, cache_seqlens, softmax_scale, causal, None, block_table)
         out_again, lse_again = poisoned_out(q), torch.full_like(lse, float("nan"))
-        registry()[backend].run(p, q, k, v, cache_seqlens, out_again, lse_again, block_table=block_table)
+        registry()[decide(p, backend).backend].run(p, q, k, v, cache_seqlens, out_again, lse_again,
+                                                   block_table=block_table)
         assert torch.equal(out_again, out) and torch.equal(lse_again, lse), f"{backend} {what}: not reproduced"
     return out, lse
 

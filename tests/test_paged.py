@@ -151,7 +151,9 @@ def test_pool_layouts_are_read_in_place(layout, backend, monkeypatch):
         assert kp.stride() == (2 * 16 * 64, 64, 16 * 64, 1)
     seen = spy_run(monkeypatch, backend)
     check_backend(backend, q, kp, vp, sl, block_table=bt, what=layout)
-    assert seen == [(kp.data_ptr(), kp.stride(), vp.data_ptr(), vp.stride(), (bt.data_ptr(), bt.stride()))]
+    # (on a GPU check_backend runs the backend a second time, with the same arguments)
+    assert seen and all(s == (kp.data_ptr(), kp.stride(), vp.data_ptr(), vp.stride(), (bt.data_ptr(), bt.stride()))
+                        for s in seen)
 
 
 def test_out_of_range_ids_are_clamped():
@@ -448,7 +450,8 @@ def test_cuda_pool_layouts(layout, page_size, monkeypatch):
     kp, vp, bt = make_paged(k, v, page_size, sl, layout=layout, seed=22)
     seen = spy_run(monkeypatch, "cuda")
     check_backend("cuda", q, kp, vp, sl, block_table=bt, what=f"{layout} page={page_size}")
-    assert seen == [(kp.data_ptr(), kp.stride(), vp.data_ptr(), vp.stride(), (bt.data_ptr(), bt.stride()))]
+    assert seen and all(s == (kp.data_ptr(), kp.stride(), vp.data_ptr(), vp.stride(), (bt.data_ptr(), bt.stride()))
+                        for s in seen)  # (check_backend runs it twice on a GPU)
 
 
 @hopper
