@@ -6,6 +6,7 @@ import functools
 import torch
 
 from .base import Backend, interpreter_enabled
+from .problem import token_indices_too_large
 from .cuda.backend import CudaBackend
 from .reference import attention_reference
 from .splits import num_sms
@@ -25,7 +26,7 @@ class ReferenceBackend(Backend):
 
 
 # A split's end and a tile's keys are int32 sums that pass S by up to 64 splits x 128-key tiles, rounded up.
-TRITON_MAX_SEQLEN_K = 2 ** 31 - 1 - 16384
+TRITON_TOKEN_MARGIN = 16384
 
 
 class TritonBackend(Backend):
@@ -49,10 +50,7 @@ class TritonBackend(Backend):
         if not (p.device.type == "cuda" or (p.device.type == "cpu" and interpreter_enabled())):
             return (f"tensors on {p.device}: the Triton kernel needs CUDA tensors, or CPU tensors "
                     "with TRITON_INTERPRET=1")
-        if p.seqlen_k > TRITON_MAX_SEQLEN_K:
-            what = "max_blocks_per_seq x page_size" if p.has_block_table else "seqlen_k"
-            return f"{what} {p.seqlen_k} too large: the kernel's token indices must stay below 2^31 - 16384"
-        return None
+        return token_indices_too_large(p, TRITON_TOKEN_MARGIN)
 
     # Importing fmha.triton.decode imports triton, which reads TRITON_INTERPRET when the kernels are defined
     # and takes about a second: deferred to the first use, so that `import fmha` does neither.

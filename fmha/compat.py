@@ -44,9 +44,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     causal: bottom-right aligned, as FlashAttention's. Returns out [B, T, Hq, D_v], and with return_softmax_lse
     also the LSE [B, Hq, T] (float32, natural log). backend: as fmha.attention's.
     """
-    for name, value, default in (("rotary_cos", rotary_cos, None), ("rotary_sin", rotary_sin, None),
-                                 ("cache_leftpad", cache_leftpad, None), ("alibi_slopes", alibi_slopes, None)):
-        if value is not default:
+    for name, value in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("cache_leftpad", cache_leftpad),
+                        ("alibi_slopes", alibi_slopes)):
+        if value is not None:
             raise NotImplementedError(f"{name}: fmha does not support it (got {type(value).__name__}); allowed: None"
                                       + ("; apply rotary embeddings to q and k before the call"
                                          if name.startswith("rotary") else ""))
@@ -84,7 +84,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     _check_inference_only(q, k_cache, v_cache, k=k, v=v)
     lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
     if torch.compiler.is_compiling():  # the checks need data pointers: inside the op, on real tensors
-        torch.ops.fmha.append_kv_(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale, causal)
+        torch.ops.fmha.append_kv_(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale,
+                                  causal)
     else:
         _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
                         validate_cached)
@@ -140,15 +141,14 @@ def _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_tab
 
 @torch.library.custom_op("fmha::append_kv_", mutates_args=("k_cache", "v_cache"))
 def _append_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               cache_seqlens: torch.Tensor, block_table: Optional[torch.Tensor], softmax_scale: Optional[float],
-               causal: bool) -> None:
+               cache_seqlens: torch.Tensor, lengths: torch.Tensor, block_table: Optional[torch.Tensor],
+               softmax_scale: Optional[float], causal: bool) -> None:
     """The append as torch.compile sees it: checked, then written, when the graph runs."""
-    _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, cache_seqlens + k.shape[1], block_table,
-                    softmax_scale, causal)
+    _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal)
 
 
 @_append_op.register_fake
-def _(q, k_cache, v_cache, k, v, cache_seqlens, block_table, softmax_scale, causal):
+def _(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal):
     return None
 
 

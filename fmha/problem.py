@@ -119,6 +119,14 @@ def _shape(t: torch.Tensor) -> str:
     return "[" + ", ".join(str(s) for s in t.shape) + "]"
 
 
+def token_indices_too_large(p: "Problem", margin: int) -> Optional[str]:
+    """Why a kernel whose int32 token indices pass the capacity S by up to `margin` cannot serve p, or None."""
+    if p.seqlen_k <= 2 ** 31 - 1 - margin:
+        return None
+    what = "max_blocks_per_seq x page_size" if p.has_block_table else "seqlen_k"
+    return f"{what} {p.seqlen_k} too large: the kernel's token indices must stay below 2^31 - {margin}"
+
+
 def check_bool(name: str, value) -> None:
     """A flag must be a Python bool: 1.0 would pass `in (True, False)`, and a tensor would be read with a sync."""
     if not isinstance(value, bool):

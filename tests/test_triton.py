@@ -162,8 +162,10 @@ def test_capacity_past_int32_token_indices_refused():
     """Token indices (a split's end, a tile's keys) are int32 sums past the capacity S, by up to 64 splits of tiles
     rounded up to 128 keys: S within 16384 of 2^31 is refused by name. Every split's end stays below 2^31 at the
     largest S served, whatever the split count."""
-    from fmha.backends import TRITON_MAX_SEQLEN_K
+    from fmha.backends import TRITON_TOKEN_MARGIN
     from fmha.splits import cdiv
+
+    TRITON_MAX_SEQLEN_K = 2 ** 31 - 1 - TRITON_TOKEN_MARGIN
 
     triton_backend = registry()["triton"]
     p = make_problem(1, 1, 8, 8, 16, 64, device=DEVICE)

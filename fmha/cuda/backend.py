@@ -26,7 +26,7 @@ from typing import Optional
 import torch
 
 from ..base import Backend, forget_decisions
-from ..problem import Problem
+from ..problem import Problem, token_indices_too_large
 from ..splits import cdiv, choose_num_splits, num_sms
 from . import loader
 
@@ -289,9 +289,9 @@ class CudaBackend(Backend):
                     "of 16 bytes (TMA and 16-byte loads)")
         if p.batch > 65535 or p.heads_kv > 65535:
             return f"batch {p.batch} or heads_kv {p.heads_kv} above the grid limit 65535"
-        if p.seqlen_k > 2 ** 31 - 1 - 1024:
-            what = "max_blocks_per_seq x page_size" if p.has_block_table else "seqlen_k"
-            return f"{what} {p.seqlen_k} too large: the kernel's token indices must stay below 2^31 - 1024"
+        too_large = token_indices_too_large(p, 1024)
+        if too_large is not None:
+            return too_large
         if p.has_block_table:
             if p.num_blocks > 2 ** 31 - 1:
                 return f"num_blocks {p.num_blocks} above 2^31 - 1 (32-bit page ids)"
