@@ -137,10 +137,12 @@ def _ready_runner(p, backend):
     return runner
 
 
-def _check_inference_only(q, k_cache, v_cache, sinks=None, out=None, k=None, v=None) -> None:
+def _check_inference_only(q, k_cache, v_cache, sinks=None, out=None, k=None, v=None, rotary_cos=None,
+                          rotary_sin=None) -> None:
     """Inputs, and an `out` written in place, that require grad are refused under grad mode (k, v: new tokens that
-    fmha.compat writes into the caches)."""
-    named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("sinks", sinks), ("out", out), ("k", k), ("v", v))
+    fmha.compat writes into the caches; rotary_cos / rotary_sin: its rotation's tables)."""
+    named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache), ("sinks", sinks), ("out", out), ("k", k), ("v", v),
+             ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin))
     if torch.is_grad_enabled() and any(t is not None and t.requires_grad for _, t in named):
         name = next(n for n, t in named if t is not None and t.requires_grad)
         raise ValueError(f"{name}: requires_grad=True, but fmha computes no gradients (an inference library); "

@@ -3,11 +3,13 @@
 
 flash_attn_with_kvcache serves what fmha computes: the cache as it is or with new keys and values appended in
 place (`k`, `v`), contiguous or paged (`block_table`), causal or not, with the LSE; `cache_batch_idx` reads the
-caches as a page pool of one page a cache row. The arguments of features fmha does not have (rotary embeddings,
-`cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused by name before anything is
+caches as a page pool of one page a cache row; rotary embeddings (`rotary_cos` / `rotary_sin`) rotate q and the
+new keys at FlashAttention's positions before the append. The arguments of features fmha does not have
+(`cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused by name before anything is
 written. Differences from FlashAttention that a caller can see: the LSE of a row with no visible key is -inf (log
-of an empty sum; FlashAttention 2 writes +inf there), and `num_splits` is accepted but not used (fmha plans its own
-split-KV launch; the result is the same up to rounding).
+of an empty sum; FlashAttention 2 writes +inf there), `num_splits` is accepted but not used (fmha plans its own
+split-KV launch; the result is the same up to rounding), and the rotation and the append are torch operations
+launched before the attention kernel, not fused into it.
 
 flash_mla_with_kvcache serves FlashMLA's dense decode: a latent page pool whose first head_dim_v columns are V; its
 sparse and fp8 modes are refused by name. A row with no visible key gets lse = -inf there too (FlashMLA: +inf).
@@ -43,14 +45,18 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     checking them would need a sync), so such a write lands inside the cache and its result is undefined.
     causal: bottom-right aligned, as FlashAttention's. Returns out [B, T, Hq, D_v], and with return_softmax_lse
     also the LSE [B, Hq, T] (float32, natural log). backend: as fmha.attention's.
+    rotary_cos / rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype or float32, seqlen_ro at least the cache's
+    capacity (S, or max_blocks_per_seq x page_size); only with k and v. The first rotary_dim columns of the new
+    keys are rotated at positions cache_seqlens, cache_seqlens + 1, .. and those of q at the same positions where
+    causal, or all at cache_seqlens where not; pairs (2i, 2i + 1) where rotary_interleaved, else (i, i +
+    rotary_dim / 2) (GPT-NeoX). Computed in float32 and rounded to the dtype, as FlashAttention's kernel does;
+    positions are clamped into [0, seqlen_ro) on the device, as the append's are.
     """
-    for name, value in (("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("cache_leftpad", cache_leftpad),
-                        ("alibi_slopes", alibi_slopes)):
+    for name, value in (("cache_leftpad", cache_leftpad), ("alibi_slopes", alibi_slopes)):
         if value is not None:
-            raise NotImplementedError(f"{name}: fmha does not support it (got {type(value).__name__}); allowed: None"
-                                      + ("; apply rotary embeddings to q and k before the call"
-                                         if name.startswith("rotary") else ""))
+            raise NotImplementedError(f"{name}: fmha does not support it (got {type(value).__name__}); allowed: None")
     check_bool("causal", causal)
+    check_bool("rotary_interleaved", rotary_interleaved)
     whole = ((-1, -1), (-1, 0)) if causal else ((-1, -1),)  # (causal: FlashAttention's right edge is 0 anyway)
     if not (isinstance(window_size, (tuple, list)) and tuple(window_size) in whole):
         raise NotImplementedError(f"window_size: fmha attends to the whole cache, got {window_size!r}; "
@@ -73,6 +79,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             cache_seqlens = torch.full((B,), k_cache.shape[1], dtype=torch.int32, device=q.device)
     if (k is None) != (v is None):
         raise ValueError(f"{'v' if k is not None else 'k'}: missing; new keys and values come together (k and v)")
+    if (rotary_cos is None) != (rotary_sin is None):
+        raise ValueError(f"{'rotary_sin' if rotary_cos is not None else 'rotary_cos'}: missing; rotary_cos and "
+                         "rotary_sin come together")
+    if rotary_cos is not None and k is None:
+        raise ValueError("rotary_cos: rotary embeddings need the new keys k and v (they rotate q and k at the "
+                         "positions k is written to); without them, rotate q before the call")
     if k is None:
         return attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table, softmax_scale=softmax_scale,
                          causal=causal, return_lse=return_softmax_lse, backend=backend)
@@ -81,7 +93,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise TypeError(f"cache_seqlens: got {got} with k and v; the new tokens are written after each sequence's "
                         "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
     _check_new_tokens(k, v, q, k_cache, v_cache)
-    _check_inference_only(q, k_cache, v_cache, k=k, v=v)
+    _check_inference_only(q, k_cache, v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin)
+    if rotary_cos is not None:
+        _check_rotary(rotary_cos, rotary_sin, q, k, k_cache, block_table)
+        q, k = _rotated(q, k, cache_seqlens, rotary_cos, rotary_sin, causal, rotary_interleaved)
     lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
     if torch.compiler.is_compiling():  # the checks need data pointers: inside the op, on real tensors
         torch.ops.fmha.append_kv_(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale,
@@ -129,6 +144,54 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
             cname = "k_cache" if name == "k" else "v_cache"
             raise ValueError(f"{cname}: strides {tuple(cache.stride())} make several of its elements share memory "
                              f"(an expanded view); new tokens cannot be written into it")
+
+
+def _check_rotary(cos, sin, q, k, k_cache, block_table) -> None:
+    """cos / sin [seqlen_ro, rotary_dim / 2]: one shape, q's dtype or float32, q's device, rotary_dim at most k's
+    head dim, seqlen_ro at least the cache's capacity (FlashAttention's rule: every position that can be written)."""
+    for name, t in (("rotary_cos", cos), ("rotary_sin", sin)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.shape[1] == 0:
+            got = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"{name}: expected a 2-D tensor [seqlen_ro, rotary_dim / 2] with rotary_dim >= 2, "
+                             f"got {got}")
+        if t.dtype not in (q.dtype, torch.float32) or t.device != q.device:
+            raise ValueError(f"{name}: {t.dtype} on {t.device}; allowed: {q.dtype} (q's dtype) or torch.float32, "
+                             f"on {q.device}")
+    if sin.shape != cos.shape:
+        raise ValueError(f"rotary_sin: shape {list(sin.shape)} differs from rotary_cos's {list(cos.shape)}")
+    seqlen_ro, rotary_dim = cos.shape[0], 2 * cos.shape[1]
+    if rotary_dim > k.shape[-1]:
+        raise ValueError(f"rotary_cos: rotary_dim = 2 x {cos.shape[1]} = {rotary_dim} exceeds the key head dim "
+                         f"{k.shape[-1]}")
+    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4 or not (
+            block_table is None or isinstance(block_table, torch.Tensor) and block_table.dim() == 2):
+        return  # (validate names the cache and the table)
+    capacity = k_cache.shape[1] * (1 if block_table is None else block_table.shape[1])
+    if seqlen_ro < capacity:
+        raise ValueError(f"rotary_cos: {seqlen_ro} positions, fewer than the cache holds ({capacity}); every "
+                         "position a token can be written to needs one")
+
+
+def _rotated(q, k, cache_seqlens, cos, sin, causal, interleaved):
+    """q and k rotated at FlashAttention's positions: k's token i at cache_seqlens + i, q's the same where causal,
+    else all of q at cache_seqlens."""
+    offsets = torch.arange(max(q.shape[1], k.shape[1]), device=q.device)
+    start = cache_seqlens.to(torch.int64)[:, None]
+    q_pos = start + offsets[:q.shape[1]] if causal else start.expand(-1, q.shape[1])
+    return (_rotate(q, q_pos, cos, sin, interleaved), _rotate(k, start + offsets[:k.shape[1]], cos, sin, interleaved))
+
+
+def _rotate(x, pos, cos, sin, interleaved) -> torch.Tensor:
+    """x [B, L, H, D] with its first rotary_dim columns turned by the angles of positions pos [B, L] (clamped into
+    the table): x0' = x0 cos - x1 sin, x1' = x0 sin + x1 cos over the column pairs, in float32."""
+    half = cos.shape[1]
+    pos = pos.clamp(0, cos.shape[0] - 1)
+    c, s = cos.float()[pos][:, :, None], sin.float()[pos][:, :, None]  # [B, L, 1, rotary_dim / 2]
+    turned = x[..., :2 * half].float()
+    x0, x1 = (turned[..., 0::2], turned[..., 1::2]) if interleaved else (turned[..., :half], turned[..., half:])
+    y0, y1 = x0 * c - x1 * s, x0 * s + x1 * c
+    turned = torch.stack((y0, y1), -1).flatten(-2) if interleaved else torch.cat((y0, y1), -1)
+    return torch.cat((turned.to(x.dtype), x[..., 2 * half:]), -1)
 
 
 def _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,

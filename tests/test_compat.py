@@ -145,6 +145,95 @@ def test_cache_batch_idx_picks_each_sequence_s_cache_row(backend):
     compare(out, lse, ref, ref_lse, q.dtype, vmax=want_v.float().abs().max().item(), what=f"{backend} batch idx")
 
 
+def _rotary_tables(n, rotary_dim, dtype, seed):
+    """cos / sin [n, rotary_dim / 2] of random angles, in dtype (as FlashAttention's test builds them)."""
+    g = torch.Generator().manual_seed(seed)
+    angle = torch.rand(n, rotary_dim // 2, generator=g, dtype=torch.float64) * 2 * torch.pi
+    return angle.cos().to(dtype).to(DEVICE), angle.sin().to(dtype).to(DEVICE)
+
+
+def _turned(x, pos, cos, sin, interleaved):
+    """x [B, L, H, D] rotated at positions pos [B, L] (ints), written independently of fmha.compat: each column pair
+    as a complex number times cos + i sin, in float64, rounded to x's dtype."""
+    half = cos.shape[1]
+    out = x.clone()
+    for b in range(x.shape[0]):
+        for i in range(x.shape[1]):
+            r = x[b, i, :, :2 * half].double()
+            pair = r.view(-1, half, 2) if interleaved else torch.stack((r[:, :half], r[:, half:]), -1)
+            turn = torch.complex(cos[pos[b][i]].double(), sin[pos[b][i]].double())
+            z = torch.view_as_real(torch.view_as_complex(pair.contiguous()) * turn)
+            out[b, i, :, :2 * half] = (z.flatten(-2) if interleaved else torch.cat((z[..., 0], z[..., 1]), -1)).to(x.dtype)
+    return out
+
+
+@pytest.mark.parametrize("backend,causal,interleaved,rotary_dim,T_new", [
+    ("reference", True, True, 64, 3), ("reference", False, True, 32, 3), ("reference", True, False, 32, 1),
+    ("reference", False, False, 64, 2), ("triton", True, False, 64, 3)] + [
+    ("cuda", c, i, 32, 3) for c in (True, False) for i in (True, False) if "cuda" in BACKENDS])
+def test_rotary_embeddings_rotate_q_and_the_new_keys(backend, causal, interleaved, rotary_dim, T_new):
+    """rotary_cos / rotary_sin: the new keys are rotated at cache_seqlens + i and written so; q at the same positions
+    where causal, all at cache_seqlens where not (FlashAttention's rule); the columns past rotary_dim and v are not
+    turned. The cache's last position is written (the table is exactly as long as the cache); q's positions past
+    the table (causal, T_new < T) take its last row, as documented."""
+    B, T, Hq, Hkv, S, D = 3, 3, 8, 2, 24, 64
+    q, k_cache, v_cache, _ = make_inputs(B, T, Hq, Hkv, S, D, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(B, T_new, Hq, Hkv, T_new, D, device=DEVICE, seed=13)
+    lengths = [5, 0, S - T_new]
+    cos, sin = _rotary_tables(S, rotary_dim, q.dtype, seed=rotary_dim)
+    k_pos = [[n + i for i in range(T_new)] for n in lengths]
+    q_pos = [[min(n + i, S - 1) if causal else n for i in range(T)] for n in lengths]
+    k_rot, q_rot = _turned(k_new, k_pos, cos, sin, interleaved), _turned(q, q_pos, cos, sin, interleaved)
+    want_k, want_v = _appended(k_cache, k_rot, lengths), _appended(v_cache, v_new, lengths)
+    q_before = q.clone()
+    sl = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+    out, lse = fmha.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, rotary_cos=cos, rotary_sin=sin,
+                                            cache_seqlens=sl, causal=causal, rotary_interleaved=interleaved,
+                                            return_softmax_lse=True, backend=backend)
+    torch.testing.assert_close(k_cache, want_k, atol=1e-6, rtol=2 ** -7)  # (float32 against float64 math)
+    assert torch.equal(k_cache[..., rotary_dim:], want_k[..., rotary_dim:]) and torch.equal(v_cache, want_v)
+    assert torch.equal(q, q_before)  # (q is rotated into a new tensor)
+    ref, ref_lse = attention_reference(q_rot, want_k, want_v, sl + T_new, D ** -0.5, causal)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=want_v.float().abs().max().item(),
+            what=f"{backend} causal={causal} interleaved={interleaved}")
+
+
+def test_rotary_embeddings_into_a_page_pool_and_through_cache_batch_idx():
+    """Paged: positions run over the sequence (not the page), so the table covers max_blocks_per_seq x page_size;
+    float32 tables are taken too. cache_batch_idx: the positions are the cache row's."""
+    B, T, Hq, Hkv, D, page, pages_per_seq = 2, 2, 4, 1, 64, 4, 3
+    q, k_flat, v_flat, _ = make_inputs(B, T, Hq, Hkv, page * pages_per_seq, D, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(B, T, Hq, Hkv, T, D, device=DEVICE, seed=14)
+    table = torch.tensor([[4, 0, 2], [1, 5, 3]], dtype=torch.int32, device=DEVICE)
+    k_pool = torch.empty(6, page, Hkv, D, dtype=q.dtype, device=DEVICE)
+    v_pool = torch.empty_like(k_pool)
+    for b in range(B):
+        for j in range(pages_per_seq):
+            k_pool[table[b, j]] = k_flat[b, j * page:(j + 1) * page]
+            v_pool[table[b, j]] = v_flat[b, j * page:(j + 1) * page]
+    lengths = [7, 2]
+    cos, sin = _rotary_tables(page * pages_per_seq, D, torch.float32, seed=1)
+    k_rot = _turned(k_new, [[n, n + 1] for n in lengths], cos, sin, True)
+    q_rot = _turned(q, [[n, n + 1] for n in lengths], cos, sin, True)
+    want_k = _appended(k_flat, k_rot, lengths)
+    sl = torch.tensor(lengths, dtype=torch.int32, device=DEVICE)
+    out = fmha.flash_attn_with_kvcache(q, k_pool, v_pool, k_new, v_new, cos, sin, cache_seqlens=sl,
+                                       block_table=table, causal=True, backend="reference")
+    for b in range(B):
+        for j in range(pages_per_seq):
+            torch.testing.assert_close(k_pool[table[b, j]], want_k[b, j * page:(j + 1) * page], atol=1e-6,
+                                       rtol=2 ** -7)
+    ref, _ = attention_reference(q_rot, want_k, _appended(v_flat, v_new, lengths), sl + T, D ** -0.5, True)
+    torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=0)
+
+    idx = torch.tensor([1, 0], dtype=torch.int32, device=DEVICE)
+    k_rows, v_rows = k_flat.clone(), v_flat.clone()
+    fmha.flash_attn_with_kvcache(q, k_rows, v_rows, k_new, v_new, cos, sin, cache_seqlens=sl, cache_batch_idx=idx,
+                                 causal=True, backend="reference")
+    torch.testing.assert_close(k_rows[idx.long()], _appended(k_flat[idx.long()], k_rot, lengths), atol=1e-6,
+                               rtol=2 ** -7)
+
+
 def test_lengths_past_the_capacity_are_clamped_into_the_cache():
     """Device data is not checked (a sync): writes past S land on the last slot, inside the cache (which of two
     such writes stays is not defined)."""
@@ -160,10 +249,23 @@ def _refusals():
     q, k, v, _ = make_inputs(2, 1, 4, 1, 8, 64, device=DEVICE)
     _, k_new, v_new, _ = make_inputs(2, 1, 4, 1, 1, 64, device=DEVICE, seed=6)
     sl = torch.tensor([3, 4], dtype=torch.int32, device=DEVICE)
-    cos = torch.ones(8, 32, device=DEVICE)
+    cos = torch.ones(8, 16, dtype=q.dtype, device=DEVICE)
     return q, k, v, k_new, v_new, sl, [
-        (dict(rotary_cos=cos, rotary_sin=cos), NotImplementedError, r"rotary_cos: fmha does not support it .* apply "
-                                                                    r"rotary embeddings to q and k before the call"),
+        (dict(rotary_cos=cos), ValueError, r"rotary_sin: missing; rotary_cos and rotary_sin come together"),
+        (dict(rotary_cos=cos, rotary_sin=cos, k=None, v=None), ValueError,
+         r"rotary_cos: rotary embeddings need the new keys k and v"),
+        (dict(rotary_cos=cos[0], rotary_sin=cos[0]), ValueError,
+         r"rotary_cos: expected a 2-D tensor \[seqlen_ro, rotary_dim / 2\] .* got \[16\]"),
+        (dict(rotary_cos=cos, rotary_sin=cos[:, :8]), ValueError,
+         r"rotary_sin: shape \[8, 8\] differs from rotary_cos's \[8, 16\]"),
+        (dict(rotary_cos=cos.half(), rotary_sin=cos.half()), ValueError,
+         r"rotary_cos: torch.float16 .*; allowed: torch.bfloat16 \(q's dtype\) or torch.float32"),
+        (dict(rotary_cos=torch.ones(8, 40, dtype=q.dtype, device=DEVICE),
+              rotary_sin=torch.ones(8, 40, dtype=q.dtype, device=DEVICE)), ValueError,
+         r"rotary_cos: rotary_dim = 2 x 40 = 80 exceeds the key head dim 64"),
+        (dict(rotary_cos=cos[:7], rotary_sin=cos[:7]), ValueError,
+         r"rotary_cos: 7 positions, fewer than the cache holds \(8\)"),
+        (dict(rotary_cos=cos, rotary_sin=cos, rotary_interleaved=0), TypeError, r"rotary_interleaved"),
         (dict(cache_batch_idx=torch.arange(2, device=DEVICE)), TypeError,
          r"cache_batch_idx: expected an int32 tensor \[B\], got torch.int64"),
         (dict(cache_batch_idx=torch.zeros(3, dtype=torch.int32, device=DEVICE)), ValueError,
@@ -218,6 +320,10 @@ def test_new_tokens_that_require_grad_are_refused():
     q, k, v, k_new, v_new, sl, _ = _refusals()
     with pytest.raises(ValueError, match=r"^k: requires_grad=True"):
         fmha.flash_attn_with_kvcache(q, k, v, k_new.requires_grad_(), v_new, cache_seqlens=sl)
+    cos = torch.ones(8, 16, dtype=q.dtype, device=DEVICE)
+    with pytest.raises(ValueError, match=r"^rotary_sin: requires_grad=True"):
+        fmha.flash_attn_with_kvcache(q, k, v, k_new.detach(), v_new, cos, cos.clone().requires_grad_(),
+                                     cache_seqlens=sl)
 
 
 # ---- FlashMLA's call ----------------------------------------------------------------------------------------------
@@ -281,6 +387,19 @@ def test_torch_compile_fullgraph_appends_and_checks_first():
         with pytest.raises(TypeError, match=r"cache_seqlens: dtype torch.int64 is not allowed"):
             compiled(q, k_c, v_c, k_new, v_new, sl.long())
         assert torch.equal(k_c, k_e) and torch.equal(v_c, v_e)
+
+    cos, sin = _rotary_tables(32, 32, q.dtype, seed=2)
+
+    def rotary_call(q, k, v, k_new, v_new, sl):
+        return fmha.flash_attn_with_kvcache(q, k, v, k_new, v_new, cos, sin, cache_seqlens=sl, causal=True,
+                                            rotary_interleaved=False, backend="reference")
+
+    with torch.no_grad():  # the rotation traces as torch operations
+        k_c, v_c, k_e, v_e = k.clone(), v.clone(), k.clone(), v.clone()
+        out = torch.compile(rotary_call, fullgraph=True)(q, k_c, v_c, k_new, v_new, sl)
+        torch.testing.assert_close(out, rotary_call(q, k_e, v_e, k_new, v_new, sl), atol=2e-2, rtol=0)
+        torch.testing.assert_close(k_c, k_e, atol=1e-6, rtol=2 ** -7)
+        assert torch.equal(v_c, v_e)
 
 
 @pytest.mark.gpu
