@@ -29,9 +29,11 @@ from tests.test_sm100_build import ACC_F32, BF16, F16, K, MN, NVCC, _cuobjdump, 
 
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (set CUDA_HOME or FMHA_NVCC)")
 
-# sm100/config.h: (D, config) -> (tile, CTAs per SM); config numbers of fmha_capi.h (WIDE 0, DEEP 1, SPLIT_QK 5)
+# sm100/config.h: (D, config) -> (tile, CTAs per SM); config numbers of fmha_capi.h (WIDE 0, DEEP 1, SPLIT_QK 5,
+# LATENT_SPLIT_QK 7: K = V, one ring)
 PLAN = {(64, 0): (128, 2), (64, 1): (128, 1), (128, 0): (64, 2), (128, 1): (64, 1), (256, 0): (64, 1),
-        (256, 1): (64, 1), (512, 5): (32, 1)}
+        (256, 1): (64, 1), (512, 5): (32, 1), (512, 7): (32, 1)}
+SHARED_KV = {7}
 KERNEL = re.compile(r"_ZN4fmha5sm10013decode_kernelILi(\d+)ELb([01])ELi(\d+)E")
 
 
@@ -121,6 +123,19 @@ def test_sm100_sass_gates(sm100_library):
         assert n == expected_mmas(d, tile), f"{k}: {n} UTCHMMA, the plan issues {expected_mmas(d, tile)}"
 
 
+@needs_nvcc
+def test_sm100_shared_latent_kernel_loads_no_v(sm100_library):
+    """K = V (LATENT_SPLIT_QK): the producer's TMA issues only K's boxes, half the sites of the kernel with a V
+    ring of the same tile (the contiguous and paged producers each drop V's), with the same MMAs."""
+    _, decode, _, _ = sm100_library
+    sites = {}
+    for k, text in decode.items():
+        d, bf16, cfg, _, _ = _plan(k)
+        sites[(d, bf16, cfg)] = len(re.findall(r"\bUTMALDG\b", text))
+    for bf16 in (False, True):
+        assert 0 < 2 * sites[(512, bf16, 7)] == sites[(512, bf16, 5)], sites
+
+
 def _idesc_immediates(text: str) -> list:
     """The immediate last moved into each UTCHMMA's idesc register (UMOV URn, 0x... above it)."""
     lines = text.splitlines()
@@ -187,7 +202,11 @@ def test_sm100_c_api_describes_its_kernels(sm100_library):
         assert lib.fmha_config_narrow_rows(d, cfg) == 0
         assert lib.fmha_cluster_merge(d, 1, cfg, 4, 1, 8) == 0  # splits merge through the combine kernel
     assert lib.fmha_config_tile_n(128, 2) == 64 and lib.fmha_config_tile_n(512, 4) == 32  # STREAM, SEESAW
+    assert lib.fmha_config_tile_n(512, 6) == 32  # LATENT_SEESAW runs LATENT_SPLIT_QK's kernel
     assert lib.fmha_config_tile_n(64, 3) == 0  # KV_HEAD_PAIRS
+    # sm_90a's latent kernels only: 576 / 512, the narrow loop, the 64-key seesaw
+    assert lib.fmha_config_tile_n(576, 7) == 0 and lib.fmha_config_tile_n(512, 8) == 0
+    assert lib.fmha_config_tile_n(512, 9) == 0
 
 
 def test_the_loader_builds_sm100a_for_compute_capability_10():

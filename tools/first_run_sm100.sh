@@ -44,7 +44,7 @@ assert cap == (10, 0), f"compute capability {cap}: this script is for sm_100a (1
 EOF
 T=900 stage build python -m fmha.cuda.build --arch sm_100a --force
 
-# One case per process: B, T, Hq, Hkv, S, D (and a page size), smallest first.
+# One case per process: B, T, Hq, Hkv, S, D (and a page size; "shared": v_cache is k_cache), smallest first.
 CASES=(
   "1 1 4 1 64 128"        # one tile (D = 128: 64-key tiles)
   "1 1 4 1 128 128"       # two tiles: S(1) issued before P V(0)
@@ -57,18 +57,23 @@ CASES=(
   "1 1 8 1 32768 128"     # split-KV (the combine kernel)
   "2 1 28 4 1000 128 16"  # paged, 16-token pages (TMA boxes inside a page)
   "2 1 28 4 1000 128 1"   # paged, token-level (the gather)
+  "1 1 16 1 1000 512 shared"      # K = V: one ring, P V reads the K stage (LATENT_SPLIT_QK)
+  "2 2 64 1 1000 512 64 shared"   # ... two row blocks, 64-token pages
+  "1 1 16 1 32768 512 shared"     # ... split-KV
 )
 i=0
 for c in "${CASES[@]}"; do
   i=$((i + 1))
   stage "case$i" python - $c <<'EOF'
 import sys, torch, fmha
-B, T, Hq, Hkv, S, D, *page = (int(x) for x in sys.argv[1:])
+args = sys.argv[1:]
+shared = args[-1] == "shared"
+B, T, Hq, Hkv, S, D, *page = (int(x) for x in args[:len(args) - shared])
 torch.manual_seed(0)
 dev = "cuda"
 q = torch.randn(B, T, Hq, D, device=dev, dtype=torch.bfloat16)
 k = torch.randn(B, S, Hkv, D, device=dev, dtype=torch.bfloat16)
-v = torch.randn_like(k)
+v = k if shared else torch.randn_like(k)
 lens = torch.full((B,), S, dtype=torch.int32, device=dev)
 lens[-1] = max(1, S - 7)
 kw = {}
@@ -83,6 +88,7 @@ if page:
     vf = torch.nn.functional.pad(v, (0, 0, 0, 0, 0, pad)).reshape(B * nb, P, Hkv, D)
     kp[perm] = kf
     vp[perm] = vf
+    vp = kp if shared else vp
     kw = {"block_table": perm.view(B, nb).int()}
     kk, vv = kp, vp
 else:
@@ -93,7 +99,7 @@ torch.cuda.synchronize()
 ref, ref_lse = fmha.attention(q, kk, vv, lens, backend="reference", return_lse=True, **kw)
 err = (out.float() - ref.float()).abs().max().item()
 lerr = (lse - ref_lse).abs().max().item()
-print(f"B={B} T={T} Hq={Hq} Hkv={Hkv} S={S} D={D} page={page}: max |out - ref| {err:.3e}, |lse - ref| {lerr:.3e}")
+print(f"B={B} T={T} Hq={Hq} Hkv={Hkv} S={S} D={D} page={page} shared={shared}: max |out - ref| {err:.3e}, |lse - ref| {lerr:.3e}")
 assert err < 2e-2 and lerr < 1e-3, "WRONG"
 EOF
 done

@@ -171,15 +171,18 @@ def balanced_schedule(p: Problem, config, arch: int, sms: int, num_splits: int) 
 
 def latent_ring(p: Problem, arch: int = 90) -> bool:
     """Whether p runs a LATENT configuration (one ring, the latent read once): a shared latent at D = 512 or
-    576 on sm_90a."""
-    return arch == 90 and p.kv_shared and p.head_dim in (512, 576)
+    576 on sm_90a, at D = 512 (K = V) on sm_100a."""
+    return p.kv_shared and p.head_dim in {90: (512, 576), 100: (512,)}.get(arch, ())
 
 
 def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config:
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
     199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, and up to 32 where its unsplit grid
-    fills one wave of `sms` SMs (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64 (docs/deepseek.md)."""
+    fills one wave of `sms` SMs (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64 (docs/deepseek.md); sm_100a
+    has one kernel for each ring (SEESAW and LATENT_SEESAW name SPLIT_QK's and LATENT_SPLIT_QK's)."""
+    if latent_ring(p, arch) and arch == 100:
+        return Config.LATENT_SPLIT_QK
     if latent_ring(p, arch):
         rows, ctas = p.seqlen_q * p.group_size, _grid_ctas(p)
         one_wave = sms is not None and LATENT_NARROW32_MIN_FILL * sms <= ctas <= sms
@@ -501,7 +504,8 @@ class CudaBackend(Backend):
         if self._arch == 100:
             arch = ("; sm_100a kernel (tcgen05, Tensor Memory): compiled for sm_100a, never run on hardware before "
                     "this GPU")
-            loop = "64-row loop (packed query rows in the MMA's M)"
+            loop = "64-row loop (packed query rows in the MMA's M)" + (
+                "; P V reads V from the K stage" if config == Config.LATENT_SPLIT_QK else "")
         return (f"config {kind}, {self._tile_n[(p.head_dim, config)]}-token tiles, {loop}; {ctas} CTAs x "
                 f"{num_splits} KV split(s){merge}{paged}{arch}")
 

@@ -6,7 +6,8 @@ output / LSE errors and hints that localise a bug (NaNs, which rows/columns
 are wrong, the ratio to the reference). The paged cases ("paged" in the name)
 scatter the cache into shuffled pages of a NaN-filled pool (TMA boxes for pages
 of a multiple of 32 tokens, the gather otherwise) and compare with the reference
-on the contiguous cache. Exit status 0 when every case passes.
+on the contiguous cache. In the latent cases ("latent" in the name) v_cache is k_cache itself (K = V, DeepSeek-V4's
+latent, read once by the LATENT configurations). Exit status 0 when every case passes.
 """
 from __future__ import annotations
 
@@ -99,6 +100,11 @@ CASES = [
     # paged plans of their own on a 132-SM GPU: KV-head pairs over 64-token pages, STREAM for 256 CTAs of 16 rows
     ("paged-d64-p64-head-pairs", 32, 1, 32, 8, 300, 64, torch.bfloat16, [300, 0] * 16, True, False, 64),
     ("paged-d128-p96-t4-stream", 32, 4, 32, 8, 300, 128, torch.bfloat16, [300, 1] * 16, True, False, 96),
+    # K = V: one ring, P V reading the K stage
+    ("latent-d512-t1-s1000", 2, 1, 16, 1, 1000, 512, torch.bfloat16, [1000, 77], True, False),
+    ("latent-d512-128heads-t2-s300", 2, 2, 128, 1, 300, 512, torch.bfloat16, [300, 1], True, False),
+    ("latent-split-d512-s65536", 1, 1, 16, 1, 65536, 512, torch.bfloat16, None, True, False),
+    ("paged-latent-d512-p64", 2, 1, 64, 1, 1000, 512, torch.bfloat16, [1000, 33], True, False, 64),
 ]
 
 
@@ -107,11 +113,14 @@ def run_case(backend, case) -> bool:
     page_size = case[11] if len(case) > 11 else None
     seed = zlib.crc32(name.encode()) % 1000
     q, k, v, sl = _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed=seed)
+    latent = "latent" in name
+    v = k if latent else v
     k_in, v_in, block_table = k, v, None
     if page_size is not None:  # the reference below reads the contiguous cache
         if sl is None:
             sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
         k_in, v_in, block_table = _page(k, v, seqlens, page_size, seed)
+        v_in = k_in if latent else v_in
     out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
     lse = torch.full((B, Hq, T), float("nan"), dtype=torch.float32, device="cuda")
     p = validate(q, k_in, v_in, sl, None, causal, out, block_table)

@@ -55,7 +55,8 @@ using Dim = std::integral_constant<int, D>;
 template <class F>
 int with_instance(int D, int config, int fallback, F&& f) {
 #if FMHA_TARGET_SM == 100
-  // One kernel per head dim and ring (sm100/config.h): STREAM runs WIDE's, SEESAW SPLIT_QK's.
+  // One kernel per head dim and ring (sm100/config.h): STREAM runs WIDE's, SEESAW SPLIT_QK's, LATENT_SEESAW
+  // LATENT_SPLIT_QK's.
   switch (D) {
     case 64:
     case 128:
@@ -74,6 +75,8 @@ int with_instance(int D, int config, int fallback, F&& f) {
     case 512:
       if (config == FMHA_CONFIG_SEESAW || config == FMHA_CONFIG_SPLIT_QK)
         return f(Dim<512>{}, Cfg<FMHA_CONFIG_SPLIT_QK>{});
+      if (config == FMHA_CONFIG_LATENT_SEESAW || config == FMHA_CONFIG_LATENT_SPLIT_QK)
+        return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
       return fallback;
     default:
       return fallback;
@@ -133,8 +136,8 @@ ConfigShape config_shape(int D, int config) {
 
 const char* kConfigHelp =
     "0 = WIDE (D = 64, 128, 256), 1 = DEEP (D = 64, 128, 256), 2 = STREAM (D = 128), 3 = KV_HEAD_PAIRS (D = 64), "
-    "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576; sm_90a), "
-    "7 = LATENT_SPLIT_QK (D = 512, 576; sm_90a), 8 = LATENT_NARROW (D = 512, 576, at most 32 packed rows; sm_90a), "
+    "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576; sm_100a: D = 512), "
+    "7 = LATENT_SPLIT_QK (D = 512, 576; sm_100a: D = 512), 8 = LATENT_NARROW (D = 512, 576, at most 32 packed rows; sm_90a), "
     "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }

@@ -87,8 +87,8 @@ __device__ __forceinline__ uint32_t ring_full_arrivals(const DecodeParams& p) {
 }
 
 // The ring's barriers, initialised by one thread: a full barrier expects full_arrivals (ring_full_arrivals),
-// an empty barrier the arrivals of whatever releases a stage (consumer warps on sm_90a, one tcgen05.commit
-// on sm_100a).
+// an empty barrier the arrivals of whatever releases a stage (one tcgen05.commit on sm_100a). One ring
+// (kSharedKv, whole stages) has no V barriers.
 template <class Tr, class Ss>
 __device__ __forceinline__ void init_kv_ring(Ss& ss, uint32_t full_arrivals, uint32_t empty_k_arrivals,
                                              uint32_t empty_v_arrivals) {
@@ -97,10 +97,12 @@ __device__ __forceinline__ void init_kv_ring(Ss& ss, uint32_t full_arrivals, uin
     ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
     ptx::mbarrier_init(&ss.empty_k[s], empty_k_arrivals);
   }
+  if constexpr (!Tr::kSharedKv || Tr::kRingHalves) {
 #pragma unroll
-  for (int s = 0; s < Tr::kStagesV; ++s) {
-    ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
-    ptx::mbarrier_init(&ss.empty_v[s], empty_v_arrivals);
+    for (int s = 0; s < Tr::kStagesV; ++s) {
+      ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
+      ptx::mbarrier_init(&ss.empty_v[s], empty_v_arrivals);
+    }
   }
 }
 

@@ -20,11 +20,12 @@ constexpr size_t kSmemReservedPerCta = 1024;
 constexpr int kTmemColsPerSm = 512;
 
 struct Config {
-  int tile_n;       // KV tokens per tile
-  int stages_k;     // K ring depth
-  int stages_v;     // V ring depth
-  int ctas_per_sm;  // resident CTAs per SM the launch bounds ask for
-  int tma_rows;     // tokens per TMA box (tile_n: whole tiles)
+  int tile_n;              // KV tokens per tile
+  int stages_k;            // K ring depth
+  int stages_v;            // V ring depth
+  int ctas_per_sm;         // resident CTAs per SM the launch bounds ask for
+  int tma_rows;            // tokens per TMA box (tile_n: whole tiles)
+  bool shared_kv = false;  // one ring: V is the K stage (K = V, DeepSeek-V4's latent), no V ring
 };
 
 constexpr Config kNoConfig{0, 0, 0, 0, 0};
@@ -32,8 +33,9 @@ constexpr Config kNoConfig{0, 0, 0, 0, 0};
 // The table. The configuration names are the sm_90 ones, so that the host's plan (fmha/cuda/backend.py)
 // reads both libraries alike: WIDE is the two-CTA shallow ring where Tensor Memory allows it, DEEP one
 // CTA with the deepest ring that fits, and the D = 128 STREAM and D = 512 SEESAW / SPLIT_QK names map to
-// the one kernel each head dim has for them. KV_HEAD_PAIRS has no sm_100a kernel.
-//   tile  K  V  CTAs  TMA rows
+// the one kernel each head dim has for them (LATENT_SEESAW / LATENT_SPLIT_QK to the shared-latent one).
+// KV_HEAD_PAIRS has no sm_100a kernel.
+//   tile  K  V  CTAs  TMA rows  (shared kv)
 constexpr Config config_table(int D, int config) {
   switch (D) {
     case 64:
@@ -54,6 +56,9 @@ constexpr Config config_table(int D, int config) {
     case 512:
       // 32-key tiles (a 32 KB tile), Q alone is 64 KB: two stages of each.
       if (config == FMHA_CONFIG_SEESAW || config == FMHA_CONFIG_SPLIT_QK) return {32, 2, 2, 1, 32};
+      // K = V: the two rings' shared memory as one ring of four stages, each held until its P V.
+      if (config == FMHA_CONFIG_LATENT_SEESAW || config == FMHA_CONFIG_LATENT_SPLIT_QK)
+        return {32, 4, 0, 1, 32, true};
       return kNoConfig;
     default:
       return kNoConfig;

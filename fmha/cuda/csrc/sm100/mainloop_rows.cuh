@@ -8,6 +8,8 @@
 //   full_k/full_v  producer -> MMA lane and softmax (the V tail)   the tile landed
 //   empty_k        commit after S(it)    -> producer   Q K^T has read the K stage
 //   empty_v        commit after PV(it)   -> producer   P V has read the V stage
+// One ring (Tr::kSharedKv, K = V): V(it) is the K stage of tile it, so full_k serves both MMAs and
+// empty_k is committed after PV(it) instead of S(it); there are no V barriers.
 //   q_full         softmax (128) -> MMA lane           Q stored and fenced, once
 //   s_full[par]    commit after S(it)    -> softmax    S(it) is in buffer it % 2
 //   s_free[par]    softmax (128) -> MMA lane           S(it) read out: S(it + 2) may overwrite it
@@ -63,7 +65,7 @@ __device__ __forceinline__ void mma_issue_s(Ss& ss, uint32_t tmem, int it, bool 
     const uint64_t b = k_major_step(&ss.k[stage][0][0], Tr::kKvBoxBytes, kk);
     ptx::tcgen05_mma_f16_ss(tmem + Tr::Tmem::s(it % 2), a, b, Idesc<Tr, kBf16>::kS, kk > 0 ? 1u : 0u);
   }
-  ptx::tcgen05_commit(&ss.empty_k[stage]);
+  if constexpr (!Tr::kSharedKv) ptx::tcgen05_commit(&ss.empty_k[stage]);  // (one ring: after P V)
   ptx::tcgen05_commit(&ss.s_full[it % 2]);
 }
 
@@ -72,22 +74,31 @@ __device__ __forceinline__ void mma_issue_pv(Ss& ss, uint32_t tmem, int it, bool
   using Tm = typename Tr::Tmem;
   const int stage = it % Tr::kStagesV;
   ptx::mbarrier_wait_parity(&ss.p_full[it % 2], parity(it / 2));
-  ptx::mbarrier_wait_parity(&ss.full_v[stage], parity(it / Tr::kStagesV));
+  // (One ring: the K stage's phase, which S(it) waited for; the stage is not released before this P V.)
+  uint64_t* full;
+  if constexpr (Tr::kSharedKv) full = &ss.full_k[stage];
+  else full = &ss.full_v[stage];
+  ptx::mbarrier_wait_parity(full, parity(it / Tr::kStagesV));
   if (gathered) ptx::fence_proxy_async_shared();
   ptx::tcgen05_fence_after_thread_sync();
   constexpr int kBoxesPerHalf = Tm::kOColsPerHalf / Tr::kBoxCols;
+  // V's rows: its own ring's stage, or (one ring) the K stage, whose boxes have V's layout (below).
+  const uint16_t* v_boxes;
+  if constexpr (Tr::kSharedKv) v_boxes = &ss.k[stage][0][0];
+  else v_boxes = &ss.v[stage][0][0];
 #pragma unroll
   for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) {
     const uint64_t a = k_major_step(&ss.p[it % 2][0][0], Tr::kQBoxBytes, kk);
 #pragma unroll
     for (int h = 0; h < Tm::kOHalves; ++h) {
       // V as the MN-major B operand: LBO = one 64-column box, SBO = 8 keys x 128 B, +16 keys per step.
-      const uint32_t v0 = ptx::smem_addr(&ss.v[stage][h * kBoxesPerHalf][0]) + kk * 16 * Tr::kRowBytes;
+      const uint32_t v0 = ptx::smem_addr(v_boxes + h * kBoxesPerHalf * (Tr::kKvBoxBytes / 2)) + kk * 16 * Tr::kRowBytes;
       const uint64_t b = make_smem_desc_mn_sw128(v0, Tr::kKvBoxBytes);
       ptx::tcgen05_mma_f16_ss(tmem + Tm::o(h), a, b, Idesc<Tr, kBf16>::kO, (it > 0 || kk > 0) ? 1u : 0u);
     }
   }
-  ptx::tcgen05_commit(&ss.empty_v[stage]);
+  if constexpr (Tr::kSharedKv) ptx::tcgen05_commit(&ss.empty_k[stage]);  // Q K^T(it) and P V(it) both read it
+  else ptx::tcgen05_commit(&ss.empty_v[stage]);
   ptx::tcgen05_commit(&ss.p_free[it % 2]);
 }
 

@@ -39,15 +39,17 @@ struct DecodeTraits {
   static_assert(has_config(D, kConfig), "no such configuration at this head dim (config.h)");
   static constexpr Config kCfg = config_table(D, kConfig);
   static constexpr int kHeadDim = D;
-  static constexpr int kHeadDimV = D;       // V of K's head dim (no shared-latent ring here)
-  static constexpr bool kSharedKv = false;
+  static constexpr int kHeadDimV = D;       // V of K's head dim (no 576 / 512 kernel on sm_100a)
+  // One ring (K = V): P V reads V from the K stage, which is released after P V instead of after Q K^T;
+  // there is no V ring (kStagesV names K's).
+  static constexpr bool kSharedKv = kCfg.shared_kv;
   static constexpr bool kRingHalves = false;  // whole ring stages (common/kv_ring.cuh)
   static constexpr int kPagedMinBoxRows = 8;  // TMA boxes of paged launches (sm100/config.h paged_gathers)
   static constexpr bool kHeadPairs = false;  // KV-head pairs: sm_90a only
   static constexpr int kBlockM = 64;         // packed query rows per CTA (the MMA's M)
   static constexpr int kBlockN = kCfg.tile_n;
   static constexpr int kStages = kCfg.stages_k;
-  static constexpr int kStagesV = kCfg.stages_v;
+  static constexpr int kStagesV = kSharedKv ? kCfg.stages_k : kCfg.stages_v;
   static constexpr int kCtasPerSm = kCfg.ctas_per_sm;
   static constexpr int kTmaRows = kCfg.tma_rows;
   // The softmax warpgroup (warps 0-3, one per Tensor Memory lane quarter) is the "consumer" of the
@@ -85,6 +87,7 @@ struct DecodeTraits {
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "Q K^T: N = kBlockN; P V: K steps of 16");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
   static_assert(kStages >= 1 && kStagesV >= 1, "ring depth");
+  static_assert(!kSharedKv || kStages >= 2, "one ring: S(it + 1) is issued while stage it waits for its P V");
 };
 
 // The shared-memory plan of one kernel: every buffer, named. The K/V ring (k, v and the four barrier
@@ -94,11 +97,12 @@ struct SharedStorage {
   alignas(1024) uint16_t q[Tr::kBoxes][Tr::kBlockM * Tr::kBoxCols];
   alignas(1024) uint16_t p[2][Tr::kPBoxes][Tr::kBlockM * Tr::kBoxCols];  // P(it) in buffer it % 2
   alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
-  alignas(1024) uint16_t v[Tr::kStagesV][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  alignas(1024) uint16_t v[Tr::kSharedKv ? 1 : Tr::kStagesV][Tr::kSharedKv ? 1 : Tr::kBoxes]
+                          [Tr::kSharedKv ? 8 : Tr::kBlockN * Tr::kBoxCols];  // (kSharedKv: unused, V is k[stage])
   alignas(8) uint64_t full_k[Tr::kStages];    // the K tile landed (TMA bytes, or the gather's 32 arrivals)
-  alignas(8) uint64_t full_v[Tr::kStagesV];   // the V tile landed
-  alignas(8) uint64_t empty_k[Tr::kStages];   // commit after Q K^T read the stage
-  alignas(8) uint64_t empty_v[Tr::kStagesV];  // commit after P V read the stage
+  alignas(8) uint64_t full_v[Tr::kSharedKv ? 1 : Tr::kStagesV];   // the V tile landed (kSharedKv: full_k)
+  alignas(8) uint64_t empty_k[Tr::kStages];   // commit after Q K^T read the stage (kSharedKv: after P V)
+  alignas(8) uint64_t empty_v[Tr::kSharedKv ? 1 : Tr::kStagesV];  // commit after P V read the stage
   alignas(8) uint64_t q_full;                 // softmax threads: Q stored and fenced (128 arrivals)
   alignas(8) uint64_t s_full[2];              // commit after S(it) was written to its buffer
   alignas(8) uint64_t s_free[2];              // softmax threads: S(it) read out (128 arrivals)
