@@ -22,7 +22,7 @@ from typing import Optional, Union
 import torch
 
 from .api import _check_inference_only, attention
-from .problem import _elements_share_memory, check_bool, validate, validate_cached
+from .problem import _elements_share_memory, check_bool, check_cache_seqlens, validate, validate_cached
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -49,8 +49,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     capacity (S, or max_blocks_per_seq x page_size); only with k and v. The first rotary_dim columns of the new
     keys are rotated at positions cache_seqlens, cache_seqlens + 1, .. and those of q at the same positions where
     causal, or all at cache_seqlens where not; pairs (2i, 2i + 1) where rotary_interleaved, else (i, i +
-    rotary_dim / 2) (GPT-NeoX). Computed in float32 and rounded to the dtype, as FlashAttention's kernel does;
-    positions are clamped into [0, seqlen_ro) on the device, as the append's are.
+    rotary_dim / 2) (GPT-NeoX). Computed in float32 and rounded to the dtype, as FlashAttention's kernel does.
+    Unlike FlashAttention 2, float32 tables, any rotary_dim of 2 or more and strided tables are taken, and a
+    position past the table (q's, causal, where T > T_new near the cache's end) takes its last row where
+    FlashAttention's kernel reads past it: positions are clamped into [0, seqlen_ro) on the device, as the
+    append's are.
     """
     for name, value in (("cache_leftpad", cache_leftpad), ("alibi_slopes", alibi_slopes)):
         if value is not None:
@@ -93,9 +96,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise TypeError(f"cache_seqlens: got {got} with k and v; the new tokens are written after each sequence's "
                         "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
     _check_new_tokens(k, v, q, k_cache, v_cache)
-    _check_inference_only(q, k_cache, v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin)
     if rotary_cos is not None:
         _check_rotary(rotary_cos, rotary_sin, q, k, k_cache, block_table)
+    _check_inference_only(q, k_cache, v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin)
+    if rotary_cos is not None:
+        check_cache_seqlens(cache_seqlens, q)  # (the rotation reads it; validate checks the rest)
         q, k = _rotated(q, k, cache_seqlens, rotary_cos, rotary_sin, causal, rotary_interleaved)
     lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
     if torch.compiler.is_compiling():  # the checks need data pointers: inside the op, on real tensors
@@ -155,8 +160,8 @@ def _check_rotary(cos, sin, q, k, k_cache, block_table) -> None:
             raise ValueError(f"{name}: expected a 2-D tensor [seqlen_ro, rotary_dim / 2] with rotary_dim >= 2, "
                              f"got {got}")
         if t.dtype not in (q.dtype, torch.float32) or t.device != q.device:
-            raise ValueError(f"{name}: {t.dtype} on {t.device}; allowed: {q.dtype} (q's dtype) or torch.float32, "
-                             f"on {q.device}")
+            allowed = f"{q.dtype} (q's dtype)" + (" or torch.float32" if q.dtype != torch.float32 else "")
+            raise ValueError(f"{name}: {t.dtype} on {t.device}; allowed: {allowed}, on {q.device}")
     if sin.shape != cos.shape:
         raise ValueError(f"rotary_sin: shape {list(sin.shape)} differs from rotary_cos's {list(cos.shape)}")
     seqlen_ro, rotary_dim = cos.shape[0], 2 * cos.shape[1]
@@ -186,7 +191,7 @@ def _rotate(x, pos, cos, sin, interleaved) -> torch.Tensor:
     the table): x0' = x0 cos - x1 sin, x1' = x0 sin + x1 cos over the column pairs, in float32."""
     half = cos.shape[1]
     pos = pos.clamp(0, cos.shape[0] - 1)
-    c, s = cos.float()[pos][:, :, None], sin.float()[pos][:, :, None]  # [B, L, 1, rotary_dim / 2]
+    c, s = cos[pos].float()[:, :, None], sin[pos].float()[:, :, None]  # [B, L, 1, rotary_dim / 2]
     turned = x[..., :2 * half].float()
     x0, x1 = (turned[..., 0::2], turned[..., 1::2]) if interleaved else (turned[..., :half], turned[..., half:])
     y0, y1 = x0 * c - x1 * s, x0 * s + x1 * c

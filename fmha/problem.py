@@ -159,6 +159,24 @@ def _pairs() -> str:
     return ", ".join(f"({dk}, {dv})" for dk, dv in SUPPORTED_HEAD_DIM_PAIRS)
 
 
+def check_cache_seqlens(cache_seqlens, q) -> None:
+    """cache_seqlens: a dense, contiguous int32 tensor [B] on q's device (q: a 4-D tensor)."""
+    B = q.shape[0]
+    if not isinstance(cache_seqlens, torch.Tensor):
+        raise TypeError(f"cache_seqlens: expected an int32 tensor of shape [{B}] or None, "
+                        f"got {type(cache_seqlens).__name__}")
+    _check_dense("cache_seqlens", cache_seqlens, "a dense (torch.strided) int32 tensor")
+    if cache_seqlens.dtype != torch.int32:
+        raise TypeError(f"cache_seqlens: dtype {cache_seqlens.dtype} is not allowed; expected torch.int32")
+    if cache_seqlens.dim() != 1 or cache_seqlens.shape[0] != B:
+        raise ValueError(f"cache_seqlens: expected shape [{B}] (one length per sequence), "
+                         f"got {_shape(cache_seqlens)}")
+    if cache_seqlens.device != q.device:
+        raise ValueError(f"cache_seqlens: on device {cache_seqlens.device} but q is on {q.device}")
+    if B > 1 and cache_seqlens.stride(0) != 1:
+        raise ValueError(f"cache_seqlens: must be contiguous, got stride {cache_seqlens.stride(0)}")
+
+
 def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
              out=None, block_table=None, sinks=None) -> Problem:
     """Check the arguments of `fmha.attention` and return the Problem they describe."""
@@ -220,19 +238,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                              f"[{B}], the tokens each sequence holds): the table only bounds them "
                              f"(capacity {max_blocks} blocks x {S} tokens)")
     if cache_seqlens is not None:
-        if not isinstance(cache_seqlens, torch.Tensor):
-            raise TypeError(f"cache_seqlens: expected an int32 tensor of shape [{B}] or None, "
-                            f"got {type(cache_seqlens).__name__}")
-        _check_dense("cache_seqlens", cache_seqlens, "a dense (torch.strided) int32 tensor")
-        if cache_seqlens.dtype != torch.int32:
-            raise TypeError(f"cache_seqlens: dtype {cache_seqlens.dtype} is not allowed; expected torch.int32")
-        if cache_seqlens.dim() != 1 or cache_seqlens.shape[0] != B:
-            raise ValueError(f"cache_seqlens: expected shape [{B}] (one length per sequence), "
-                             f"got {_shape(cache_seqlens)}")
-        if cache_seqlens.device != q.device:
-            raise ValueError(f"cache_seqlens: on device {cache_seqlens.device} but q is on {q.device}")
-        if B > 1 and cache_seqlens.stride(0) != 1:
-            raise ValueError(f"cache_seqlens: must be contiguous, got stride {cache_seqlens.stride(0)}")
+        check_cache_seqlens(cache_seqlens, q)
     check_bool("causal", causal)
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(D)

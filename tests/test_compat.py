@@ -154,7 +154,9 @@ def _rotary_tables(n, rotary_dim, dtype, seed):
 
 def _turned(x, pos, cos, sin, interleaved):
     """x [B, L, H, D] rotated at positions pos [B, L] (ints), written independently of fmha.compat: each column pair
-    as a complex number times cos + i sin, in float64, rounded to x's dtype."""
+    as a complex number times cos + i sin, in float64, rounded to float32 and then to x's dtype (with tables in x's
+    16-bit dtype the float64 products and sums are exact, so this is the float32 computation's result bit for
+    bit)."""
     half = cos.shape[1]
     out = x.clone()
     for b in range(x.shape[0]):
@@ -163,22 +165,27 @@ def _turned(x, pos, cos, sin, interleaved):
             pair = r.view(-1, half, 2) if interleaved else torch.stack((r[:, :half], r[:, half:]), -1)
             turn = torch.complex(cos[pos[b][i]].double(), sin[pos[b][i]].double())
             z = torch.view_as_real(torch.view_as_complex(pair.contiguous()) * turn)
-            out[b, i, :, :2 * half] = (z.flatten(-2) if interleaved else torch.cat((z[..., 0], z[..., 1]), -1)).to(x.dtype)
+            z = z.flatten(-2) if interleaved else torch.cat((z[..., 0], z[..., 1]), -1)
+            out[b, i, :, :2 * half] = z.float().to(x.dtype)
     return out
 
 
-@pytest.mark.parametrize("backend,causal,interleaved,rotary_dim,T_new", [
-    ("reference", True, True, 64, 3), ("reference", False, True, 32, 3), ("reference", True, False, 32, 1),
-    ("reference", False, False, 64, 2), ("triton", True, False, 64, 3)] + [
-    ("cuda", c, i, 32, 3) for c in (True, False) for i in (True, False) if "cuda" in BACKENDS])
-def test_rotary_embeddings_rotate_q_and_the_new_keys(backend, causal, interleaved, rotary_dim, T_new):
+@pytest.mark.parametrize("backend,causal,interleaved,rotary_dim,T,T_new,dtype", [
+    ("reference", True, True, 64, 3, 3, torch.bfloat16), ("reference", False, True, 32, 3, 3, torch.bfloat16),
+    ("reference", True, False, 32, 3, 1, torch.bfloat16), ("reference", False, False, 64, 3, 2, torch.float16),
+    ("reference", True, True, 16, 2, 4, torch.float16), ("reference", False, False, 48, 2, 4, torch.bfloat16),
+    ("triton", True, False, 64, 3, 3, torch.bfloat16), ("triton", False, True, 32, 2, 4, torch.float16)] + [
+    ("cuda", c, i, d, 3, 3, torch.bfloat16) for c in (True, False) for i in (True, False) for d in (32, 64)
+    if "cuda" in BACKENDS])
+def test_rotary_embeddings_rotate_q_and_the_new_keys(backend, causal, interleaved, rotary_dim, T, T_new, dtype):
     """rotary_cos / rotary_sin: the new keys are rotated at cache_seqlens + i and written so; q at the same positions
-    where causal, all at cache_seqlens where not (FlashAttention's rule); the columns past rotary_dim and v are not
-    turned. The cache's last position is written (the table is exactly as long as the cache); q's positions past
-    the table (causal, T_new < T) take its last row, as documented."""
-    B, T, Hq, Hkv, S, D = 3, 3, 8, 2, 24, 64
-    q, k_cache, v_cache, _ = make_inputs(B, T, Hq, Hkv, S, D, device=DEVICE)
-    _, k_new, v_new, _ = make_inputs(B, T_new, Hq, Hkv, T_new, D, device=DEVICE, seed=13)
+    where causal (from cache_seqlens, whatever T_new), all at cache_seqlens where not (FlashAttention's rule); the
+    columns past rotary_dim and v are not turned. The cache's last position is written (the table is exactly as
+    long as the cache); q's positions past the table (causal, T_new < T) take its last row, as documented. The
+    keys written are the float32 computation's bits."""
+    B, Hq, Hkv, S, D = 3, 8, 2, 24, 64
+    q, k_cache, v_cache, _ = make_inputs(B, T, Hq, Hkv, S, D, dtype=dtype, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(B, T_new, Hq, Hkv, T_new, D, dtype=dtype, device=DEVICE, seed=13)
     lengths = [5, 0, S - T_new]
     cos, sin = _rotary_tables(S, rotary_dim, q.dtype, seed=rotary_dim)
     k_pos = [[n + i for i in range(T_new)] for n in lengths]
@@ -190,8 +197,7 @@ def test_rotary_embeddings_rotate_q_and_the_new_keys(backend, causal, interleave
     out, lse = fmha.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, rotary_cos=cos, rotary_sin=sin,
                                             cache_seqlens=sl, causal=causal, rotary_interleaved=interleaved,
                                             return_softmax_lse=True, backend=backend)
-    torch.testing.assert_close(k_cache, want_k, atol=1e-6, rtol=2 ** -7)  # (float32 against float64 math)
-    assert torch.equal(k_cache[..., rotary_dim:], want_k[..., rotary_dim:]) and torch.equal(v_cache, want_v)
+    assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
     assert torch.equal(q, q_before)  # (q is rotated into a new tensor)
     ref, ref_lse = attention_reference(q_rot, want_k, want_v, sl + T_new, D ** -0.5, causal)
     compare(out, lse, ref, ref_lse, q.dtype, vmax=want_v.float().abs().max().item(),
@@ -201,7 +207,7 @@ def test_rotary_embeddings_rotate_q_and_the_new_keys(backend, causal, interleave
 def test_rotary_embeddings_into_a_page_pool_and_through_cache_batch_idx():
     """Paged: positions run over the sequence (not the page), so the table covers max_blocks_per_seq x page_size;
     float32 tables are taken too. cache_batch_idx: the positions are the cache row's."""
-    B, T, Hq, Hkv, D, page, pages_per_seq = 2, 2, 4, 1, 64, 4, 3
+    B, T, Hq, Hkv, D, page, pages_per_seq = 2, 2, 4, 1, 64, 4, 3  # (float32 tables: rounding differs by an ulp)
     q, k_flat, v_flat, _ = make_inputs(B, T, Hq, Hkv, page * pages_per_seq, D, device=DEVICE)
     _, k_new, v_new, _ = make_inputs(B, T, Hq, Hkv, T, D, device=DEVICE, seed=14)
     table = torch.tensor([[4, 0, 2], [1, 5, 3]], dtype=torch.int32, device=DEVICE)
@@ -232,6 +238,20 @@ def test_rotary_embeddings_into_a_page_pool_and_through_cache_batch_idx():
                                  causal=True, backend="reference")
     torch.testing.assert_close(k_rows[idx.long()], _appended(k_flat[idx.long()], k_rot, lengths), atol=1e-6,
                                rtol=2 ** -7)
+
+
+def test_rotary_tables_may_be_strided_views():
+    """A table sliced from a wider one (every other column of a [S, D] cache of angles) gives the result of its
+    contiguous copy."""
+    q, k_cache, v_cache, sl = make_inputs(2, 1, 4, 1, 16, 64, device=DEVICE, seqlens=[3, 15])
+    _, k_new, v_new, _ = make_inputs(2, 1, 4, 1, 1, 64, device=DEVICE, seed=15)
+    wide_cos, wide_sin = _rotary_tables(16, 64, q.dtype, seed=3)
+    cos, sin = wide_cos[:, ::2], wide_sin[:, ::2]
+    k_a, v_a, k_b, v_b = k_cache.clone(), v_cache.clone(), k_cache.clone(), v_cache.clone()
+    out_a = fmha.flash_attn_with_kvcache(q, k_a, v_a, k_new, v_new, cos, sin, cache_seqlens=sl, backend="reference")
+    out_b = fmha.flash_attn_with_kvcache(q, k_b, v_b, k_new, v_new, cos.contiguous(), sin.contiguous(),
+                                         cache_seqlens=sl, backend="reference")
+    assert not cos.is_contiguous() and torch.equal(out_a, out_b) and torch.equal(k_a, k_b)
 
 
 def test_lengths_past_the_capacity_are_clamped_into_the_cache():
@@ -266,6 +286,19 @@ def _refusals():
         (dict(rotary_cos=cos[:7], rotary_sin=cos[:7]), ValueError,
          r"rotary_cos: 7 positions, fewer than the cache holds \(8\)"),
         (dict(rotary_cos=cos, rotary_sin=cos, rotary_interleaved=0), TypeError, r"rotary_interleaved"),
+        (dict(rotary_cos=[[1.0]], rotary_sin=cos), ValueError, r"rotary_cos: expected a 2-D tensor .* got list"),
+        (dict(rotary_cos=cos, rotary_sin=cos, cache_seqlens=sl[:1]), ValueError,
+         r"cache_seqlens: expected shape \[2\]"),
+        (dict(rotary_cos=cos, rotary_sin=cos, cache_seqlens=sl.view(2, 1)), ValueError,
+         r"cache_seqlens: expected shape \[2\]"),
+        # paged: the table covers max_blocks_per_seq x page_size positions (3 x 4 = 12)
+        (dict(rotary_cos=cos.new_ones(11, 16), rotary_sin=cos.new_ones(11, 16), block_table=(
+            torch.arange(6, dtype=torch.int32, device=DEVICE).view(2, 3) % 2), paged=True), ValueError,
+         r"rotary_cos: 11 positions, fewer than the cache holds \(12\)"),
+        # cache_batch_idx: a row of the cache is S = 8 positions
+        (dict(rotary_cos=cos[:7], rotary_sin=cos[:7], cache_batch_idx=torch.zeros(2, dtype=torch.int32,
+                                                                                   device=DEVICE)), ValueError,
+         r"rotary_cos: 7 positions, fewer than the cache holds \(8\)"),
         (dict(cache_batch_idx=torch.arange(2, device=DEVICE)), TypeError,
          r"cache_batch_idx: expected an int32 tensor \[B\], got torch.int64"),
         (dict(cache_batch_idx=torch.zeros(3, dtype=torch.int32, device=DEVICE)), ValueError,
@@ -295,6 +328,8 @@ def test_refusals_name_the_argument_and_write_nothing(case):
     kwargs, error, match = cases[case]
     args = dict(k=k_new, v=v_new, cache_seqlens=sl, backend="reference")
     args.update(kwargs)
+    if args.pop("paged", False):  # the caches as a pool of 2 pages of 4 tokens
+        k, v = k.view(4, 4, *k.shape[2:])[:2], v.view(4, 4, *v.shape[2:])[:2]
     k_before, v_before = k.clone(), v.clone()
     with pytest.raises(error, match=match):
         fmha.flash_attn_with_kvcache(q, k, v, **args)
@@ -323,6 +358,9 @@ def test_new_tokens_that_require_grad_are_refused():
     cos = torch.ones(8, 16, dtype=q.dtype, device=DEVICE)
     with pytest.raises(ValueError, match=r"^rotary_sin: requires_grad=True"):
         fmha.flash_attn_with_kvcache(q, k, v, k_new.detach(), v_new, cos, cos.clone().requires_grad_(),
+                                     cache_seqlens=sl)
+    with pytest.raises(ValueError, match=r"^rotary_cos: requires_grad=True"):
+        fmha.flash_attn_with_kvcache(q, k, v, k_new.detach(), v_new, cos.clone().requires_grad_(), cos,
                                      cache_seqlens=sl)
 
 
