@@ -11,7 +11,8 @@ import torch
 
 from .backends import registry
 from .dispatch import Decision, backend_env, decide, decision_memo
-from .problem import _check_tensor, check_bool, check_out_disjoint, metadata_key, validate, validate_cached
+from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _check_tensor, check_bool, check_out_disjoint, metadata_key,
+                      validate, validate_cached)
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
@@ -203,9 +204,14 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     """`F.scaled_dot_product_attention` for decode-shaped calls, [B, H, L, E] layout.
 
     Serves query [B, Hq, L, E], key [B, Hkv, S, E] and value [B, Hkv, S, Ev] without copies
-    (Ev = E, or (E, Ev) = (576, 512)); returns [B, Hq, L, Ev]. What it cannot honour is an
-    error: attn_mask, dropout, and is_causal with L != S (SDPA's causal mask is top-left
-    aligned; for decode use fmha.attention(causal=True), bottom-right aligned).
+    (Ev = E, or (E, Ev) = (576, 512)); returns [B, Hq, L, Ev]. As in SDPA, key and value of one
+    KV head serve every query head (MQA) without enable_gqa, and of batch 1 serve every sequence
+    (broadcast views, no copy); an empty query, or S = 0, gives an empty result or zeros.
+    What it cannot honour is an error: attn_mask, dropout, is_causal with L != S (SDPA's
+    causal mask is top-left aligned; for decode use fmha.attention(causal=True), bottom-right
+    aligned), and what fmha.attention refuses: dtypes other than bfloat16 / float16, a last
+    dimension that is not contiguous (stride 1), head dims outside fmha's, a scale outside
+    [1e-37, 1e38] (finite and positive), and inputs that require grad under grad mode.
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
@@ -214,6 +220,11 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
             raise ValueError(f"{name}: expected a 4-D tensor [B, H, L, E], got {t.dim()}-D")
         if t.dtype != query.dtype:
             raise TypeError(f"{name}: dtype {t.dtype} differs from query's {query.dtype}")
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise ValueError(f"{name}: the last (E) dimension must be contiguous (stride(-1) == 1), got strides "
+                             f"{tuple(t.stride())} for shape {list(t.shape)}")
+    if key.shape[0] == 1 and value.shape[0] == 1 and query.shape[0] > 1:  # SDPA broadcasts a batch of one
+        key, value = key.expand(query.shape[0], -1, -1, -1), value.expand(query.shape[0], -1, -1, -1)
     if value.shape[:3] != key.shape[:3] or value.shape[3] > key.shape[3]:
         raise ValueError(f"value: shape {list(value.shape)} differs from key's {list(key.shape)}; fmha.sdpa "
                          "needs key [B, Hkv, S, E] and value [B, Hkv, S, Ev] with Ev <= E")
@@ -234,12 +245,18 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     if is_causal and L != S:
         raise ValueError(f"is_causal: SDPA's causal mask is top-left aligned, which for L={L} != S={S} is not "
                          "decode attention; use fmha.attention(..., causal=True) (bottom-right aligned)")
-    if query.shape[1] != key.shape[1] and not enable_gqa:
+    if query.shape[1] != key.shape[1] and key.shape[1] != 1 and not enable_gqa:  # (one KV head: SDPA broadcasts it)
         raise ValueError(f"key: {key.shape[1]} heads differ from query's {query.shape[1]}; pass enable_gqa=True "
                          "for grouped-query attention, as with F.scaled_dot_product_attention")
     B, Hq, L, E = query.shape
+    empty = ((query.numel() == 0 or S == 0) and query.dtype in (torch.bfloat16, torch.float16)
+             and (E, value.shape[3]) in SUPPORTED_HEAD_DIM_PAIRS
+             and (Hq % key.shape[1] == 0 if key.shape[1] else Hq == 0))
     result = torch.empty(B, Hq, L, value.shape[3], dtype=query.dtype, device=query.device)
     try:
+        if empty:  # nothing to attend to: SDPA's zeros (attention refuses empty dims)
+            _check_inference_only(query, key, value)
+            return result.zero_()
         attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
                   softmax_scale=scale, causal=is_causal, backend=backend, out=result.transpose(1, 2))
     except (ValueError, TypeError) as e:  # name the SDPA arguments, not attention's
@@ -248,7 +265,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
                              ("v_cache", "value"), ("softmax_scale", "scale")):
             msg = msg.replace(ours, theirs)
         if _MENTIONS_SHAPES.search(msg):  # a shape or strides listed in attention's [B, L, H, E] order
-            msg += " (shapes above are in the [B, L, H, E] order fmha uses internally)"
+            msg += (" (shapes above are in the [B, L, H, E] order fmha uses internally, S in place of L for key and "
+                    "value)")
         raise type(e)(msg) from None
     return result
 

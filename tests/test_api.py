@@ -31,6 +31,33 @@ def test_sdpa_matches_torch(Hq, Hkv, L, S):
     assert (ours.float() - theirs).abs().max().item() < 2 * 2 ** -8 * v.abs().max().item() + 1e-3
 
 
+@pytest.mark.parametrize("q_shape,kv_shape,enable_gqa", [
+    ((2, 8, 1, 64), (2, 1, 7, 64), False),   # one KV head serves every query head (SDPA's broadcast)
+    ((2, 8, 3, 64), (1, 8, 7, 64), False),   # a batch of one serves every sequence
+    ((2, 8, 1, 64), (1, 2, 7, 64), True),    # both, with GQA
+])
+def test_sdpa_broadcasts_as_torch_does(q_shape, kv_shape, enable_gqa):
+    g = torch.Generator().manual_seed(4)
+    q = torch.randn(*q_shape, generator=g).to(DEVICE, torch.bfloat16)
+    k, v = (torch.randn(*kv_shape, generator=g).to(DEVICE, torch.bfloat16) for _ in range(2))
+    ours = fmha.sdpa(q, k, v, enable_gqa=enable_gqa, backend="reference")
+    theirs = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), enable_gqa=enable_gqa)
+    assert ours.shape == theirs.shape
+    assert (ours.double() - theirs).abs().max().item() < 2 ** -8 * v.abs().max().item()
+
+
+@pytest.mark.parametrize("q_shape,kv_shape", [((0, 2, 1, 64), (0, 2, 3, 64)), ((1, 2, 0, 64), (1, 2, 3, 64)),
+                                              ((1, 0, 1, 64), (1, 0, 3, 64)), ((1, 2, 1, 64), (1, 2, 0, 64))])
+def test_sdpa_of_empty_inputs_is_what_torch_returns(q_shape, kv_shape):
+    q, k = torch.randn(*q_shape, dtype=torch.bfloat16), torch.randn(*kv_shape, dtype=torch.bfloat16)
+    ours, theirs = fmha.sdpa(q, k, k), F.scaled_dot_product_attention(q, k, k)
+    assert ours.shape == theirs.shape and torch.equal(ours, theirs) and ours.dtype == q.dtype
+    with pytest.raises(ValueError, match=r"^query: requires_grad=True"):  # checked as a non-empty call is
+        fmha.sdpa(q.clone().requires_grad_(), k, k)
+    with pytest.raises(ValueError, match=r"query: head_dim 96 is not supported"):
+        fmha.sdpa(q.new_zeros(*q_shape[:3], 96), k.new_zeros(*kv_shape[:3], 96), k.new_zeros(*kv_shape[:3], 96))
+
+
 def test_explain_names_choice_and_reasons():
     q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
     d = fmha.explain(q, k, v)
