@@ -227,17 +227,16 @@ def test_d512_config_by_rows(T, Hq, expected):
 @pytest.mark.parametrize("D", (512, 576))
 @pytest.mark.parametrize("T,Hq", ((1, 16), (1, 128), (4, 16)))
 def test_shared_latent_runs_a_latent_loop(D, T, Hq):
-    """sm_90a: the narrow loop or the 64-key seesaw, by rows; sm_100a: its one latent kernel, K = V at D = 512
-    only (576 / 512 is sm_90a's: unsupported_reason refuses it there)."""
+    """sm_90a: the narrow loop or the 64-key seesaw, by rows; sm_100a: its one latent kernel."""
     import dataclasses
 
     from fmha.cuda.backend import latent_ring
 
     p = dataclasses.replace(problem(8, T, Hq, 1, 4096, D), head_dim_v=512, kv_shared=True)
     assert d512_config(p, 90) == (Config.LATENT_NARROW if T * Hq <= 16 else Config.LATENT_SEESAW64)
-    assert latent_ring(p, 90) and latent_ring(p, 100) == (D == 512)
+    assert latent_ring(p, 90) and latent_ring(p, 100)
+    assert d512_config(p, 100) == Config.LATENT_SPLIT_QK
     if D == 512:
-        assert d512_config(p, 100) == Config.LATENT_SPLIT_QK
         separate = dataclasses.replace(p, kv_shared=False)  # K and V of their own: the plain kernel
         assert not latent_ring(separate, 100) and d512_config(separate, 100) in (Config.SEESAW, Config.SPLIT_QK)
 

@@ -539,11 +539,12 @@ def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, pa
                 what=f"climbing scores, sequence {b}, {num_splits} splits, page {page_size}, {dtype}")
 
 
-@sm90_kernel
+@cuda_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("Dqk,v_mode,T,heads,S,page_size,use_sinks", LATENT_CUDA_CASES)
 def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, use_sinks):
-    """The backend's own plan: a LATENT configuration, and the same results."""
+    """The backend's own plan: a LATENT configuration (sm_90a's narrow loop or 64-key seesaw, sm_100a's one
+    latent kernel), and the same results."""
     from fmha.cuda.backend import Config
 
     q, k, v, sl = latent_inputs(2, T, *heads, S, Dqk, 512, v_mode, [S, S // 2], device="cuda")
@@ -551,7 +552,8 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
     from fmha.backends import registry
 
     config, _ = registry()["cuda"].launch_plan(p, 0)
-    assert config in (Config.LATENT_SEESAW64, Config.LATENT_NARROW)
+    sm90 = torch.cuda.get_device_capability() == (9, 0)
+    assert config in ((Config.LATENT_SEESAW64, Config.LATENT_NARROW) if sm90 else (Config.LATENT_SPLIT_QK,))
     assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend="cuda"))
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
 
@@ -675,7 +677,7 @@ def test_cuda_balanced_schedule_in_a_graph(monkeypatch):
         compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=f"graph replay {lengths}")
 
 
-@sm90_kernel
+@cuda_kernel
 @pytest.mark.gpu
 def test_cuda_latent_views_of_one_kv_head():
     """k and v as unsqueezed views of one [B, S, 576] latent: the single head's strides differ (576 vs 512) but

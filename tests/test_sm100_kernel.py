@@ -32,21 +32,25 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc not found (set CUDA_H
 # sm100/config.h: (D, config) -> (tile, CTAs per SM); config numbers of fmha_capi.h (WIDE 0, DEEP 1, SPLIT_QK 5,
 # LATENT_SPLIT_QK 7: K = V, one ring)
 PLAN = {(64, 0): (128, 2), (64, 1): (128, 1), (128, 0): (64, 2), (128, 1): (64, 1), (256, 0): (64, 1),
-        (256, 1): (64, 1), (512, 5): (32, 1), (512, 7): (32, 1)}
-SHARED_KV = {7}
+        (256, 1): (64, 1), (512, 5): (32, 1), (512, 7): (32, 1), (576, 7): (32, 1)}
+
+
+def head_dim_v(d: int) -> int:
+    """576-wide keys have 512-wide values (their first 512 columns)."""
+    return 512 if d == 576 else d
 KERNEL = re.compile(r"_ZN4fmha5sm10013decode_kernelILi(\d+)ELb([01])ELi(\d+)E")
 
 
 def expected_idescs(d: int, tile: int, bf16: bool) -> set:
-    """S = Q K^T: M 64, N tile, both K-major; O += P V: M 64, N = D (256 a MMA at D = 512), B MN-major."""
+    """S = Q K^T: M 64, N tile, both K-major; O += P V: M 64, N = D_v (256 a MMA at D_v = 512), B MN-major."""
     ab = BF16 if bf16 else F16
-    return {idesc_f16(64, tile, ab, ACC_F32, K, K), idesc_f16(64, min(d, 256), ab, ACC_F32, K, MN)}
+    return {idesc_f16(64, tile, ab, ACC_F32, K, K), idesc_f16(64, min(head_dim_v(d), 256), ab, ACC_F32, K, MN)}
 
 
 def expected_mmas(d: int, tile: int) -> int:
     """UTCHMMA in the SASS: Q K^T (D / 16) at two sites (the first tile, then the next tile in the loop),
-    P V (tile / 16, twice at D = 512: two column halves)."""
-    return 2 * (d // 16) + (tile // 16) * (2 if d == 512 else 1)
+    P V (tile / 16, twice at D_v = 512: two column halves)."""
+    return 2 * (d // 16) + (tile // 16) * (2 if head_dim_v(d) == 512 else 1)
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +130,8 @@ def test_sm100_sass_gates(sm100_library):
 @needs_nvcc
 def test_sm100_shared_latent_kernel_loads_no_v(sm100_library):
     """K = V (LATENT_SPLIT_QK): the producer's TMA issues only K's boxes, half the sites of the kernel with a V
-    ring of the same tile (the contiguous and paged producers each drop V's), with the same MMAs."""
+    ring of the same tile (the contiguous and paged producers each drop V's), with the same MMAs; at 576 the
+    nine boxes of K's row (V: its first eight, read from the K stage)."""
     _, decode, _, _ = sm100_library
     sites = {}
     for k, text in decode.items():
@@ -134,6 +139,7 @@ def test_sm100_shared_latent_kernel_loads_no_v(sm100_library):
         sites[(d, bf16, cfg)] = len(re.findall(r"\bUTMALDG\b", text))
     for bf16 in (False, True):
         assert 0 < 2 * sites[(512, bf16, 7)] == sites[(512, bf16, 5)], sites
+        assert 8 * sites[(576, bf16, 7)] == 9 * sites[(512, bf16, 7)], sites
 
 
 def _idesc_immediates(text: str) -> list:
@@ -204,9 +210,9 @@ def test_sm100_c_api_describes_its_kernels(sm100_library):
     assert lib.fmha_config_tile_n(128, 2) == 64 and lib.fmha_config_tile_n(512, 4) == 32  # STREAM, SEESAW
     assert lib.fmha_config_tile_n(512, 6) == 32  # LATENT_SEESAW runs LATENT_SPLIT_QK's kernel
     assert lib.fmha_config_tile_n(64, 3) == 0  # KV_HEAD_PAIRS
-    # sm_90a's latent kernels only: 576 / 512, the narrow loop, the 64-key seesaw
-    assert lib.fmha_config_tile_n(576, 7) == 0 and lib.fmha_config_tile_n(512, 8) == 0
-    assert lib.fmha_config_tile_n(512, 9) == 0
+    assert lib.fmha_config_tile_n(576, 6) == 32  # ... at 576 too
+    # sm_90a's latent kernels only: the narrow loop, the 64-key seesaw
+    assert lib.fmha_config_tile_n(576, 8) == 0 and lib.fmha_config_tile_n(512, 9) == 0
 
 
 def test_the_loader_builds_sm100a_for_compute_capability_10():

@@ -333,19 +333,23 @@ def test_pv_operands_read_back(head_dim):
                                           err_msg=f"V, columns {n0}+{n}, K16 step {k}")
 
 
-def test_shared_latent_k_stage_read_as_v():
-    """K = V (LATENT_SPLIT_QK, D = 512): P V's MN-major descriptors point at the K stage itself. The same
-    bytes, K's TMA image, read back as Q K^T's K-major B operand give K's K16 column steps and as P V's
-    MN-major B operand V = K's K16 key steps, every output column chunk."""
-    s = build_scene(512)
-    keys = KEY_TILE[512]
-    for k in _k_steps(512):
-        np.testing.assert_array_equal(read_k_major(s.smem, k_major_step_desc(s.base["k"], keys, k), keys),
-                                      s.mats["k"][:, 16 * k:16 * k + 16], err_msg=f"K, K16 step {k}")
+@pytest.mark.parametrize("head_dim", [512, 576])
+def test_shared_latent_k_stage_read_as_v(head_dim):
+    """The shared latent (LATENT_SPLIT_QK): P V's MN-major descriptors point at the K stage itself. The same
+    bytes, one 32-key K tile's TMA image (8 or 9 boxes), read back as Q K^T's K-major B operand give K's K16
+    column steps and as P V's MN-major B operand V = K's first 512 columns, K16 key steps, both N = 256 halves."""
+    keys = 32
+    mat = np.random.default_rng(head_dim).integers(0, 0x8000, (keys, head_dim), dtype=np.uint16)
+    smem, base = np.full(SMEM_BYTES, 0xFF, np.uint8), 2048
+    image = tma_sw128_image(mat)
+    smem[base:base + image.size] = image
+    for k in _k_steps(head_dim):
+        np.testing.assert_array_equal(read_k_major(smem, k_major_step_desc(base, keys, k), keys),
+                                      mat[:, 16 * k:16 * k + 16], err_msg=f"K, K16 step {k}")
     for n0, n in _v_chunks(512):
         for k in _k_steps(keys):
-            np.testing.assert_array_equal(read_mn_major(s.smem, v_step_desc(s.base["k"], keys, n0, k), n),
-                                          s.mats["k"][16 * k:16 * k + 16, n0:n0 + n],
+            np.testing.assert_array_equal(read_mn_major(smem, v_step_desc(base, keys, n0, k), n),
+                                          mat[16 * k:16 * k + 16, n0:n0 + n],
                                           err_msg=f"K as V, columns {n0}+{n}, K16 step {k}")
 
 

@@ -44,7 +44,8 @@ assert cap == (10, 0), f"compute capability {cap}: this script is for sm_100a (1
 EOF
 T=900 stage build python -m fmha.cuda.build --arch sm_100a --force
 
-# One case per process: B, T, Hq, Hkv, S, D (and a page size; "shared": v_cache is k_cache), smallest first.
+# One case per process: B, T, Hq, Hkv, S, D (and a page size; "shared": v_cache is k_cache, or its first 512
+# columns at D = 576), smallest first.
 CASES=(
   "1 1 4 1 64 128"        # one tile (D = 128: 64-key tiles)
   "1 1 4 1 128 128"       # two tiles: S(1) issued before P V(0)
@@ -60,6 +61,7 @@ CASES=(
   "1 1 16 1 1000 512 shared"      # K = V: one ring, P V reads the K stage (LATENT_SPLIT_QK)
   "2 2 64 1 1000 512 64 shared"   # ... two row blocks, 64-token pages
   "1 1 16 1 32768 512 shared"     # ... split-KV
+  "2 1 16 1 1000 576 64 shared"   # V = K's first 512 of 576 columns, 64-token pages
 )
 i=0
 for c in "${CASES[@]}"; do
@@ -73,7 +75,7 @@ torch.manual_seed(0)
 dev = "cuda"
 q = torch.randn(B, T, Hq, D, device=dev, dtype=torch.bfloat16)
 k = torch.randn(B, S, Hkv, D, device=dev, dtype=torch.bfloat16)
-v = k if shared else torch.randn_like(k)
+v = k[..., :512] if shared else torch.randn_like(k)  # (k itself below 576)
 lens = torch.full((B,), S, dtype=torch.int32, device=dev)
 lens[-1] = max(1, S - 7)
 kw = {}
@@ -82,13 +84,13 @@ if page:
     nb = (S + P - 1) // P
     perm = torch.randperm(B * nb, device=dev)
     kp = torch.zeros(B * nb, P, Hkv, D, device=dev, dtype=k.dtype)
-    vp = torch.zeros_like(kp)
+    vp = torch.zeros(B * nb, P, Hkv, v.shape[-1], device=dev, dtype=k.dtype)
     pad = nb * P - S
     kf = torch.nn.functional.pad(k, (0, 0, 0, 0, 0, pad)).reshape(B * nb, P, Hkv, D)
-    vf = torch.nn.functional.pad(v, (0, 0, 0, 0, 0, pad)).reshape(B * nb, P, Hkv, D)
+    vf = torch.nn.functional.pad(v, (0, 0, 0, 0, 0, pad)).reshape(B * nb, P, Hkv, v.shape[-1])
     kp[perm] = kf
     vp[perm] = vf
-    vp = kp if shared else vp
+    vp = kp[..., :512] if shared else vp
     kw = {"block_table": perm.view(B, nb).int()}
     kk, vv = kp, vp
 else:

@@ -171,8 +171,8 @@ def balanced_schedule(p: Problem, config, arch: int, sms: int, num_splits: int) 
 
 def latent_ring(p: Problem, arch: int = 90) -> bool:
     """Whether p runs a LATENT configuration (one ring, the latent read once): a shared latent at D = 512 or
-    576 on sm_90a, at D = 512 (K = V) on sm_100a."""
-    return p.kv_shared and p.head_dim in {90: (512, 576), 100: (512,)}.get(arch, ())
+    576, on sm_90a and sm_100a."""
+    return arch in (90, 100) and p.kv_shared and p.head_dim in (512, 576)
 
 
 def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config:
@@ -278,9 +278,6 @@ class CudaBackend(Backend):
             if (p.head_dim, p.head_dim_v) != (576, 512):
                 return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}): the CUDA kernel serves (D, D) and "
                         "(576, 512)")
-            if want != (9, 0):
-                return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}): only the sm_90a kernel has the "
-                        "shared-latent ring")
             if not p.kv_shared:
                 return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}) with a V tensor of its own: the CUDA "
                         f"kernel reads V as K's first {p.head_dim_v} columns; pass v_cache = k_cache[..., "

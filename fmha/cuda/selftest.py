@@ -6,8 +6,9 @@ output / LSE errors and hints that localise a bug (NaNs, which rows/columns
 are wrong, the ratio to the reference). The paged cases ("paged" in the name)
 scatter the cache into shuffled pages of a NaN-filled pool (TMA boxes for pages
 of a multiple of 32 tokens, the gather otherwise) and compare with the reference
-on the contiguous cache. In the latent cases ("latent" in the name) v_cache is k_cache itself (K = V, DeepSeek-V4's
-latent, read once by the LATENT configurations). Exit status 0 when every case passes.
+on the contiguous cache. In the latent cases ("latent" in the name) v_cache is k_cache itself, or its first 512
+columns at D = 576 (DeepSeek's latent, read once by the LATENT configurations). Exit status 0 when every case
+passes.
 """
 from __future__ import annotations
 
@@ -42,14 +43,14 @@ def _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed):
 
 def _page(k, v, seqlens, page_size, seed):
     """(k_pool, v_pool, block_table): each sequence's tokens below its length scattered into shuffled pages of
-    NaN-filled pools [num_blocks, page_size, Hkv, D], two pages no sequence references."""
+    NaN-filled pools [num_blocks, page_size, Hkv, D (D_v)], two pages no sequence references."""
     B, S, Hkv, D = k.shape
     max_blocks = -(-S // page_size)
     num_blocks = B * max_blocks + 2
     ids = torch.randperm(num_blocks, generator=torch.Generator().manual_seed(seed))[:B * max_blocks]
     ids = ids.view(B, max_blocks).cuda()
     k_pool = torch.full((num_blocks, page_size, Hkv, D), float("nan"), dtype=k.dtype, device="cuda")
-    v_pool = torch.full_like(k_pool, float("nan"))
+    v_pool = torch.full((num_blocks, page_size, Hkv, v.shape[-1]), float("nan"), dtype=v.dtype, device="cuda")
     for b in range(B):
         j = torch.arange(S if seqlens is None else min(seqlens[b], S), device="cuda")
         k_pool[ids[b][j // page_size], j % page_size] = k[b, j]
@@ -105,6 +106,8 @@ CASES = [
     ("latent-d512-128heads-t2-s300", 2, 2, 128, 1, 300, 512, torch.bfloat16, [300, 1], True, False),
     ("latent-split-d512-s65536", 1, 1, 16, 1, 65536, 512, torch.bfloat16, None, True, False),
     ("paged-latent-d512-p64", 2, 1, 64, 1, 1000, 512, torch.bfloat16, [1000, 33], True, False, 64),
+    ("latent-d576-t2-s1000", 2, 2, 16, 1, 1000, 576, torch.bfloat16, [1000, 0], True, False),
+    ("paged-latent-d576-p64", 2, 1, 16, 1, 1000, 576, torch.float16, [1000, 5], True, False, 64),
 ]
 
 
@@ -114,13 +117,13 @@ def run_case(backend, case) -> bool:
     seed = zlib.crc32(name.encode()) % 1000
     q, k, v, sl = _inputs(B, T, Hq, Hkv, S, D, dtype, seqlens, fused, seed=seed)
     latent = "latent" in name
-    v = k if latent else v
+    v = k[..., :512] if latent else v  # (k itself below 576)
     k_in, v_in, block_table = k, v, None
     if page_size is not None:  # the reference below reads the contiguous cache
         if sl is None:
             sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
         k_in, v_in, block_table = _page(k, v, seqlens, page_size, seed)
-        v_in = k_in if latent else v_in
+        v_in = k_in[..., :512] if latent else v_in
     out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
     lse = torch.full((B, Hq, T), float("nan"), dtype=torch.float32, device="cuda")
     p = validate(q, k_in, v_in, sl, None, causal, out, block_table)

@@ -78,6 +78,10 @@ int with_instance(int D, int config, int fallback, F&& f) {
       if (config == FMHA_CONFIG_LATENT_SEESAW || config == FMHA_CONFIG_LATENT_SPLIT_QK)
         return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
       return fallback;
+    case 576:
+      if (config == FMHA_CONFIG_LATENT_SEESAW || config == FMHA_CONFIG_LATENT_SPLIT_QK)
+        return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
+      return fallback;
     default:
       return fallback;
   }
@@ -136,8 +140,8 @@ ConfigShape config_shape(int D, int config) {
 
 const char* kConfigHelp =
     "0 = WIDE (D = 64, 128, 256), 1 = DEEP (D = 64, 128, 256), 2 = STREAM (D = 128), 3 = KV_HEAD_PAIRS (D = 64), "
-    "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576; sm_100a: D = 512), "
-    "7 = LATENT_SPLIT_QK (D = 512, 576; sm_100a: D = 512), 8 = LATENT_NARROW (D = 512, 576, at most 32 packed rows; sm_90a), "
+    "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576), "
+    "7 = LATENT_SPLIT_QK (D = 512, 576), 8 = LATENT_NARROW (D = 512, 576, at most 32 packed rows; sm_90a), "
     "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }

@@ -32,8 +32,8 @@ extern "C" {
 //                  D = 512 with V = K, and D = 576 with V = K's first 512 columns (DeepSeek's shared
 //                  latent, v == k): SEESAW's and SPLIT_QK's loops over one ring, each tile read once;
 //                  LATENT_NARROW: the narrow loop over that ring, at most 32 packed rows. sm_100a:
-//                  LATENT_SEESAW and LATENT_SPLIT_QK are one kernel, D = 512 only, the ring's stage serving
-//                  both MMAs; LATENT_NARROW and LATENT_SEESAW64 are sm_90a's
+//                  LATENT_SEESAW and LATENT_SPLIT_QK are one kernel, the ring's stage serving both MMAs;
+//                  LATENT_NARROW and LATENT_SEESAW64 are sm_90a's
 //   LATENT_SEESAW64 LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
 //   WIDE_GATHER    D = 64: WIDE with four gathering producer warps (paged launches that gather; sm_90a)
 // A split grid of at most as many CTAs as SMs (one wave) is launched one CTA per SM whatever its

@@ -60,6 +60,11 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_LATENT_SEESAW || config == FMHA_CONFIG_LATENT_SPLIT_QK)
         return {32, 4, 0, 1, 32, true};
       return kNoConfig;
+    case 576:
+      // DeepSeek-V3's latent (V = K's first 512 columns): Q is 72 KB, so three 36 KB stages fit.
+      if (config == FMHA_CONFIG_LATENT_SEESAW || config == FMHA_CONFIG_LATENT_SPLIT_QK)
+        return {32, 3, 0, 1, 32, true};
+      return kNoConfig;
     default:
       return kNoConfig;
   }

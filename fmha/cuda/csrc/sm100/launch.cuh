@@ -53,7 +53,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   DecodeParams lp = p;
   CUtensorMap tmap_k, tmap_v;
   const bool gather = p.block_table != nullptr && paged_gathers(D, kConfig, p.page_size, 0, 0);
-  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, gather, &tmap_k, &tmap_v)) return 1;
+  if (encode_kv_maps(lp, kv, D, kBf16, Tr::kTmaRows, gather, &tmap_k, &tmap_v, Tr::kSharedKv)) return 1;
 
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
@@ -66,13 +66,13 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   const long long ctas = static_cast<long long>(grid.x) * p.Hkv * p.B;
   const bool exclusive = exclusive_sms(ctas, p.num_splits);
   lp.cluster_merge = kMergeByKernel;  // no cluster merge on sm_100a
-  if (check_workspace(lp, D, workspace_size)) return 1;
+  if (check_workspace(lp, Tr::kHeadDimV, workspace_size)) return 1;
   // PDL as on sm_90: the kernel waits (griddepcontrol.wait) before it touches global memory or allocates
   // Tensor Memory.
   if (launch_decode_kernel(kernel, grid, Tr::kThreads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl, 0,
                            tmap_k, tmap_v, lp))
     return 1;
-  if (p.num_splits > 1) return launch_combine<D, kBf16>(lp, stream, kPdl);
+  if (p.num_splits > 1) return launch_combine<Tr::kHeadDimV, kBf16>(lp, stream, kPdl);
   return 0;
 }
 

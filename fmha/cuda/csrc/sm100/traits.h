@@ -12,7 +12,10 @@
 namespace fmha {
 namespace sm100 {
 
-// Tensor Memory plan of the rows-on-M loop. An M = 64 accumulator (cta_group::1) puts its row r in lane
+// V's head dim: 512 for DeepSeek's 576-wide keys (V is their first 512 columns), else the keys'.
+constexpr int head_dim_v(int D) { return D == 576 ? 512 : D; }
+
+// Tensor Memory plan of the rows-on-M loop (D: V's head dim, O's columns). An M = 64 accumulator (cta_group::1) puts its row r in lane
 // 32 (r / 16) + r % 16, so it fills lanes 0-15 of each warp's quarter; a second M = 64 accumulator may
 // sit at lane offset 16 (ISA "Data path layout F"; BLACKWELL-FACTS.md §TMEM). The two S buffers share
 // columns [0, tile) at lane offsets 0 and 16 (by tile parity); O follows at column tile, lane offset 0,
@@ -35,11 +38,11 @@ struct TmemPlan {
 
 template <int D, int kConfig>
 struct DecodeTraits {
-  static_assert(D == 64 || D == 128 || D == 256 || D == 512, "head dim");
+  static_assert(D == 64 || D == 128 || D == 256 || D == 512 || D == 576, "head dim");
   static_assert(has_config(D, kConfig), "no such configuration at this head dim (config.h)");
   static constexpr Config kCfg = config_table(D, kConfig);
-  static constexpr int kHeadDim = D;
-  static constexpr int kHeadDimV = D;       // V of K's head dim (no 576 / 512 kernel on sm_100a)
+  static constexpr int kHeadDim = D;               // Q's and K's
+  static constexpr int kHeadDimV = head_dim_v(D);  // V's, O's and the output's
   // One ring (K = V): P V reads V from the K stage, which is released after P V instead of after Q K^T;
   // there is no V ring (kStagesV names K's).
   static constexpr bool kSharedKv = kCfg.shared_kv;
@@ -62,8 +65,8 @@ struct DecodeTraits {
   static constexpr int kGatherWarps = 1;  // the gather path: the producer warp alone (common/kv_ring.cuh)
   static constexpr bool kLeanProducer = false;  // the producer warp keeps the kernel's registers
   // Output columns per epilogue pass (store_output's `wg` is the pass): an MMA's N is at most 256.
-  static constexpr int kOutCols = D > 256 ? 256 : D;
-  static constexpr int kOutPasses = D / kOutCols;
+  static constexpr int kOutCols = kHeadDimV > 256 ? 256 : kHeadDimV;
+  static constexpr int kOutPasses = kHeadDimV / kOutCols;
   static constexpr bool kNarrow = false;
   static constexpr int kNarrowRows = 16;
   static constexpr bool kSeesaw = false;
@@ -82,12 +85,13 @@ struct DecodeTraits {
   // P (64 rows x kBlockN keys, K-major, 128B-swizzled like Q): kPBoxes boxes of 64 keys; a 32-key tile
   // uses the first half of one box (a 128B-swizzled row is 128 bytes whatever the K extent).
   static constexpr int kPBoxes = (kBlockN + 63) / 64;
-  using Tmem = TmemPlan<D, kBlockN>;
+  using Tmem = TmemPlan<kHeadDimV, kBlockN>;
   static_assert(Tmem::kCols * kCtasPerSm <= kTmemColsPerSm, "Tensor Memory of kCtasPerSm CTAs exceeds an SM");
   static_assert(kBlockN % 16 == 0 && kBlockN <= 256, "Q K^T: N = kBlockN; P V: K steps of 16");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
   static_assert(kStages >= 1 && kStagesV >= 1, "ring depth");
   static_assert(!kSharedKv || kStages >= 2, "one ring: S(it + 1) is issued while stage it waits for its P V");
+  static_assert(kHeadDimV == D || kSharedKv, "a V head dim of its own: the shared-latent ring only");
 };
 
 // The shared-memory plan of one kernel: every buffer, named. The K/V ring (k, v and the four barrier
