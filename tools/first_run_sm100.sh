@@ -62,6 +62,7 @@ CASES=(
   "2 2 64 1 1000 512 64 shared"   # ... two row blocks, 64-token pages
   "1 1 16 1 32768 512 shared"     # ... split-KV
   "2 1 16 1 1000 576 64 shared"   # V = K's first 512 of 576 columns, 64-token pages
+  "2 1 16 1 1000 512 13 shared"   # K = V gathered (13-token pages)
 )
 i=0
 for c in "${CASES[@]}"; do

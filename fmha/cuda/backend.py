@@ -8,9 +8,9 @@ problem (a block table over page pools) is planned as the contiguous one of S = 
 (max_blocks_per_seq * page_size), with the paged exceptions of launch_plan.
 
 DeepSeek's shared latent (a v_cache that is k_cache's memory: `Problem.kv_shared`) at (512, 512) and
-(576, 512) runs the LATENT configurations on sm_90a: one K/V ring, each latent tile read once. (576, 512)
-with a V tensor of its own is refused (`auto` takes Triton); a shared latent at D <= 256, or on sm_100a, is
-read twice (as K and as V). Attention sinks join in the epilogue, or in the merge of split launches (the
+(576, 512) runs the LATENT configurations (sm_90a's, and sm_100a's one latent kernel): one K/V ring, each
+latent tile read once. (576, 512) with a V tensor of its own is refused (`auto` takes Triton); a shared latent
+at D <= 256 is read twice (as K and as V). Attention sinks join in the epilogue, or in the merge of split launches (the
 combine kernel or the dealt-rows cluster merge; never the pair merge).
 """
 from __future__ import annotations

@@ -7,8 +7,8 @@ are wrong, the ratio to the reference). The paged cases ("paged" in the name)
 scatter the cache into shuffled pages of a NaN-filled pool (TMA boxes for pages
 of a multiple of 32 tokens, the gather otherwise) and compare with the reference
 on the contiguous cache. In the latent cases ("latent" in the name) v_cache is k_cache itself, or its first 512
-columns at D = 576 (DeepSeek's latent, read once by the LATENT configurations). Exit status 0 when every case
-passes.
+columns at D = 576 (DeepSeek's latent, read once by the LATENT configurations), and a contiguous cache holds NaN
+past each length (the V tail the kernel clears in the K stage). Exit status 0 when every case passes.
 """
 from __future__ import annotations
 
@@ -108,6 +108,9 @@ CASES = [
     ("paged-latent-d512-p64", 2, 1, 64, 1, 1000, 512, torch.bfloat16, [1000, 33], True, False, 64),
     ("latent-d576-t2-s1000", 2, 2, 16, 1, 1000, 576, torch.bfloat16, [1000, 0], True, False),
     ("paged-latent-d576-p64", 2, 1, 16, 1, 1000, 576, torch.float16, [1000, 5], True, False, 64),
+    # ... 1, 3, 4 and 5 tiles of 32 keys and a partial one (the ring's first rounds), and the gather
+    ("latent-d512-few-tiles", 6, 1, 16, 1, 160, 512, torch.bfloat16, [1, 32, 96, 128, 160, 45], True, False),
+    ("paged-latent-d512-p13-gather", 2, 1, 16, 1, 1000, 512, torch.bfloat16, [1000, 77], True, False, 13),
 ]
 
 
@@ -119,6 +122,11 @@ def run_case(backend, case) -> bool:
     latent = "latent" in name
     v = k[..., :512] if latent else v  # (k itself below 576)
     k_in, v_in, block_table = k, v, None
+    if latent and page_size is None and sl is not None:  # NaN past each length; the reference reads k
+        k_in = k.clone()
+        for b, n in enumerate(seqlens):
+            k_in[b, n:] = float("nan")
+        v_in = k_in[..., :v.shape[-1]]
     if page_size is not None:  # the reference below reads the contiguous cache
         if sl is None:
             sl = torch.full((B,), S, dtype=torch.int32, device="cuda")

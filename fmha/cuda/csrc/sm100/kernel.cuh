@@ -15,7 +15,8 @@
 //              are free by then), relinquishes the permit, frees it at the end; its lane 0 issues every
 //              tcgen05.mma and tcgen05.commit (mainloop_rows.cuh).
 //   kProducer  warp 5: K and V tiles by TMA (one lane) or the paged gather (32 lanes), common/kv_ring.cuh,
-//              unchanged from the Hopper kernel; the ring's empty barriers complete on tcgen05.commit.
+//              unchanged from the Hopper kernel; the ring's empty barriers complete on tcgen05.commit, and
+//              lane 0 waits for the last of them before the CTA exits (producer_tail).
 // Split partials always merge through the combine kernel (no cluster merge on sm_100a yet).
 //
 // NOTHING HERE HAS RUN ON BLACKWELL HARDWARE: compiled for sm_100a and disassembled only
@@ -96,6 +97,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kThreads, DecodeTrai
       producer_loop<Tr, true>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
     else if (threadIdx.x % 32 == 0)
       producer_loop<Tr, false>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
+    if (threadIdx.x % 32 == 0) producer_tail<Tr>(ss, tr.end - tr.begin);
   } else if (role == WarpRole::kMma) {
     if (threadIdx.x % 32 == 0) mma_loop<Tr, kBf16>(ss, p, tr, tmem);
   } else {

@@ -120,6 +120,19 @@ __device__ __forceinline__ void mma_loop(Ss& ss, const DecodeParams& p, const Ti
   }
 }
 
+// The producer tail (one lane, after the producer's loop): wait for the last release of every ring stage
+// the CTA filled, so that no tcgen05.commit still arrives on a barrier of this CTA's shared memory after it
+// exits. Position it of the n releases stage it % S in round it / S, completing that phase (parity).
+template <class Tr, class Ss>
+__device__ __forceinline__ void producer_tail(Ss& ss, int n) {
+  for (int it = n > Tr::kStages ? n - Tr::kStages : 0; it < n; ++it)
+    ptx::mbarrier_wait_parity(&ss.empty_k[it % Tr::kStages], parity(it / Tr::kStages));
+  if constexpr (!Tr::kSharedKv) {
+    for (int it = n > Tr::kStagesV ? n - Tr::kStagesV : 0; it < n; ++it)
+      ptx::mbarrier_wait_parity(&ss.empty_v[it % Tr::kStagesV], parity(it / Tr::kStagesV));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Softmax warpgroup (warps 0-3: warp w reads Tensor Memory lanes 32 w .. 32 w + 31)
 // ---------------------------------------------------------------------------------------------------
