@@ -11,12 +11,12 @@ import torch
 
 from .backends import registry
 from .dispatch import Decision, backend_env, decide, decision_memo
-from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _check_tensor, check_bool, check_out_disjoint, metadata_key,
-                      validate, validate_cached)
+from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_tensor, check_bool, check_out_disjoint,
+                      check_window, metadata_key, validate, validate_cached)
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-              return_lse=False, backend="auto", out=None, sinks=None):
+              return_lse=False, backend="auto", out=None, sinks=None, window_size=NO_WINDOW):
     """Decode attention of a few query tokens against a KV cache.
 
     q: [B, T, Hq, D]; k_cache: [B, S, Hkv, D], v_cache: [B, S, Hkv, D_v] (flash_attn_with_kvcache
@@ -40,6 +40,10 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     token j of sequence b at k_cache[block_table[b, j // page_size], j % page_size];
     cache_seqlens is required and clamped to [0, max_blocks_per_seq * page_size]; every
     page id is clamped into [0, num_blocks) on the device (docs/paged.md).
+    window_size: (left, right), FlashAttention's sliding window: query t, at position
+    i = cache_seqlens[b] - T + t, sees keys i - left .. i + right (-1: no bound on that side; with
+    causal, right is the diagonal: -1 or 0). Served by the reference and Triton backends (the CUDA
+    kernels attend to the whole cache, so `auto` takes Triton).
     backend: "auto" or a name from fmha.available_backends().
     """
     if torch.compiler.is_compiling():
@@ -48,6 +52,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         _check_tensor("q", q, "[B, T, Hq, D]")
         _check_tensor("v_cache", v_cache, "[B, S, Hkv, D_v] (a page pool with block_table)")
         check_bool("causal", causal)  # (the op takes a bool)
+        window_left, window_right = check_window(window_size, causal)  # (the op takes two ints)
         check_bool("return_lse", return_lse)
         _check_inference_only(q, k_cache, v_cache, sinks, out)  # (the op runs below autograd: it cannot see it)
         B, T, Hq, D = q.shape
@@ -55,11 +60,12 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
             out = q.new_empty(B, T, Hq, v_cache.shape[-1])
         lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
         torch.ops.fmha.attention_(q, k_cache, v_cache, cache_seqlens, out, lse,
-                                  softmax_scale, causal, backend, block_table, sinks)
+                                  softmax_scale, causal, backend, block_table, sinks, window_left, window_right)
         return (out, lse) if return_lse else out
     # Eager: one memo lookup on cheap metadata stands for validate + decide + the LSE scratch.
     try:
-        meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+        meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
+                            window_size)
         key = None if meta is None or type(return_lse) is not bool else (  # (1 == True: no key for a non-bool)
             meta, return_lse, backend, backend_env() if backend == "auto" else "")
         call = None if key is None else _CALLS.get(key)
@@ -67,7 +73,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         key = call = None
     if call is None:
         call = _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
-                             block_table, sinks)
+                             block_table, sinks, window_size)
     elif torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad
                                       or (sinks is not None and sinks.requires_grad)
                                       or (out is not None and out.requires_grad)):
@@ -107,10 +113,11 @@ _CALLS_MAX = 4096
 
 
 def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
-                  block_table=None, sinks=None):
+                  block_table=None, sinks=None, window_size=NO_WINDOW):
     """The full checks and the choice of backend, in the order their errors are documented; remembered
     under `key` (None: not remembered)."""
-    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
+                        window_size)
     _check_inference_only(q, k_cache, v_cache, sinks, out)
     check_bool("return_lse", return_lse)
     call = (p, _ready_runner(p, backend), None if return_lse else _lse_scratch(p, keep_only=True))
@@ -171,10 +178,10 @@ def _lse_scratch(p, keep_only: bool = False) -> Optional[torch.Tensor]:
 
 
 def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-            return_lse=False, backend="auto", out=None, sinks=None) -> Decision:
+            return_lse=False, backend="auto", out=None, sinks=None, window_size=NO_WINDOW) -> Decision:
     """Which backend `attention` would use for these arguments, and why (print it); where V is K's
     memory, whether that backend reads the latent once or twice."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks, window_size)
     if out is not None:
         check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)
     _check_inference_only(q, k_cache, v_cache, sinks, out)  # what attention refuses, explain refuses too
@@ -280,8 +287,10 @@ _MENTIONS_SHAPES = re.compile(r"shape|stride|\[\d")
 def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   cache_seqlens: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor,
                   softmax_scale: Optional[float], causal: bool, backend: str,
-                  block_table: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None) -> None:
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+                  block_table: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None,
+                  window_left: int = -1, window_right: int = -1) -> None:
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
+                 (window_left, window_right))
     check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)
     if (tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32
             or not lse.is_contiguous() or lse.device != q.device):
@@ -291,5 +300,6 @@ def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
 
 
 @_attention_op.register_fake
-def _(q, k_cache, v_cache, cache_seqlens, out, lse, softmax_scale, causal, backend, block_table=None, sinks=None):
+def _(q, k_cache, v_cache, cache_seqlens, out, lse, softmax_scale, causal, backend, block_table=None, sinks=None,
+      window_left=-1, window_right=-1):
     return None

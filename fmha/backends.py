@@ -20,7 +20,8 @@ class ReferenceBackend(Backend):
 
     def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None):
         o, l = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
-                                   block_table=block_table, sinks=sinks)
+                                   block_table=block_table, sinks=sinks,
+                                   window_size=(p.window_left, p.window_right))
         out.copy_(o)
         lse.copy_(l)
 

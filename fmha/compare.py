@@ -159,13 +159,14 @@ def time_call(fn, device: torch.device, reps: int = 20) -> tuple:
 
 
 def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-            backends=None, timing=True, reps: int = 20, sinks=None) -> CompareReport:
+            backends=None, timing=True, reps: int = 20, sinks=None, window_size=(-1, -1)) -> CompareReport:
     """Run `backends` (default: all available) on the same inputs and report errors, agreement and time.
 
-    With `block_table`, k_cache and v_cache are page pools, and `sinks` are attention sinks, as in
-    `fmha.attention`. An unknown name in `backends` raises ValueError before anything runs, as
+    With `block_table`, k_cache and v_cache are page pools, `sinks` are attention sinks and `window_size` a
+    sliding window, as in `fmha.attention`. An unknown name in `backends` raises ValueError before anything runs, as
     `fmha.attention` does."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table, sinks)
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table, sinks, window_size)
+    window = (p.window_left, p.window_right)
     _check_inference_only(q, k_cache, v_cache, sinks)
     check_bool("timing", timing)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
@@ -187,7 +188,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         if len(set(names)) != len(names):
             raise ValueError(f"backends: {names} names a backend twice")
     ref, ref_lse = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
-                                       block_table=block_table, sinks=sinks)
+                                       block_table=block_table, sinks=sinks, window_size=window)
     ref = ref.float()
     tol = tolerance(p.dtype, _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table))
     auto = decide(p, "auto")
@@ -195,7 +196,11 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
                            auto_within_noise=auto.within_noise, auto_reason=auto.reason,
                            on_gpu=q.device.type == "cuda")
     # The keys each sequence really has (a host sync, once): what a kernel reads of the cache.
-    kv_tokens = None if cache_seqlens is None else int(cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k).sum())
+    lengths = (torch.full((p.batch,), p.seqlen_k) if cache_seqlens is None
+               else cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k))
+    if p.window_left >= 0:  # a window reads at most its span of keys (and the rows' spread, T - 1)
+        lengths = lengths.clamp(max=p.window_left + p.seqlen_q)
+    kv_tokens = None if cache_seqlens is None and p.window_left < 0 else int(lengths.sum())
     nbytes = p.bytes_moved(kv_tokens)
     outputs = {}
     for name in names:
@@ -208,7 +213,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         try:
             _, lse = attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
                                softmax_scale=p.softmax_scale, causal=p.causal, return_lse=True, backend=name,
-                               out=out, sinks=sinks)
+                               out=out, sinks=sinks, window_size=window)
         except Exception as e:  # reported, never hidden
             report.results.append(BackendResult(name, f"failed: {type(e).__name__}: {e}"))
             continue
@@ -217,7 +222,8 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         if timing:
             def call(name=name, out=out):
                 attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
-                          softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out, sinks=sinks)
+                          softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out, sinks=sinks,
+                          window_size=window)
             try:
                 r.median_us, r.timing = time_call(call, q.device, reps)
                 r.gbps = nbytes / (r.median_us * 1e-6) / 1e9

@@ -4,9 +4,9 @@
 flash_attn_with_kvcache serves what fmha computes: the cache as it is or with new keys and values appended in
 place (`k`, `v`), contiguous or paged (`block_table`), causal or not, with the LSE; `cache_batch_idx` reads the
 caches as a page pool of one page a cache row; rotary embeddings (`rotary_cos` / `rotary_sin`) rotate q and the
-new keys at FlashAttention's positions before the append. The arguments of features fmha does not have
-(`cache_leftpad`, a finite `window_size`, `softcap`, `alibi_slopes`) are refused by name before anything is
-written. Differences from FlashAttention that a caller can see: the LSE of a row with no visible key is -inf (log
+new keys at FlashAttention's positions before the append; `window_size` is fmha.attention's sliding window (with
+causal its right edge is the diagonal whatever is passed, as in FlashAttention). The arguments of features fmha
+does not have (`cache_leftpad`, `softcap`, `alibi_slopes`) are refused by name before anything is written. Differences from FlashAttention that a caller can see: the LSE of a row with no visible key is -inf (log
 of an empty sum; FlashAttention 2 writes +inf there), `num_splits` is accepted but not used (fmha plans its own
 split-KV launch; the result is the same up to rounding), and the rotation and the append are torch operations
 launched before the attention kernel, not fused into it.
@@ -22,7 +22,7 @@ from typing import Optional, Union
 import torch
 
 from .api import _check_inference_only, attention
-from .problem import _elements_share_memory, check_bool, check_cache_seqlens, validate, validate_cached
+from .problem import _elements_share_memory, check_bool, check_cache_seqlens, check_window, validate, validate_cached
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -48,7 +48,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     rotary_cos / rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype or float32, seqlen_ro at least the cache's
     capacity (S, or max_blocks_per_seq x page_size); only with k and v. The first rotary_dim columns of the new
     keys are rotated at positions cache_seqlens, cache_seqlens + 1, .. and those of q at the same positions where
-    causal, or all at cache_seqlens where not; pairs (2i, 2i + 1) where rotary_interleaved, else (i, i +
+    causal or windowed, or all at cache_seqlens where neither; pairs (2i, 2i + 1) where rotary_interleaved, else (i, i +
     rotary_dim / 2) (GPT-NeoX). Computed in float32 and rounded to the dtype, as FlashAttention's kernel does.
     Unlike FlashAttention 2, float32 tables, any rotary_dim of 2 or more and strided tables are taken, and a
     position past the table (q's, causal, where T > T_new near the cache's end) takes its last row where
@@ -60,10 +60,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
             raise NotImplementedError(f"{name}: fmha does not support it (got {type(value).__name__}); allowed: None")
     check_bool("causal", causal)
     check_bool("rotary_interleaved", rotary_interleaved)
-    whole = ((-1, -1), (-1, 0)) if causal else ((-1, -1),)  # (causal: FlashAttention's right edge is 0 anyway)
-    if not (isinstance(window_size, (tuple, list)) and tuple(window_size) in whole):
-        raise NotImplementedError(f"window_size: fmha attends to the whole cache, got {window_size!r}; "
-                                  f"allowed: {' or '.join(map(str, whole))}")
+    window_left, window_right = check_window(window_size, False)
+    window_size = (window_left, -1 if causal else window_right)  # (causal: the right edge is 0, as in FlashAttention)
     if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or softcap != 0.0:
         raise NotImplementedError(f"softcap: fmha does not cap scores, got {softcap!r}; allowed: 0.0")
     if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 0:
@@ -90,7 +88,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                          "positions k is written to); without them, rotate q before the call")
     if k is None:
         return attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table, softmax_scale=softmax_scale,
-                         causal=causal, return_lse=return_softmax_lse, backend=backend)
+                         causal=causal, return_lse=return_softmax_lse, backend=backend, window_size=window_size)
     if not isinstance(cache_seqlens, torch.Tensor):
         got = "None" if cache_seqlens is None else type(cache_seqlens).__name__
         raise TypeError(f"cache_seqlens: got {got} with k and v; the new tokens are written after each sequence's "
@@ -101,16 +99,17 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     _check_inference_only(q, k_cache, v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin)
     if rotary_cos is not None:
         check_cache_seqlens(cache_seqlens, q)  # (the rotation reads it; validate checks the rest)
-        q, k = _rotated(q, k, cache_seqlens, rotary_cos, rotary_sin, causal, rotary_interleaved)
+        local = causal or window_left >= 0 or window_right >= 0  # (FlashAttention's "causal or local")
+        q, k = _rotated(q, k, cache_seqlens, rotary_cos, rotary_sin, local, rotary_interleaved)
     lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
     if torch.compiler.is_compiling():  # the checks need data pointers: inside the op, on real tensors
         torch.ops.fmha.append_kv_(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale,
-                                  causal)
+                                  causal, *window_size)
     else:
         _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
-                        validate_cached)
+                        window_size, validate_cached)
     return attention(q, k_cache, v_cache, lengths, block_table=block_table, softmax_scale=softmax_scale,
-                     causal=causal, return_lse=return_softmax_lse, backend=backend)
+                     causal=causal, return_lse=return_softmax_lse, backend=backend, window_size=window_size)
 
 
 def _batch_idx_as_table(cache_batch_idx, block_table, q) -> torch.Tensor:
@@ -177,12 +176,12 @@ def _check_rotary(cos, sin, q, k, k_cache, block_table) -> None:
                          "position a token can be written to needs one")
 
 
-def _rotated(q, k, cache_seqlens, cos, sin, causal, interleaved):
-    """q and k rotated at FlashAttention's positions: k's token i at cache_seqlens + i, q's the same where causal,
-    else all of q at cache_seqlens."""
+def _rotated(q, k, cache_seqlens, cos, sin, local, interleaved):
+    """q and k rotated at FlashAttention's positions: k's token i at cache_seqlens + i, q's the same where `local`
+    (causal or windowed), else all of q at cache_seqlens."""
     offsets = torch.arange(max(q.shape[1], k.shape[1]), device=q.device)
     start = cache_seqlens.to(torch.int64)[:, None]
-    q_pos = start + offsets[:q.shape[1]] if causal else start.expand(-1, q.shape[1])
+    q_pos = start + offsets[:q.shape[1]] if local else start.expand(-1, q.shape[1])
     return (_rotate(q, q_pos, cos, sin, interleaved), _rotate(k, start + offsets[:k.shape[1]], cos, sin, interleaved))
 
 
@@ -200,23 +199,25 @@ def _rotate(x, pos, cos, sin, interleaved) -> torch.Tensor:
 
 
 def _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
-                    check=validate) -> None:
+                    window_size, check=validate) -> None:
     """Every check of the attention call on the lengths after the append (`check`: validate, or its memoised
     form), then the append."""
-    check(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None)
+    check(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None, window_size)
     _append(k_cache, v_cache, k, v, cache_seqlens, block_table)
 
 
 @torch.library.custom_op("fmha::append_kv_", mutates_args=("k_cache", "v_cache"))
 def _append_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                cache_seqlens: torch.Tensor, lengths: torch.Tensor, block_table: Optional[torch.Tensor],
-               softmax_scale: Optional[float], causal: bool) -> None:
+               softmax_scale: Optional[float], causal: bool, window_left: int, window_right: int) -> None:
     """The append as torch.compile sees it: checked, then written, when the graph runs."""
-    _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal)
+    _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
+                    (window_left, window_right))
 
 
 @_append_op.register_fake
-def _(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal):
+def _(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal, window_left,
+      window_right):
     return None
 
 

@@ -63,6 +63,11 @@ class Problem:
     # v_cache is k_cache's memory: the same data pointer and strides, so V is K's first head_dim_v columns
     # (k_cache itself, or k_cache[..., :head_dim_v]); a kernel may load each latent tile once for both.
     kv_shared: bool = False
+    # A sliding window (the `window_size` argument, FlashAttention's): query t, at position i = L - T + t of its
+    # sequence of L keys, sees keys [i - window_left, i + window_right] (and j < L); -1: no bound on that side.
+    # With causal the right bound is the diagonal (window_right is then -1).
+    window_left: int = -1
+    window_right: int = -1
     # Bytes from each tensor's data pointer to one past its last element: q, k_cache, v_cache, out, cache_seqlens,
     # block_table, sinks (0: none), for the per-call check that out's memory range meets none of the inputs'
     # (check_out_disjoint).
@@ -71,6 +76,11 @@ class Problem:
     def __post_init__(self):
         if self.head_dim_v is None:
             object.__setattr__(self, "head_dim_v", self.head_dim)
+
+    @property
+    def has_window(self) -> bool:
+        """Whether a sliding window bounds the keys a query sees (beyond cache_seqlens and causal)."""
+        return self.window_left >= 0 or self.window_right >= 0
 
     @property
     def has_block_table(self) -> bool:
@@ -112,7 +122,8 @@ class Problem:
                 f"{' causal' if self.causal and self.seqlen_q > 1 else ''}"
                 f"{' varlen' if self.has_cache_seqlens else ''}"
                 f"{' kv-shared' if self.kv_shared else ''}"
-                f"{' sinks' if self.has_sinks else ''}")
+                f"{' sinks' if self.has_sinks else ''}"
+                f"{f' window=({self.window_left}, {self.window_right})' if self.has_window else ''}")
 
 
 def _shape(t: torch.Tensor) -> str:
@@ -177,8 +188,26 @@ def check_cache_seqlens(cache_seqlens, q) -> None:
         raise ValueError(f"cache_seqlens: must be contiguous, got stride {cache_seqlens.stride(0)}")
 
 
+NO_WINDOW = (-1, -1)
+
+
+def check_window(window_size, causal: bool) -> tuple:
+    """window_size (left, right): ints >= -1 (-1: no bound), as FlashAttention's; with causal the right edge is
+    the diagonal, so right must be -1 or 0. Returns (left, right) with right = -1 where causal."""
+    if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2
+            and all(isinstance(w, numbers.Integral) and not isinstance(w, bool) for w in window_size)):
+        raise TypeError(f"window_size: expected a pair of ints (left, right), -1 for no bound, got {window_size!r}")
+    left, right = (int(w) for w in window_size)
+    if left < -1 or right < -1:
+        raise ValueError(f"window_size: expected (left, right) each >= -1 (-1: no bound), got {window_size!r}")
+    if causal and right not in (-1, 0):
+        raise ValueError(f"window_size: the right edge of a causal window is the diagonal; allowed right = -1 or 0, "
+                         f"got {window_size!r} (for keys past the diagonal pass causal=False)")
+    return left, -1 if causal else right
+
+
 def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
-             out=None, block_table=None, sinks=None) -> Problem:
+             out=None, block_table=None, sinks=None, window_size=NO_WINDOW) -> Problem:
     """Check the arguments of `fmha.attention` and return the Problem they describe."""
     paged = block_table is not None
     layout = "[num_blocks, page_size, Hkv, D] (a page pool, with block_table)" if paged else "[B, S, Hkv, D]"
@@ -240,6 +269,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     if cache_seqlens is not None:
         check_cache_seqlens(cache_seqlens, q)
     check_bool("causal", causal)
+    window_left, window_right = check_window(window_size, causal)
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(D)
     elif isinstance(softmax_scale, torch.Tensor):
@@ -291,6 +321,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                    aligned_16b=aligned, head_dim_v=Dv,
                    kv_heads_adjacent=all(t.stride(2) == t.shape[3] or Hkv == 1 for t in (k_cache, v_cache)),
                    has_sinks=sinks is not None, kv_shared=shares_memory(k_cache, v_cache),
+                   window_left=window_left, window_right=window_right,
                    spans=tuple(_span_bytes(t) if t is not None else 0
                                for t in (q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)),
                    **paged_fields)
@@ -393,7 +424,7 @@ _IMMUTABLE_SCALARS = (float, int)  # a scale of another type might change after 
 
 
 def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True, out=None,
-                 block_table=None, sinks=None):
+                 block_table=None, sinks=None, window_size=NO_WINDOW):
     """Everything `validate` decides from, as one hashable tuple, or None where no key is safe.
 
     Per tensor: its type, shape, strides, dtype, device and data_ptr mod 16 (the 16-byte alignment), and
@@ -407,7 +438,10 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
         return None
     if type(causal) is not bool:  # 1 == True: it would find True's entry and skip the check
         return None
-    return (type(q), q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+    if window_size is not NO_WINDOW and not (type(window_size) is tuple and len(window_size) == 2
+                                             and type(window_size[0]) is int and type(window_size[1]) is int):
+        return None
+    return (window_size, type(q), q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             type(k_cache), k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device, k_cache.data_ptr() & 15,
             type(v_cache), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() & 15,
             # (every meta tensor's pointer is 0: there only K passed as V itself shares, as in shares_memory)
@@ -424,17 +458,18 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
 
 
 def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
-                    out=None, block_table=None, sinks=None) -> Problem:
+                    out=None, block_table=None, sinks=None, window_size=NO_WINDOW) -> Problem:
     """`validate`, memoised on `metadata_key`: a decode loop calls with the same metadata every
     step. Anything unusual takes the full path, which raises. Equal keys give the same Problem
     object, so later memos may key on its identity."""
     try:
-        key = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+        key = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
+                           window_size)
         p = None if key is None else _VALIDATED.get(key)
     except Exception:  # not tensors, unhashable, no storage: the full checks say what is wrong
         key = p = None
     if p is None:
-        p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks)
+        p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks, window_size)
         if key is not None and len(_VALIDATED) < _VALIDATED_MAX:
             p = _VALIDATED.setdefault(key, p)  # a racing thread's entry wins: one object per key
     return p

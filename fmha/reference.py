@@ -2,7 +2,7 @@
 
 Plain PyTorch in float32 on whatever device the inputs live on. It implements
 the full contract of `fmha.attention`: GQA/MQA by head grouping, bottom-right
-aligned causal masking, per-sequence cache lengths, the LSE, rows with no
+aligned causal masking, sliding windows, per-sequence cache lengths, the LSE, rows with no
 visible key (zeros out, LSE = -inf; with sinks, LSE = the sink), paged caches
 (a gather through the block table, its ids clamped into the pool as the kernels
 clamp them), a V head dim of its own (V may be K's memory: it is read as given)
@@ -13,19 +13,25 @@ from __future__ import annotations
 import torch
 
 
-def visible_mask(seqlens: torch.Tensor, T: int, S: int, causal: bool) -> torch.Tensor:
+def visible_mask(seqlens: torch.Tensor, T: int, S: int, causal: bool, window_left: int = -1,
+                 window_right: int = -1) -> torch.Tensor:
     """Boolean [B, T, S]: may query t of sequence b attend to key j?
 
     Keys at j >= seqlens[b] are never visible; with `causal`, query t sees keys
-    j <= seqlens[b] - T + t (bottom-right alignment, as flash-attn). Lengths are
-    clamped to [0, S], as the kernels do.
+    j <= seqlens[b] - T + t (bottom-right alignment, as flash-attn); a window bound of
+    -1 or more keeps keys j >= i - window_left and j <= i + window_right, i = seqlens[b] - T + t.
+    Lengths are clamped to [0, S], as the kernels do.
     """
     L = seqlens.to(torch.int64).clamp(0, S).view(-1, 1, 1)
     j = torch.arange(S, device=seqlens.device).view(1, 1, S)
+    i = L - T + torch.arange(T, device=seqlens.device).view(1, T, 1)  # each query's position
     mask = j < L
     if causal:
-        t = torch.arange(T, device=seqlens.device).view(1, T, 1)
-        mask = mask & (j <= L - T + t)
+        mask = mask & (j <= i)
+    if window_left >= 0:
+        mask = mask & (j >= i - window_left)
+    if window_right >= 0:
+        mask = mask & (j <= i + window_right)
     return mask.expand(-1, T, S)
 
 
@@ -39,21 +45,22 @@ def gather_pages(pool, block_table, b: int):
 
 
 def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float, causal: bool,
-                        compute_dtype=torch.float32, block_table=None, sinks=None):
+                        compute_dtype=torch.float32, block_table=None, sinks=None, window_size=(-1, -1)):
     """Return (out [B, T, Hq, D_v] in compute_dtype, lse [B, Hq, T] float32).
 
     With `block_table`, k_cache and v_cache are page pools (see gather_pages) and S is the table's
     capacity, max_blocks_per_seq * page_size. `sinks` (float32 [Hq], or None): query head h's logit
     sinks[h], unscaled, joins the denominator of each of its rows, p_j = exp(s_j) / (exp(sinks[h]) +
     sum_k exp(s_k)) with s = softmax_scale * q.k, and lse = log(exp(sinks[h]) + sum_k exp(s_k)): the log of
-    the whole denominator, so that out = sum_j exp(s_j - lse) v_j still holds."""
+    the whole denominator, so that out = sum_j exp(s_j - lse) v_j still holds. window_size (left, right):
+    visible_mask's sliding window (-1: no bound)."""
     B, T, Hq, D = q.shape
     Hkv, Dv = k_cache.shape[2], v_cache.shape[3]
     S = k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
     G = Hq // Hkv
     if cache_seqlens is None:
         cache_seqlens = torch.full((B,), S, dtype=torch.int32, device=q.device)
-    mask = visible_mask(cache_seqlens, T, S, causal)  # [B, T, S]
+    mask = visible_mask(cache_seqlens, T, S, causal, *window_size)  # [B, T, S]
     out = torch.empty(B, T, Hq, Dv, dtype=compute_dtype, device=q.device)
     lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
     sink = None if sinks is None else sinks.to(device=q.device, dtype=compute_dtype).view(Hkv, G, 1, 1)

@@ -307,14 +307,14 @@ def _refusals():
          r"cache_batch_idx: not with a block_table"),
         (dict(cache_leftpad=sl), NotImplementedError, r"cache_leftpad: fmha does not support it"),
         (dict(alibi_slopes=torch.ones(4, device=DEVICE)), NotImplementedError, r"alibi_slopes: fmha does not"),
-        (dict(window_size=(4, 0)), NotImplementedError, r"window_size: .* got \(4, 0\); allowed: \(-1, -1\)"),
+        (dict(window_size=(-2, 0)), ValueError, r"window_size: expected \(left, right\) each >= -1"),
         (dict(softcap=30.0), NotImplementedError, r"softcap: fmha does not cap scores, got 30.0; allowed: 0.0"),
         (dict(num_splits=-1), ValueError, r"num_splits: expected an int >= 0, got -1"),
         (dict(causal=1), TypeError, r"causal"),
         (dict(k=None), ValueError, r"k: missing; new keys and values come together"),
         (dict(cache_seqlens=None), TypeError, r"cache_seqlens: got None with k and v"),
         (dict(cache_seqlens=[3, 4]), TypeError, r"cache_seqlens: got list with k and v"),
-        (dict(window_size=(-1, 0)), NotImplementedError, r"window_size: .* allowed: \(-1, -1\)$"),
+        (dict(window_size=4), TypeError, r"window_size: expected a pair of ints"),
         (dict(cache_seqlens=sl.long()), TypeError, r"cache_seqlens: dtype torch.int64 is not allowed"),
         (dict(v=v_new[:, :, :, :32]), ValueError, r"v: expected shape \[2, 1, 1, 64\]"),
         (dict(k=k_new.half()), ValueError, r"k: torch.float16 on .*, the cache is torch.bfloat16"),
@@ -341,6 +341,33 @@ def test_causal_window_of_right_edge_zero_is_the_whole_cache():
     q, k, v, sl = make_inputs(2, 3, 4, 1, 16, 64, device=DEVICE, seqlens=[16, 9])
     a = fmha.flash_attn_with_kvcache(q, k, v, cache_seqlens=sl, causal=True, window_size=(-1, 0), backend="reference")
     assert torch.equal(a, fmha.flash_attn_with_kvcache(q, k, v, cache_seqlens=sl, causal=True, backend="reference"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sliding_window_as_flash_attention(backend):
+    """window_size is fmha.attention's sliding window; with causal the right edge is the diagonal whatever is
+    passed (FlashAttention sets it to 0), and without, both bounds hold."""
+    q, k, v, sl = make_inputs(2, 3, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 13])
+    for causal, window, meant in ((True, (5, 7), (5, -1)), (True, (5, 0), (5, -1)), (False, (4, 2), (4, 2))):
+        out, lse = fmha.flash_attn_with_kvcache(q, k, v, cache_seqlens=sl, causal=causal, window_size=window,
+                                                return_softmax_lse=True, backend=backend)
+        ref, ref_lse = attention_reference(q, k, v, sl, 64 ** -0.5, causal, window_size=meant)
+        compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=f"{backend} {window}")
+
+
+def test_rotary_q_positions_per_token_where_windowed():
+    """FlashAttention rotates q token t at cache_seqlens + t where causal or local (a window), even not causal."""
+    q, k_cache, v_cache, _ = make_inputs(1, 2, 4, 1, 16, 64, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(1, 2, 4, 1, 2, 64, device=DEVICE, seed=16)
+    cos, sin = _rotary_tables(16, 64, q.dtype, seed=4)
+    sl = torch.tensor([5], dtype=torch.int32, device=DEVICE)
+    out = fmha.flash_attn_with_kvcache(q, k_cache, v_cache, k_new, v_new, cos, sin, cache_seqlens=sl, causal=False,
+                                       window_size=(6, 1), backend="reference")
+    q_rot, k_rot = _turned(q, [[5, 6]], cos, sin, True), _turned(k_new, [[5, 6]], cos, sin, True)
+    want_k, want_v = _appended(k_cache, k_rot, [5]), _appended(v_cache, v_new, [5])
+    assert torch.equal(k_cache, want_k)
+    ref, _ = attention_reference(q_rot, want_k, want_v, sl + 2, 64 ** -0.5, False, window_size=(6, 1))
+    torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=0)
 
 
 def test_new_tokens_into_an_expanded_cache_are_refused():

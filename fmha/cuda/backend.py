@@ -282,6 +282,9 @@ class CudaBackend(Backend):
                 return (f"head dims (D_qk, D_v) = ({p.head_dim}, {p.head_dim_v}) with a V tensor of its own: the CUDA "
                         f"kernel reads V as K's first {p.head_dim_v} columns; pass v_cache = k_cache[..., "
                         f":{p.head_dim_v}]")
+        if p.has_window:
+            return (f"sliding window {(p.window_left, p.window_right)}: the CUDA kernels attend to every key up to "
+                    "cache_seqlens (and the diagonal); the Triton kernel serves windows")
         if p.head_dim not in SUPPORTED_HEAD_DIMS:
             return f"head_dim {p.head_dim} not supported (64, 128, 256, 512; 576 with D_v = 512)"
         if not p.aligned_16b:

@@ -24,6 +24,11 @@ scores, so no tile is padded to a power of two. With KV_SHARED, V is K's first
 D_v columns (v_cache is k_cache's memory): each tile is loaded once, row-major
 [BLOCK_N, D_v], and serves Q K^T (transposed) and P V.
 
+Sliding windows (WINDOW): query t, at position i = L - T + t, sees keys i - window_left ..
+i + window_right (the host passes bounds that never bind where a side is unbounded). A program
+starts at the tile of the lowest key its first row sees and splits cover the window's span from
+there; keys outside every row's window are neither loaded nor attended (they may hold anything).
+
 Attention sinks (HAS_SINKS): sinks[h], one unscaled logit per query head, joins
 the denominator once per row at the end (unsplit) or in the combine kernel
 (split), never the loop: both rescale to max(m, sink) so exp never overflows,
@@ -60,12 +65,12 @@ def _decode_kernel(
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_ot, stride_oh,
     stride_bt, num_blocks,
-    T, S, tokens_per_split, qk_scale,
+    T, S, tokens_per_split, qk_scale, window_left, window_right,
     HEADS_KV: tl.constexpr, GROUP: tl.constexpr, NUM_SPLITS: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr, OFFS_64: tl.constexpr,
     PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
-    QK_TAIL: tl.constexpr, KV_SHARED: tl.constexpr, HAS_SINKS: tl.constexpr,
+    QK_TAIL: tl.constexpr, KV_SHARED: tl.constexpr, HAS_SINKS: tl.constexpr, WINDOW: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -96,13 +101,20 @@ def _decode_kernel(
         seqlen = tl.minimum(tl.maximum(tl.load(Seqlens + b), 0), S)
     else:
         seqlen = S
-    start = split * tokens_per_split
+    if WINDOW:  # the lowest key the block's first row sees; the splits start at its tile
+        key_lo = tl.maximum(seqlen - T + (pid_m * BLOCK_M) // GROUP - window_left, 0)
+        start = key_lo // BLOCK_N * BLOCK_N + split * tokens_per_split
+    else:
+        start = split * tokens_per_split
     end = tl.minimum(start + tokens_per_split, seqlen)
-    # Last key visible to each row: bottom-right causal alignment.
+    # Last key visible to each row: bottom-right causal alignment (each row's position).
     last_key = seqlen - T + t
     if CAUSAL:
         t_max = tl.minimum(pid_m * BLOCK_M + BLOCK_M - 1, T * GROUP - 1) // GROUP
         end = tl.minimum(end, seqlen - T + t_max + 1)
+    if WINDOW:  # the block's last row's right bound
+        t_last = tl.minimum(pid_m * BLOCK_M + BLOCK_M - 1, T * GROUP - 1) // GROUP
+        end = tl.minimum(end, seqlen - T + t_last + window_right + 1)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -120,6 +132,8 @@ def _decode_kernel(
         if OFFS_64:  # a sequence's (or page's) token span past 2^31 elements
             offs_n = offs_n.to(tl.int64)
         in_range = offs_n < end
+        if WINDOW:  # keys before every row's window are not read (they may hold anything)
+            in_range = in_range & (offs_n >= key_lo)
         if PAGED == 2:  # the tile lies inside one page
             page = tl.load(table + n0 // PAGE_SIZE)
             page = tl.minimum(tl.maximum(page, 0), num_blocks - 1).to(tl.int64)
@@ -156,6 +170,9 @@ def _decode_kernel(
         visible = in_range[None, :]
         if CAUSAL:
             visible = visible & (offs_n[None, :] <= last_key[:, None])
+        if WINDOW:
+            visible = visible & (offs_n[None, :] >= (last_key - window_left)[:, None])
+            visible = visible & (offs_n[None, :] <= (last_key + window_right)[:, None])
         qk = tl.where(visible, qk, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         # A row that has seen no visible key yet keeps m = -inf; subtract 0 instead so exp2 gives 0, not NaN.
@@ -252,13 +269,28 @@ def launch_config(head_dim: int, rows: int):
     return block_m, block_n, num_warps, num_stages
 
 
+def key_span(p, block_n: int) -> int:
+    """Keys a program's range covers: the cache, or with a left window bound its span from the tile of the
+    block's lowest visible key (the window, the rows' spread T and a right bound of at most T, and the
+    rounding down to a tile)."""
+    return p.seqlen_k if p.window_left < 0 else min(p.seqlen_k, p.window_left + 2 * p.seqlen_q + block_n)
+
+
+def window_bounds(p) -> tuple:
+    """(window_left, window_right) for the kernel: the problem's, or where a side is unbounded a value that
+    never binds (left S: below key 0; right T: past the last key), so the int32 sums stay within range."""
+    left = p.seqlen_k if p.window_left < 0 else min(p.window_left, p.seqlen_k)
+    right = p.seqlen_q if p.window_right < 0 else min(p.window_right, p.seqlen_q)
+    return left, right
+
+
 def plan(p, device_sms: int):
     """Return (block config, grid, num_splits, tokens_per_split) for a problem, from shapes only."""
     rows = p.seqlen_q * p.group_size
     block_m, block_n, num_warps, num_stages = launch_config(p.head_dim, rows)
     m_blocks = cdiv(rows, block_m)
     ctas = m_blocks * p.batch * p.heads_kv
-    splits = choose_num_splits(ctas, p.seqlen_k, block_n, device_sms)
+    splits = choose_num_splits(ctas, key_span(p, block_n), block_n, device_sms)
     return (block_m, block_n, num_warps, num_stages), m_blocks, splits
 
 
@@ -295,9 +327,10 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
     on_gpu = q.device.type == "cuda"
     sms = num_sms(q.device.index if q.device.index is not None else torch.cuda.current_device()) if on_gpu else 8
     (block_m, block_n, num_warps, num_stages), m_blocks, splits = plan(p, sms)
+    span = key_span(p, block_n)
     if num_splits is not None:
-        splits = max(1, min(int(num_splits), cdiv(p.seqlen_k, block_n)))
-    tokens_per_split = cdiv(cdiv(p.seqlen_k, splits), block_n) * block_n
+        splits = max(1, min(int(num_splits), cdiv(span, block_n)))
+    tokens_per_split = cdiv(cdiv(span, splits), block_n) * block_n
     B, T, Hq, _ = q.shape
     D = p.head_dim_v
     if splits > 1:
@@ -322,14 +355,14 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
         stride_bt, num_blocks,
-        T, p.seqlen_k, tokens_per_split, p.softmax_scale * LOG2E,
+        T, p.seqlen_k, tokens_per_split, p.softmax_scale * LOG2E, *window_bounds(p),
         HEADS_KV=p.heads_kv, GROUP=p.group_size, NUM_SPLITS=splits,
         HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
         CAUSAL=p.causal and T > 1, HAS_SEQLENS=cache_seqlens is not None,
         UPCAST_DOT=interpreter_enabled(),
         OFFS_64=offsets_64(q, k_cache, v_cache, out, rows_in_span),
         PAGED=paged, PAGE_SIZE=p.page_size if paged else 1,
-        QK_TAIL=p.head_dim - D, KV_SHARED=p.kv_shared, HAS_SINKS=sinks is not None,
+        QK_TAIL=p.head_dim - D, KV_SHARED=p.kv_shared, HAS_SINKS=sinks is not None, WINDOW=p.has_window,
         num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:
