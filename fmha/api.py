@@ -12,11 +12,12 @@ import torch
 from .backends import registry
 from .dispatch import Decision, backend_env, decide, decision_memo
 from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_tensor, check_bool, check_out_disjoint,
-                      check_window, metadata_key, validate, validate_cached)
+                      check_softcap, check_window, metadata_key, validate, validate_cached)
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-              return_lse=False, backend="auto", out=None, sinks=None, window_size=NO_WINDOW):
+              return_lse=False, backend="auto", out=None, sinks=None, window_size=NO_WINDOW, softcap=0.0,
+              cache_leftpad=None):
     """Decode attention of a few query tokens against a KV cache.
 
     q: [B, T, Hq, D]; k_cache: [B, S, Hkv, D], v_cache: [B, S, Hkv, D_v] (flash_attn_with_kvcache
@@ -44,6 +45,10 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     i = cache_seqlens[b] - T + t, sees keys i - left .. i + right (-1: no bound on that side; with
     causal, right is the diagonal: -1 or 0). Served by the reference and Triton backends (the CUDA
     kernels attend to the whole cache, so `auto` takes Triton).
+    softcap: 0.0, or a cap c > 0 on every score: s = c * tanh(softmax_scale * q.k / c) (Gemma 2's). cache_leftpad:
+    int32 [B] or None, the index of each sequence's first key (left-padded caches): keys before it are not
+    attended, and the causal and window alignment stays on cache_seqlens. Both served by the reference and
+    Triton backends only, as windows are.
     backend: "auto" or a name from fmha.available_backends().
     """
     if torch.compiler.is_compiling():
@@ -53,6 +58,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         _check_tensor("v_cache", v_cache, "[B, S, Hkv, D_v] (a page pool with block_table)")
         check_bool("causal", causal)  # (the op takes a bool)
         window_left, window_right = check_window(window_size, causal)  # (the op takes two ints)
+        softcap = check_softcap(softcap)  # (and a float)
         check_bool("return_lse", return_lse)
         _check_inference_only(q, k_cache, v_cache, sinks, out)  # (the op runs below autograd: it cannot see it)
         B, T, Hq, D = q.shape
@@ -60,12 +66,13 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
             out = q.new_empty(B, T, Hq, v_cache.shape[-1])
         lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
         torch.ops.fmha.attention_(q, k_cache, v_cache, cache_seqlens, out, lse,
-                                  softmax_scale, causal, backend, block_table, sinks, window_left, window_right)
+                                  softmax_scale, causal, backend, block_table, sinks, window_left, window_right,
+                                  softcap, cache_leftpad)
         return (out, lse) if return_lse else out
     # Eager: one memo lookup on cheap metadata stands for validate + decide + the LSE scratch.
     try:
         meta = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
-                            window_size)
+                            window_size, softcap, cache_leftpad)
         key = None if meta is None or type(return_lse) is not bool else (  # (1 == True: no key for a non-bool)
             meta, return_lse, backend, backend_env() if backend == "auto" else "")
         call = None if key is None else _CALLS.get(key)
@@ -73,7 +80,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         key = call = None
     if call is None:
         call = _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
-                             block_table, sinks, window_size)
+                             block_table, sinks, window_size, softcap, cache_leftpad)
     elif torch.is_grad_enabled() and (q.requires_grad or k_cache.requires_grad or v_cache.requires_grad
                                       or (sinks is not None and sinks.requires_grad)
                                       or (out is not None and out.requires_grad)):
@@ -82,12 +89,15 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     if out is None:  # unpacked sizes: torch.empty parses them ~0.5 us faster than a tuple
         out = torch.empty(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, dtype=p.dtype, device=p.device)
     else:
-        check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)
+        check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks, cache_leftpad)
     if return_lse:
         lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
     else:  # the kernels always write an LSE; nobody reads this one
         lse = _lse_scratch(p) if lse_scratch is None else lse_scratch
-    if sinks is not None:  # looked up per call: tests patch `run`
+    if cache_leftpad is not None:  # looked up per call: tests patch `run`
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks,
+                   cache_leftpad=cache_leftpad)
+    elif sinks is not None:
         runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks)
     elif block_table is None:
         runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
@@ -96,9 +106,13 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     return (out, lse) if return_lse else out
 
 
-def _run(runner, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks) -> None:
-    """runner.run, looked up per call (tests patch `run`), with block_table and sinks only where given."""
-    if sinks is not None:
+def _run(runner, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks, cache_leftpad=None) -> None:
+    """runner.run, looked up per call (tests patch `run`), with block_table, sinks and cache_leftpad only where
+    given."""
+    if cache_leftpad is not None:
+        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks,
+                   cache_leftpad=cache_leftpad)
+    elif sinks is not None:
         runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks)
     elif block_table is None:
         runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
@@ -113,11 +127,11 @@ _CALLS_MAX = 4096
 
 
 def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, return_lse, backend, out,
-                  block_table=None, sinks=None, window_size=NO_WINDOW):
+                  block_table=None, sinks=None, window_size=NO_WINDOW, softcap=0.0, cache_leftpad=None):
     """The full checks and the choice of backend, in the order their errors are documented; remembered
     under `key` (None: not remembered)."""
     p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
-                        window_size)
+                        window_size, softcap, cache_leftpad)
     _check_inference_only(q, k_cache, v_cache, sinks, out)
     check_bool("return_lse", return_lse)
     call = (p, _ready_runner(p, backend), None if return_lse else _lse_scratch(p, keep_only=True))
@@ -178,12 +192,14 @@ def _lse_scratch(p, keep_only: bool = False) -> Optional[torch.Tensor]:
 
 
 def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-            return_lse=False, backend="auto", out=None, sinks=None, window_size=NO_WINDOW) -> Decision:
+            return_lse=False, backend="auto", out=None, sinks=None, window_size=NO_WINDOW, softcap=0.0,
+            cache_leftpad=None) -> Decision:
     """Which backend `attention` would use for these arguments, and why (print it); where V is K's
     memory, whether that backend reads the latent once or twice."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks, window_size)
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks, window_size,
+                 softcap, cache_leftpad)
     if out is not None:
-        check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)
+        check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks, cache_leftpad)
     _check_inference_only(q, k_cache, v_cache, sinks, out)  # what attention refuses, explain refuses too
     check_bool("return_lse", return_lse)
     d = decide(p, backend)
@@ -288,18 +304,19 @@ def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   cache_seqlens: Optional[torch.Tensor], out: torch.Tensor, lse: torch.Tensor,
                   softmax_scale: Optional[float], causal: bool, backend: str,
                   block_table: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None,
-                  window_left: int = -1, window_right: int = -1) -> None:
+                  window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
+                  cache_leftpad: Optional[torch.Tensor] = None) -> None:
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
-                 (window_left, window_right))
-    check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)
+                 (window_left, window_right), softcap, cache_leftpad)
+    check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks, cache_leftpad)
     if (tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32
             or not lse.is_contiguous() or lse.device != q.device):
         raise ValueError(f"lse: expected a contiguous float32 [{p.batch}, {p.heads_q}, {p.seqlen_q}] tensor on "
                          f"{q.device}, got {lse.dtype} {list(lse.shape)} strides {tuple(lse.stride())} on {lse.device}")
-    _run(_ready_runner(p, backend), p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks)
+    _run(_ready_runner(p, backend), p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks, cache_leftpad)
 
 
 @_attention_op.register_fake
 def _(q, k_cache, v_cache, cache_seqlens, out, lse, softmax_scale, causal, backend, block_table=None, sinks=None,
-      window_left=-1, window_right=-1):
+      window_left=-1, window_right=-1, softcap=0.0, cache_leftpad=None):
     return None

@@ -18,10 +18,11 @@ class ReferenceBackend(Backend):
     name = "reference"
     summary = "fp32 PyTorch math, any device (ground truth)"
 
-    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None):
+    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None, cache_leftpad=None):
         o, l = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
                                    block_table=block_table, sinks=sinks,
-                                   window_size=(p.window_left, p.window_right))
+                                   window_size=(p.window_left, p.window_right), softcap=p.softcap,
+                                   cache_leftpad=cache_leftpad)
         out.copy_(o)
         lse.copy_(l)
 
@@ -70,9 +71,10 @@ class TritonBackend(Backend):
                 f"{m_blocks * p.batch * p.heads_kv} programs x {splits} KV split(s)"
                 + (" + combine kernel" if splits > 1 else "") + paged)
 
-    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None):
+    def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None, cache_leftpad=None):
         from .triton.decode import decode_attention
-        decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks)
+        decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks,
+                         cache_leftpad=cache_leftpad)
 
 
 @functools.lru_cache(maxsize=None)

@@ -49,7 +49,9 @@ class Backend:
         """Whether, where V is K's memory (p.kv_shared), one load of each latent tile serves K and V."""
         return False
 
-    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None) -> None:
+    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None,
+            cache_leftpad=None) -> None:
+        """Write out and lse for p (block_table, sinks, cache_leftpad: given exactly where p has them)."""
         raise NotImplementedError
 
 

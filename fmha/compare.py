@@ -159,14 +159,17 @@ def time_call(fn, device: torch.device, reps: int = 20) -> tuple:
 
 
 def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
-            backends=None, timing=True, reps: int = 20, sinks=None, window_size=(-1, -1)) -> CompareReport:
+            backends=None, timing=True, reps: int = 20, sinks=None, window_size=(-1, -1), softcap=0.0,
+            cache_leftpad=None) -> CompareReport:
     """Run `backends` (default: all available) on the same inputs and report errors, agreement and time.
 
-    With `block_table`, k_cache and v_cache are page pools, `sinks` are attention sinks and `window_size` a
-    sliding window, as in `fmha.attention`. An unknown name in `backends` raises ValueError before anything runs, as
+    With `block_table`, k_cache and v_cache are page pools; `sinks`, `window_size`, `softcap` and `cache_leftpad`
+    are as in `fmha.attention`. An unknown name in `backends` raises ValueError before anything runs, as
     `fmha.attention` does."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table, sinks, window_size)
-    window = (p.window_left, p.window_right)
+    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table, sinks, window_size,
+                 softcap, cache_leftpad)
+    extra = dict(sinks=sinks, window_size=(p.window_left, p.window_right), softcap=p.softcap,
+                 cache_leftpad=cache_leftpad)
     _check_inference_only(q, k_cache, v_cache, sinks)
     check_bool("timing", timing)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
@@ -188,7 +191,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         if len(set(names)) != len(names):
             raise ValueError(f"backends: {names} names a backend twice")
     ref, ref_lse = attention_reference(q, k_cache, v_cache, cache_seqlens, p.softmax_scale, p.causal,
-                                       block_table=block_table, sinks=sinks, window_size=window)
+                                       block_table=block_table, **extra)
     ref = ref.float()
     tol = tolerance(p.dtype, _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table))
     auto = decide(p, "auto")
@@ -213,7 +216,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         try:
             _, lse = attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
                                softmax_scale=p.softmax_scale, causal=p.causal, return_lse=True, backend=name,
-                               out=out, sinks=sinks, window_size=window)
+                               out=out, **extra)
         except Exception as e:  # reported, never hidden
             report.results.append(BackendResult(name, f"failed: {type(e).__name__}: {e}"))
             continue
@@ -222,8 +225,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         if timing:
             def call(name=name, out=out):
                 attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
-                          softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out, sinks=sinks,
-                          window_size=window)
+                          softmax_scale=p.softmax_scale, causal=p.causal, backend=name, out=out, **extra)
             try:
                 r.median_us, r.timing = time_call(call, q.device, reps)
                 r.gbps = nbytes / (r.median_us * 1e-6) / 1e9

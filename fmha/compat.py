@@ -4,10 +4,10 @@
 flash_attn_with_kvcache serves what fmha computes: the cache as it is or with new keys and values appended in
 place (`k`, `v`), contiguous or paged (`block_table`), causal or not, with the LSE; `cache_batch_idx` reads the
 caches as a page pool of one page a cache row; rotary embeddings (`rotary_cos` / `rotary_sin`) rotate q and the
-new keys at FlashAttention's positions before the append; `window_size` is fmha.attention's sliding window (with
-causal its right edge is the diagonal whatever is passed, as in FlashAttention). The arguments of features fmha
-does not have (`cache_leftpad`, `softcap`, `alibi_slopes`) are refused by name before anything is written. Differences from FlashAttention that a caller can see: the LSE of a row with no visible key is -inf (log
-of an empty sum; FlashAttention 2 writes +inf there), `num_splits` is accepted but not used (fmha plans its own
+new keys at FlashAttention's positions before the append; `window_size`, `softcap` and `cache_leftpad` are
+fmha.attention's (a causal window's right edge is the diagonal whatever is passed, as in FlashAttention).
+`alibi_slopes` is refused by name before anything is written. Differences from FlashAttention that a caller can
+see: the LSE of a row with no visible key is -inf (log of an empty sum; FlashAttention 2 writes +inf there), `num_splits` is accepted but not used (fmha plans its own
 split-KV launch; the result is the same up to rounding), and the rotation and the append are torch operations
 launched before the attention kernel, not fused into it.
 
@@ -22,7 +22,8 @@ from typing import Optional, Union
 import torch
 
 from .api import _check_inference_only, attention
-from .problem import _elements_share_memory, check_bool, check_cache_seqlens, check_window, validate, validate_cached
+from .problem import (_elements_share_memory, check_bool, check_cache_seqlens, check_softcap, check_window, validate,
+                      validate_cached)
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -55,15 +56,14 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     FlashAttention's kernel reads past it: positions are clamped into [0, seqlen_ro) on the device, as the
     append's are.
     """
-    for name, value in (("cache_leftpad", cache_leftpad), ("alibi_slopes", alibi_slopes)):
-        if value is not None:
-            raise NotImplementedError(f"{name}: fmha does not support it (got {type(value).__name__}); allowed: None")
+    if alibi_slopes is not None:
+        raise NotImplementedError(f"alibi_slopes: fmha does not support it (got {type(alibi_slopes).__name__}); "
+                                  "allowed: None")
     check_bool("causal", causal)
     check_bool("rotary_interleaved", rotary_interleaved)
     window_left, window_right = check_window(window_size, False)
     window_size = (window_left, -1 if causal else window_right)  # (causal: the right edge is 0, as in FlashAttention)
-    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or softcap != 0.0:
-        raise NotImplementedError(f"softcap: fmha does not cap scores, got {softcap!r}; allowed: 0.0")
+    softcap = check_softcap(softcap)
     if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 0:
         raise ValueError(f"num_splits: expected an int >= 0, got {num_splits!r} (accepted, not used: fmha plans its "
                          "own splits)")
@@ -72,6 +72,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise ValueError(f"q: expected a 4-D tensor [B, T, Hq, D], got "
                          f"{list(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__}")
     B = q.shape[0]
+    if cache_leftpad is not None:  # (checked before anything is written; the attention call checks the rest)
+        check_cache_seqlens(cache_leftpad, q, "cache_leftpad")
+    extra = dict(window_size=window_size, softcap=softcap, cache_leftpad=cache_leftpad)
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
         cache_seqlens = torch.full((B,), int(cache_seqlens), dtype=torch.int32, device=q.device)
     if cache_batch_idx is not None:  # each sequence's cache row as the one page, of S tokens, of a page table
@@ -88,7 +91,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                          "positions k is written to); without them, rotate q before the call")
     if k is None:
         return attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table, softmax_scale=softmax_scale,
-                         causal=causal, return_lse=return_softmax_lse, backend=backend, window_size=window_size)
+                         causal=causal, return_lse=return_softmax_lse, backend=backend, **extra)
     if not isinstance(cache_seqlens, torch.Tensor):
         got = "None" if cache_seqlens is None else type(cache_seqlens).__name__
         raise TypeError(f"cache_seqlens: got {got} with k and v; the new tokens are written after each sequence's "
@@ -109,7 +112,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
                         window_size, validate_cached)
     return attention(q, k_cache, v_cache, lengths, block_table=block_table, softmax_scale=softmax_scale,
-                     causal=causal, return_lse=return_softmax_lse, backend=backend, window_size=window_size)
+                     causal=causal, return_lse=return_softmax_lse, backend=backend, **extra)
 
 
 def _batch_idx_as_table(cache_batch_idx, block_table, q) -> torch.Tensor:

@@ -68,8 +68,14 @@ class Problem:
     # With causal the right bound is the diagonal (window_right is then -1).
     window_left: int = -1
     window_right: int = -1
+    # Scores capped at +-softcap (the `softcap` argument, Gemma 2's): s = softcap * tanh(softmax_scale q.k / softcap);
+    # 0: not capped.
+    softcap: float = 0.0
+    # Each sequence's cache starts at cache_leftpad[b] (the `cache_leftpad` argument: left-padded caches): keys
+    # before it are not attended.
+    has_leftpad: bool = False
     # Bytes from each tensor's data pointer to one past its last element: q, k_cache, v_cache, out, cache_seqlens,
-    # block_table, sinks (0: none), for the per-call check that out's memory range meets none of the inputs'
+    # block_table, sinks, cache_leftpad (0: none), for the per-call check that out's memory range meets none of the inputs'
     # (check_out_disjoint).
     spans: Optional[tuple] = field(default=None, compare=False)
 
@@ -123,7 +129,9 @@ class Problem:
                 f"{' varlen' if self.has_cache_seqlens else ''}"
                 f"{' kv-shared' if self.kv_shared else ''}"
                 f"{' sinks' if self.has_sinks else ''}"
-                f"{f' window=({self.window_left}, {self.window_right})' if self.has_window else ''}")
+                f"{f' window=({self.window_left}, {self.window_right})' if self.has_window else ''}"
+                f"{f' softcap={self.softcap:g}' if self.softcap else ''}"
+                f"{' leftpad' if self.has_leftpad else ''}")
 
 
 def _shape(t: torch.Tensor) -> str:
@@ -170,22 +178,33 @@ def _pairs() -> str:
     return ", ".join(f"({dk}, {dv})" for dk, dv in SUPPORTED_HEAD_DIM_PAIRS)
 
 
-def check_cache_seqlens(cache_seqlens, q) -> None:
-    """cache_seqlens: a dense, contiguous int32 tensor [B] on q's device (q: a 4-D tensor)."""
+def check_cache_seqlens(cache_seqlens, q, name: str = "cache_seqlens") -> None:
+    """cache_seqlens (or another per-sequence int32 vector, `name`): a dense, contiguous int32 tensor [B] on q's
+    device (q: a 4-D tensor)."""
     B = q.shape[0]
     if not isinstance(cache_seqlens, torch.Tensor):
-        raise TypeError(f"cache_seqlens: expected an int32 tensor of shape [{B}] or None, "
+        raise TypeError(f"{name}: expected an int32 tensor of shape [{B}] or None, "
                         f"got {type(cache_seqlens).__name__}")
-    _check_dense("cache_seqlens", cache_seqlens, "a dense (torch.strided) int32 tensor")
+    _check_dense(name, cache_seqlens, "a dense (torch.strided) int32 tensor")
     if cache_seqlens.dtype != torch.int32:
-        raise TypeError(f"cache_seqlens: dtype {cache_seqlens.dtype} is not allowed; expected torch.int32")
+        raise TypeError(f"{name}: dtype {cache_seqlens.dtype} is not allowed; expected torch.int32")
     if cache_seqlens.dim() != 1 or cache_seqlens.shape[0] != B:
-        raise ValueError(f"cache_seqlens: expected shape [{B}] (one length per sequence), "
-                         f"got {_shape(cache_seqlens)}")
+        raise ValueError(f"{name}: expected shape [{B}] (one per sequence), got {_shape(cache_seqlens)}")
     if cache_seqlens.device != q.device:
-        raise ValueError(f"cache_seqlens: on device {cache_seqlens.device} but q is on {q.device}")
+        raise ValueError(f"{name}: on device {cache_seqlens.device} but q is on {q.device}")
     if B > 1 and cache_seqlens.stride(0) != 1:
-        raise ValueError(f"cache_seqlens: must be contiguous, got stride {cache_seqlens.stride(0)}")
+        raise ValueError(f"{name}: must be contiguous, got stride {cache_seqlens.stride(0)}")
+
+
+def check_softcap(softcap) -> float:
+    """softcap: a finite real >= 0 (0: scores not capped), as a float."""
+    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
+        raise TypeError(f"softcap: expected a real number >= 0 (0.0: no cap), got {type(softcap).__name__} "
+                        f"{softcap!r}")
+    value = float(softcap)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"softcap: expected a finite real number >= 0 (0.0: no cap), got {softcap!r}")
+    return value
 
 
 NO_WINDOW = (-1, -1)
@@ -207,7 +226,8 @@ def check_window(window_size, causal: bool) -> tuple:
 
 
 def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
-             out=None, block_table=None, sinks=None, window_size=NO_WINDOW) -> Problem:
+             out=None, block_table=None, sinks=None, window_size=NO_WINDOW, softcap=0.0,
+             cache_leftpad=None) -> Problem:
     """Check the arguments of `fmha.attention` and return the Problem they describe."""
     paged = block_table is not None
     layout = "[num_blocks, page_size, Hkv, D] (a page pool, with block_table)" if paged else "[B, S, Hkv, D]"
@@ -268,8 +288,11 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                              f"(capacity {max_blocks} blocks x {S} tokens)")
     if cache_seqlens is not None:
         check_cache_seqlens(cache_seqlens, q)
+    if cache_leftpad is not None:
+        check_cache_seqlens(cache_leftpad, q, "cache_leftpad")
     check_bool("causal", causal)
     window_left, window_right = check_window(window_size, causal)
+    softcap = check_softcap(softcap)
     if softmax_scale is None:
         softmax_scale = 1.0 / math.sqrt(D)
     elif isinstance(softmax_scale, torch.Tensor):
@@ -321,9 +344,10 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                    aligned_16b=aligned, head_dim_v=Dv,
                    kv_heads_adjacent=all(t.stride(2) == t.shape[3] or Hkv == 1 for t in (k_cache, v_cache)),
                    has_sinks=sinks is not None, kv_shared=shares_memory(k_cache, v_cache),
-                   window_left=window_left, window_right=window_right,
+                   window_left=window_left, window_right=window_right, softcap=softcap,
+                   has_leftpad=cache_leftpad is not None,
                    spans=tuple(_span_bytes(t) if t is not None else 0
-                               for t in (q, k_cache, v_cache, out, cache_seqlens, block_table, sinks)),
+                               for t in (q, k_cache, v_cache, out, cache_seqlens, block_table, sinks, cache_leftpad)),
                    **paged_fields)
 
 
@@ -333,10 +357,10 @@ def _span_bytes(t: torch.Tensor) -> int:
 
 
 def check_out_disjoint(p: Problem, q, k_cache, v_cache, out, cache_seqlens=None, block_table=None,
-                       sinks=None) -> None:
-    """out is written while q, k_cache, v_cache (and cache_seqlens, block_table, sinks) are read: their memory ranges
-    must not meet (out=q included). Per call (the data pointers are not part of the validation memo's key);
-    ranges, so an out interleaved with an input without sharing an element is refused too."""
+                       sinks=None, cache_leftpad=None) -> None:
+    """out is written while q, k_cache, v_cache (and cache_seqlens, block_table, sinks, cache_leftpad) are read: their
+    memory ranges must not meet (out=q included). Per call (the data pointers are not part of the validation memo's
+    key); ranges, so an out interleaved with an input without sharing an element is refused too."""
     o, s = out.data_ptr(), p.spans
     o_end = o + s[3]
     qa, ka, va = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()
@@ -350,10 +374,14 @@ def check_out_disjoint(p: Problem, q, k_cache, v_cache, out, cache_seqlens=None,
     if not meets and sinks is not None:
         a = sinks.data_ptr()
         meets = a < o_end and o < a + s[6]
+    if not meets and cache_leftpad is not None:
+        a = cache_leftpad.data_ptr()
+        meets = a < o_end and o < a + s[7]
     if not meets or out.is_meta:  # (meta: no memory, every data pointer is 0)
         return
     named = (("q", q, s[0]), ("k_cache", k_cache, s[1]), ("v_cache", v_cache, s[2]),
-             ("cache_seqlens", cache_seqlens, s[4]), ("block_table", block_table, s[5]), ("sinks", sinks, s[6]))
+             ("cache_seqlens", cache_seqlens, s[4]), ("block_table", block_table, s[5]), ("sinks", sinks, s[6]),
+             ("cache_leftpad", cache_leftpad, s[7]))
     for name, t, span in named:
         if t is None:
             continue
@@ -424,7 +452,7 @@ _IMMUTABLE_SCALARS = (float, int)  # a scale of another type might change after 
 
 
 def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True, out=None,
-                 block_table=None, sinks=None, window_size=NO_WINDOW):
+                 block_table=None, sinks=None, window_size=NO_WINDOW, softcap=0.0, cache_leftpad=None):
     """Everything `validate` decides from, as one hashable tuple, or None where no key is safe.
 
     Per tensor: its type, shape, strides, dtype, device and data_ptr mod 16 (the 16-byte alignment), and
@@ -441,7 +469,12 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
     if window_size is not NO_WINDOW and not (type(window_size) is tuple and len(window_size) == 2
                                              and type(window_size[0]) is int and type(window_size[1]) is int):
         return None
-    return (window_size, type(q), q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
+    if type(softcap) not in _IMMUTABLE_SCALARS:
+        return None
+    return (window_size, softcap,
+            None if cache_leftpad is None else (type(cache_leftpad), cache_leftpad.shape, cache_leftpad.stride(),
+                                                cache_leftpad.dtype, cache_leftpad.device, cache_leftpad.layout),
+            type(q), q.shape, q.stride(), q.dtype, q.device, q.data_ptr() & 15,
             type(k_cache), k_cache.shape, k_cache.stride(), k_cache.dtype, k_cache.device, k_cache.data_ptr() & 15,
             type(v_cache), v_cache.shape, v_cache.stride(), v_cache.dtype, v_cache.device, v_cache.data_ptr() & 15,
             # (every meta tensor's pointer is 0: there only K passed as V itself shares, as in shares_memory)
@@ -458,18 +491,20 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
 
 
 def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
-                    out=None, block_table=None, sinks=None, window_size=NO_WINDOW) -> Problem:
+                    out=None, block_table=None, sinks=None, window_size=NO_WINDOW, softcap=0.0,
+                    cache_leftpad=None) -> Problem:
     """`validate`, memoised on `metadata_key`: a decode loop calls with the same metadata every
     step. Anything unusual takes the full path, which raises. Equal keys give the same Problem
     object, so later memos may key on its identity."""
     try:
         key = metadata_key(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
-                           window_size)
+                           window_size, softcap, cache_leftpad)
         p = None if key is None else _VALIDATED.get(key)
     except Exception:  # not tensors, unhashable, no storage: the full checks say what is wrong
         key = p = None
     if p is None:
-        p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks, window_size)
+        p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks, window_size,
+                     softcap, cache_leftpad)
         if key is not None and len(_VALIDATED) < _VALIDATED_MAX:
             p = _VALIDATED.setdefault(key, p)  # a racing thread's entry wins: one object per key
     return p

@@ -2,11 +2,11 @@
 
 Plain PyTorch in float32 on whatever device the inputs live on. It implements
 the full contract of `fmha.attention`: GQA/MQA by head grouping, bottom-right
-aligned causal masking, sliding windows, per-sequence cache lengths, the LSE, rows with no
-visible key (zeros out, LSE = -inf; with sinks, LSE = the sink), paged caches
-(a gather through the block table, its ids clamped into the pool as the kernels
-clamp them), a V head dim of its own (V may be K's memory: it is read as given)
-and attention sinks.
+aligned causal masking, sliding windows, capped scores, left-padded caches,
+per-sequence cache lengths, the LSE, rows with no visible key (zeros out,
+LSE = -inf; with sinks, LSE = the sink), paged caches (a gather through the
+block table, its ids clamped into the pool as the kernels clamp them), a V head
+dim of its own (V may be K's memory: it is read as given) and attention sinks.
 """
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ import torch
 
 
 def visible_mask(seqlens: torch.Tensor, T: int, S: int, causal: bool, window_left: int = -1,
-                 window_right: int = -1) -> torch.Tensor:
+                 window_right: int = -1, leftpad=None) -> torch.Tensor:
     """Boolean [B, T, S]: may query t of sequence b attend to key j?
 
     Keys at j >= seqlens[b] are never visible; with `causal`, query t sees keys
     j <= seqlens[b] - T + t (bottom-right alignment, as flash-attn); a window bound of
-    -1 or more keeps keys j >= i - window_left and j <= i + window_right, i = seqlens[b] - T + t.
-    Lengths are clamped to [0, S], as the kernels do.
+    -1 or more keeps keys j >= i - window_left and j <= i + window_right, i = seqlens[b] - T + t; with
+    `leftpad` (int [B]) keys j < leftpad[b] are not visible either. Lengths are clamped to [0, S], as the
+    kernels do.
     """
     L = seqlens.to(torch.int64).clamp(0, S).view(-1, 1, 1)
     j = torch.arange(S, device=seqlens.device).view(1, 1, S)
@@ -32,6 +33,8 @@ def visible_mask(seqlens: torch.Tensor, T: int, S: int, causal: bool, window_lef
         mask = mask & (j >= i - window_left)
     if window_right >= 0:
         mask = mask & (j <= i + window_right)
+    if leftpad is not None:
+        mask = mask & (j >= leftpad.to(device=seqlens.device, dtype=torch.int64).view(-1, 1, 1))
     return mask.expand(-1, T, S)
 
 
@@ -45,7 +48,8 @@ def gather_pages(pool, block_table, b: int):
 
 
 def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float, causal: bool,
-                        compute_dtype=torch.float32, block_table=None, sinks=None, window_size=(-1, -1)):
+                        compute_dtype=torch.float32, block_table=None, sinks=None, window_size=(-1, -1),
+                        softcap: float = 0.0, cache_leftpad=None):
     """Return (out [B, T, Hq, D_v] in compute_dtype, lse [B, Hq, T] float32).
 
     With `block_table`, k_cache and v_cache are page pools (see gather_pages) and S is the table's
@@ -53,14 +57,15 @@ def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float
     sinks[h], unscaled, joins the denominator of each of its rows, p_j = exp(s_j) / (exp(sinks[h]) +
     sum_k exp(s_k)) with s = softmax_scale * q.k, and lse = log(exp(sinks[h]) + sum_k exp(s_k)): the log of
     the whole denominator, so that out = sum_j exp(s_j - lse) v_j still holds. window_size (left, right):
-    visible_mask's sliding window (-1: no bound)."""
+    visible_mask's sliding window (-1: no bound). softcap > 0: each score s becomes softcap * tanh(s / softcap)
+    before the softmax. cache_leftpad (int [B]): sequence b's keys start at cache_leftpad[b]."""
     B, T, Hq, D = q.shape
     Hkv, Dv = k_cache.shape[2], v_cache.shape[3]
     S = k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
     G = Hq // Hkv
     if cache_seqlens is None:
         cache_seqlens = torch.full((B,), S, dtype=torch.int32, device=q.device)
-    mask = visible_mask(cache_seqlens, T, S, causal, *window_size)  # [B, T, S]
+    mask = visible_mask(cache_seqlens, T, S, causal, *window_size, leftpad=cache_leftpad)  # [B, T, S]
     out = torch.empty(B, T, Hq, Dv, dtype=compute_dtype, device=q.device)
     lse = torch.empty(B, Hq, T, dtype=torch.float32, device=q.device)
     sink = None if sinks is None else sinks.to(device=q.device, dtype=compute_dtype).view(Hkv, G, 1, 1)
@@ -75,6 +80,8 @@ def attention_reference(q, k_cache, v_cache, cache_seqlens, softmax_scale: float
         # their scores are masked below, and their values are zeroed so 0 * NaN never happens.
         vb = vb.to(compute_dtype).masked_fill(~mask[b].any(0).view(S, 1, 1), 0.0)
         scores = torch.einsum("thgd,shd->hgts", qb, kb) * softmax_scale  # [Hkv, G, T, S]
+        if softcap > 0:
+            scores = softcap * torch.tanh(scores / softcap)
         scores = scores.masked_fill(~mask[b].view(1, 1, T, S), float("-inf"))
         row_max = scores.amax(dim=-1, keepdim=True)
         if sink is not None:  # the sink takes part in the max, so exp never overflows

@@ -285,6 +285,10 @@ class CudaBackend(Backend):
         if p.has_window:
             return (f"sliding window {(p.window_left, p.window_right)}: the CUDA kernels attend to every key up to "
                     "cache_seqlens (and the diagonal); the Triton kernel serves windows")
+        if p.softcap:
+            return f"softcap {p.softcap:g}: the CUDA kernels do not cap scores; the Triton kernel does"
+        if p.has_leftpad:
+            return "cache_leftpad: the CUDA kernels read every cache from key 0; the Triton kernel takes left padding"
         if p.head_dim not in SUPPORTED_HEAD_DIMS:
             return f"head_dim {p.head_dim} not supported (64, 128, 256, 512; 576 with D_v = 512)"
         if not p.aligned_16b:
@@ -509,7 +513,10 @@ class CudaBackend(Backend):
         return (f"config {kind}, {self._tile_n[(p.head_dim, config)]}-token tiles, {loop}; {ctas} CTAs x "
                 f"{num_splits} KV split(s){merge}{paged}{arch}")
 
-    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None) -> None:
+    def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None,
+            cache_leftpad=None) -> None:
+        if cache_leftpad is not None:
+            raise ValueError("cache_leftpad: the CUDA kernels take no left padding (unsupported_reason says so)")
         if (sinks is not None) != p.has_sinks:
             raise ValueError("sinks: given for a problem without sinks, or missing for one with them")
         fn = self._fn or self._bind()

@@ -29,6 +29,10 @@ i + window_right (the host passes bounds that never bind where a side is unbound
 starts at the tile of the lowest key its first row sees and splits cover the window's span from
 there; keys outside every row's window are neither loaded nor attended (they may hold anything).
 
+Capped scores (SOFTCAP): s = c tanh(softmax_scale q.k / c), Gemma 2's, formed as (1 - 2 / (2^(2 x log2 e) + 1))
+c log2(e) with x = q.k softmax_scale / c, so the softmax stays in the log2 domain. Left-padded caches
+(HAS_LEFTPAD): sequence b's keys start at LeftPad[b], a lower bound like the window's.
+
 Attention sinks (HAS_SINKS): sinks[h], one unscaled logit per query head, joins
 the denominator once per row at the end (unsplit) or in the combine kernel
 (split), never the loop: both rescale to max(m, sink) so exp never overflows,
@@ -65,12 +69,13 @@ def _decode_kernel(
     stride_vb, stride_vs, stride_vh,
     stride_ob, stride_ot, stride_oh,
     stride_bt, num_blocks,
-    T, S, tokens_per_split, qk_scale, window_left, window_right,
+    T, S, tokens_per_split, qk_scale, window_left, window_right, cap_log2, LeftPad,
     HEADS_KV: tl.constexpr, GROUP: tl.constexpr, NUM_SPLITS: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr, OFFS_64: tl.constexpr,
     PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
     QK_TAIL: tl.constexpr, KV_SHARED: tl.constexpr, HAS_SINKS: tl.constexpr, WINDOW: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_LEFTPAD: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -101,8 +106,12 @@ def _decode_kernel(
         seqlen = tl.minimum(tl.maximum(tl.load(Seqlens + b), 0), S)
     else:
         seqlen = S
-    if WINDOW:  # the lowest key the block's first row sees; the splits start at its tile
-        key_lo = tl.maximum(seqlen - T + (pid_m * BLOCK_M) // GROUP - window_left, 0)
+    if WINDOW or HAS_LEFTPAD:  # the lowest key the block's first row sees; the splits start at its tile
+        key_lo = 0
+        if WINDOW:
+            key_lo = tl.maximum(seqlen - T + (pid_m * BLOCK_M) // GROUP - window_left, 0)
+        if HAS_LEFTPAD:
+            key_lo = tl.maximum(key_lo, tl.load(LeftPad + b))
         start = key_lo // BLOCK_N * BLOCK_N + split * tokens_per_split
     else:
         start = split * tokens_per_split
@@ -132,7 +141,7 @@ def _decode_kernel(
         if OFFS_64:  # a sequence's (or page's) token span past 2^31 elements
             offs_n = offs_n.to(tl.int64)
         in_range = offs_n < end
-        if WINDOW:  # keys before every row's window are not read (they may hold anything)
+        if WINDOW or HAS_LEFTPAD:  # keys before every row's first are not read (they may hold anything)
             in_range = in_range & (offs_n >= key_lo)
         if PAGED == 2:  # the tile lies inside one page
             page = tl.load(table + n0 // PAGE_SIZE)
@@ -166,7 +175,10 @@ def _decode_kernel(
             if UPCAST_DOT:
                 k_tail = k_tail.to(tl.float32)
             qk = tl.dot(q_tail, k_tail, qk)
-        qk = qk * qk_scale
+        if SOFTCAP:  # c tanh(x), x = q.k softmax_scale / c (qk_scale), in the log2 domain (cap_log2 = c log2 e)
+            qk = (1.0 - 2.0 / (tl.math.exp2((qk * qk_scale) * (2.0 * _LOG2E)) + 1.0)) * cap_log2
+        else:
+            qk = qk * qk_scale
         visible = in_range[None, :]
         if CAUSAL:
             visible = visible & (offs_n[None, :] <= last_key[:, None])
@@ -311,17 +323,20 @@ def paged_mode(p, block_n: int) -> int:
 
 
 def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits=None, block_table=None,
-                     sinks=None):
+                     sinks=None, cache_leftpad=None):
     """Run the decode kernel for Problem `p`, writing `out` [B, T, Hq, D_v] and `lse` [B, Hq, T] (contiguous fp32).
 
     `num_splits` overrides the heuristic (tests use it to force the split path). For a paged `p`,
     `block_table` [B, max_blocks_per_seq] addresses the page pools k_cache / v_cache. `sinks`: float32 [Hq]
     for a problem with sinks. Where p.kv_shared, v_cache is read through k_cache's pointer and strides.
+    `cache_leftpad`: int32 [B] for a problem with left padding.
     """
     if p.has_block_table != (block_table is not None):
         raise ValueError("block_table: given for a contiguous problem, or missing for a paged one")
     if p.has_sinks != (sinks is not None):
         raise ValueError("sinks: given for a problem without sinks, or missing for one with them")
+    if p.has_leftpad != (cache_leftpad is not None):
+        raise ValueError("cache_leftpad: given for a problem without left padding, or missing for one with it")
     if p.kv_shared and v_cache.data_ptr() != k_cache.data_ptr():
         raise ValueError("v_cache: the problem says it shares k_cache's memory, but its data pointer differs")
     on_gpu = q.device.type == "cuda"
@@ -355,7 +370,8 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
         out.stride(0), out.stride(1), out.stride(2),
         stride_bt, num_blocks,
-        T, p.seqlen_k, tokens_per_split, p.softmax_scale * LOG2E, *window_bounds(p),
+        T, p.seqlen_k, tokens_per_split, p.softmax_scale / p.softcap if p.softcap else p.softmax_scale * LOG2E,
+        *window_bounds(p), p.softcap * LOG2E, cache_leftpad if cache_leftpad is not None else lse,
         HEADS_KV=p.heads_kv, GROUP=p.group_size, NUM_SPLITS=splits,
         HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
         CAUSAL=p.causal and T > 1, HAS_SEQLENS=cache_seqlens is not None,
@@ -363,6 +379,7 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         OFFS_64=offsets_64(q, k_cache, v_cache, out, rows_in_span),
         PAGED=paged, PAGE_SIZE=p.page_size if paged else 1,
         QK_TAIL=p.head_dim - D, KV_SHARED=p.kv_shared, HAS_SINKS=sinks is not None, WINDOW=p.has_window,
+        SOFTCAP=p.softcap > 0, HAS_LEFTPAD=cache_leftpad is not None,
         num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:
