@@ -188,3 +188,15 @@ def test_flash_attn_with_kvcache_takes_both():
     assert torch.equal(k_cache, want_k) and torch.equal(v_cache, want_v)
     ref, ref_lse = attention_reference(q * 3, want_k, want_v, sl + 2, 64 ** -0.5, True, softcap=5.0, cache_leftpad=lp)
     compare(out, lse, ref, ref_lse, q.dtype, vmax=want_v.float().abs().max().item(), what="compat")
+
+
+def test_torch_compile_fullgraph_with_both():
+    q, k, v, sl = make_inputs(2, 2, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 17])
+    lp = torch.tensor([3, 5], dtype=torch.int32, device=DEVICE)
+
+    def call(q, k, v, sl, lp):
+        return fmha.attention(q * 3, k, v, sl, softcap=4.0, cache_leftpad=lp, window_size=(9, 0), backend="reference")
+
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(call, fullgraph=True)(q, k, v, sl, lp), call(q, k, v, sl, lp), atol=0,
+                                   rtol=0)
