@@ -54,7 +54,8 @@ class BackendResult:
 
 # What the GB/s column counts.
 GBPS_NOTE = ("GB/s (valid KV) counts the bytes a call must move: q, out and the K and V rows of the keys each "
-             "sequence has (cache_seqlens clamped to [0, S]; the whole cache without cache_seqlens), 1 GB = 1e9 B")
+             "sequence has (cache_seqlens clamped to [0, S]; the whole cache without cache_seqlens; from "
+             "cache_leftpad on, and at most a window's left bound plus T keys), 1 GB = 1e9 B")
 
 
 @dataclass
@@ -201,9 +202,12 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     # The keys each sequence really has (a host sync, once): what a kernel reads of the cache.
     lengths = (torch.full((p.batch,), p.seqlen_k) if cache_seqlens is None
                else cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k))
+    if cache_leftpad is not None:  # no key before each sequence's start is read
+        lengths = (lengths - cache_leftpad.to(device=lengths.device, dtype=torch.int64).clamp(min=0)).clamp(min=0)
     if p.window_left >= 0:  # a window reads at most its span of keys (and the rows' spread, T - 1)
         lengths = lengths.clamp(max=p.window_left + p.seqlen_q)
-    kv_tokens = None if cache_seqlens is None and p.window_left < 0 else int(lengths.sum())
+    whole = cache_seqlens is None and cache_leftpad is None and p.window_left < 0
+    kv_tokens = None if whole else int(lengths.sum())
     nbytes = p.bytes_moved(kv_tokens)
     outputs = {}
     for name in names:

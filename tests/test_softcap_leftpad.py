@@ -200,3 +200,26 @@ def test_torch_compile_fullgraph_with_both():
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(call, fullgraph=True)(q, k, v, sl, lp), call(q, k, v, sl, lp), atol=0,
                                    rtol=0)
+
+
+def test_compare_takes_the_options_and_counts_the_keys_read():
+    """fmha.compare runs each backend with the window, cap and left padding; its byte count covers the keys each
+    sequence reads (from its start, within the window)."""
+    from fmha.compare import compare as fmha_compare
+
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 17])
+    lp = torch.tensor([3, 15], dtype=torch.int32, device=DEVICE)
+    seen = {}
+    p0 = validate(q, k, v, sl)
+    orig = type(p0).bytes_moved
+
+    def spy(self, kv_tokens=None):
+        seen["kv_tokens"] = kv_tokens
+        return orig(self, kv_tokens)
+
+    import unittest.mock
+    with unittest.mock.patch.object(type(p0), "bytes_moved", spy):
+        report = fmha_compare(q, k, v, sl, cache_leftpad=lp, softcap=2.0, window_size=(8, -1), backends=["reference"],
+                              timing=False)
+    assert report.results[0].status == "ok", report
+    assert seen["kv_tokens"] == min(40 - 3, 8 + 1) + min(17 - 15, 8 + 1)  # 9 + 2
