@@ -52,7 +52,9 @@ class TritonBackend(Backend):
         if not (p.device.type == "cuda" or (p.device.type == "cpu" and interpreter_enabled())):
             return (f"tensors on {p.device}: the Triton kernel needs CUDA tensors, or CPU tensors "
                     "with TRITON_INTERPRET=1")
-        return token_indices_too_large(p, TRITON_TOKEN_MARGIN)
+        # (a window's or left pad's split starts past its first tile: up to 2 T + 2 tiles more)
+        extra = 2 * p.seqlen_q + 256 if p.has_window or p.has_leftpad else 0
+        return token_indices_too_large(p, TRITON_TOKEN_MARGIN + extra)
 
     # Importing fmha.triton.decode imports triton, which reads TRITON_INTERPRET when the kernels are defined
     # and takes about a second: deferred to the first use, so that `import fmha` does neither.

@@ -98,11 +98,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                         "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
     _check_new_tokens(k, v, q, k_cache, v_cache)
     if rotary_cos is not None:
-        _check_rotary(rotary_cos, rotary_sin, q, k, k_cache, block_table)
+        capacity = _check_rotary(rotary_cos, rotary_sin, q, k, k_cache, block_table)
     _check_inference_only(q, k_cache, v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin)
     if rotary_cos is not None:
         check_cache_seqlens(cache_seqlens, q)  # (the rotation reads it; validate checks the rest)
-        local = causal or window_left >= 0 or window_right >= 0  # (FlashAttention's "causal or local")
+        # FlashAttention's "causal or local", a side of at least the cache's capacity counting as none
+        local = causal or 0 <= window_left < capacity or 0 <= window_right < capacity
         q, k = _rotated(q, k, cache_seqlens, rotary_cos, rotary_sin, local, rotary_interleaved)
     lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
     if torch.compiler.is_compiling():  # the checks need data pointers: inside the op, on real tensors
@@ -153,9 +154,10 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
                              f"(an expanded view); new tokens cannot be written into it")
 
 
-def _check_rotary(cos, sin, q, k, k_cache, block_table) -> None:
+def _check_rotary(cos, sin, q, k, k_cache, block_table) -> int:
     """cos / sin [seqlen_ro, rotary_dim / 2]: one shape, q's dtype or float32, q's device, rotary_dim at most k's
-    head dim, seqlen_ro at least the cache's capacity (FlashAttention's rule: every position that can be written)."""
+    head dim, seqlen_ro at least the cache's capacity (FlashAttention's rule: every position that can be written).
+    Returns that capacity (tokens a sequence's cache holds), or 2^31 where the caches are not yet checked."""
     for name, t in (("rotary_cos", cos), ("rotary_sin", sin)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.shape[1] == 0:
             got = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
@@ -172,11 +174,12 @@ def _check_rotary(cos, sin, q, k, k_cache, block_table) -> None:
                          f"{k.shape[-1]}")
     if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4 or not (
             block_table is None or isinstance(block_table, torch.Tensor) and block_table.dim() == 2):
-        return  # (validate names the cache and the table)
+        return 2 ** 31  # (validate names the cache and the table before anything is written)
     capacity = k_cache.shape[1] * (1 if block_table is None else block_table.shape[1])
     if seqlen_ro < capacity:
         raise ValueError(f"rotary_cos: {seqlen_ro} positions, fewer than the cache holds ({capacity}); every "
                          "position a token can be written to needs one")
+    return capacity
 
 
 def _rotated(q, k, cache_seqlens, cos, sin, local, interleaved):

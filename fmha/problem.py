@@ -64,8 +64,9 @@ class Problem:
     # (k_cache itself, or k_cache[..., :head_dim_v]); a kernel may load each latent tile once for both.
     kv_shared: bool = False
     # A sliding window (the `window_size` argument, FlashAttention's): query t, at position i = L - T + t of its
-    # sequence of L keys, sees keys [i - window_left, i + window_right] (and j < L); -1: no bound on that side.
-    # With causal the right bound is the diagonal (window_right is then -1).
+    # sequence of L keys, sees keys [i - window_left, i + window_right] (and j < L); -1: no bound on that side, also
+    # where the bound cannot exclude a key (bounding_window). With causal the right bound is the diagonal
+    # (window_right is then -1).
     window_left: int = -1
     window_right: int = -1
     # Scores capped at +-softcap (the `softcap` argument, Gemma 2's): s = softcap * tanh(softmax_scale q.k / softcap);
@@ -212,7 +213,8 @@ NO_WINDOW = (-1, -1)
 
 def check_window(window_size, causal: bool) -> tuple:
     """window_size (left, right): ints >= -1 (-1: no bound), as FlashAttention's; with causal the right edge is
-    the diagonal, so right must be -1 or 0. Returns (left, right) with right = -1 where causal."""
+    the diagonal, so right must be -1 or 0. Returns (left, right) with right = -1 where causal, each at most
+    2^31 - 1 (no cache has that many keys, so a larger bound excludes nothing more)."""
     if not (isinstance(window_size, (tuple, list)) and len(window_size) == 2
             and all(isinstance(w, numbers.Integral) and not isinstance(w, bool) for w in window_size)):
         raise TypeError(f"window_size: expected a pair of ints (left, right), -1 for no bound, got {window_size!r}")
@@ -222,7 +224,13 @@ def check_window(window_size, causal: bool) -> tuple:
     if causal and right not in (-1, 0):
         raise ValueError(f"window_size: the right edge of a causal window is the diagonal; allowed right = -1 or 0, "
                          f"got {window_size!r} (for keys past the diagonal pass causal=False)")
-    return left, -1 if causal else right
+    return min(left, 2 ** 31 - 1), -1 if causal else min(right, 2 ** 31 - 1)
+
+
+def bounding_window(left: int, right: int, S: int, T: int) -> tuple:
+    """(left, right) with each side that cannot exclude a key set to -1: query t sits at i = L - T + t with
+    L <= S, so i - left <= 0 once left >= S - 1, and i + right >= L - 1 once right >= T - 1."""
+    return (-1 if left >= S - 1 else left), (-1 if right >= T - 1 else right)
 
 
 def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
@@ -338,6 +346,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
         paged_fields = dict(page_size=S, num_blocks=Bk, max_blocks_per_seq=max_blocks,
                             block_table_rows_disjoint=B == 1 or block_table.stride(0) >= max_blocks)
         S = max_blocks * S
+    window_left, window_right = bounding_window(window_left, window_right, S, T)
     return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D,
                    dtype=q.dtype, device=q.device, causal=bool(causal),
                    softmax_scale=softmax_scale, has_cache_seqlens=cache_seqlens is not None,

@@ -370,6 +370,21 @@ def test_rotary_q_positions_per_token_where_windowed():
     torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=0)
 
 
+def test_rotary_q_positions_where_the_window_bounds_nothing():
+    """FlashAttention counts a side of at least the cache's capacity as no bound: such a window is not local, so q is
+    rotated at cache_seqlens (not causal)."""
+    q, k_cache, v_cache, _ = make_inputs(1, 2, 4, 1, 16, 64, device=DEVICE)
+    _, k_new, v_new, _ = make_inputs(1, 2, 4, 1, 2, 64, device=DEVICE, seed=17)
+    cos, sin = _rotary_tables(16, 64, q.dtype, seed=6)
+    sl = torch.tensor([5], dtype=torch.int32, device=DEVICE)
+    outs = []
+    for window in ((16, -1), (-1, -1)):
+        k_c, v_c = k_cache.clone(), v_cache.clone()
+        outs.append(fmha.flash_attn_with_kvcache(q, k_c, v_c, k_new, v_new, cos, sin, cache_seqlens=sl,
+                                                 window_size=window, backend="reference"))
+    assert torch.equal(outs[0], outs[1])
+
+
 def test_new_tokens_into_an_expanded_cache_are_refused():
     q, k, v, k_new, v_new, sl, _ = _refusals()
     before = v.clone()

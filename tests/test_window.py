@@ -66,7 +66,11 @@ BACKENDS = ["reference", "triton"]
     (1, 4, 1, 1000, 128, [1000, 999, 0], (100, -1), True),    # the window starts mid-cache (program start)
     (2, 8, 2, 129, 64, [129, 64], (200, -1), True),           # a window wider than the cache: whole cache
     (3, 8, 2, 129, 64, [129, 40], (4, 2), False),             # both sides, not causal
-    (2, 8, 2, 129, 64, [129, 40], (-1, 1), False),            # a right bound only
+    (2, 8, 2, 129, 64, [129, 40], (-1, 1), False),            # a right bound only (binds nothing at T = 2)
+    (4, 8, 2, 129, 64, [129, 40], (3, 0), False),             # right bounds that bind: T - 1 > right
+    (4, 8, 2, 129, 64, [129, 2], (2, 1), False),
+    (3, 8, 2, 129, 64, [129, 40], (5, -1), False),            # a left bound only, not causal
+    (3, 48, 2, 129, 64, [129, 50], (7, 0), True),             # 72 packed rows: two row blocks
     (1, 16, 1, 200, 576, [200, 33], (50, -1), True),          # DeepSeek's latent (V = K[..., :512])
 ])
 def test_window_against_the_reference(backend, T, Hq, Hkv, S, D, seqlens, window, causal):
@@ -77,7 +81,7 @@ def test_window_against_the_reference(backend, T, Hq, Hkv, S, D, seqlens, window
 
 
 @pytest.mark.parametrize("num_splits", [2, 3, 7])
-@pytest.mark.parametrize("window,causal", [((37, -1), True), ((10, 3), False)])
+@pytest.mark.parametrize("window,causal", [((37, -1), True), ((10, 3), False), ((9, 0), False), ((-1, 1), False)])
 def test_triton_window_split(num_splits, window, causal):
     """Splits cover the window's span from the tile of its lowest key (some of them empty), merged by the combine
     kernel."""
@@ -92,10 +96,16 @@ def test_triton_window_split(num_splits, window, causal):
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"splits={num_splits}")
 
 
-@pytest.mark.parametrize("page_size", [16, 5])  # one page id per tile (PAGED = 2 at 16 | 64), one per key
+@pytest.mark.parametrize("page_size", [64, 16, 5])  # one page id per tile (PAGED = 2: pages of BLOCK_N = 64), one a key
 def test_triton_window_paged(page_size):
-    q, k, v, sl = make_inputs(3, 2, 8, 2, 130, 64, device=DEVICE, seqlens=[130, 1, 77], seed=page_size)
-    k_pool, v_pool, table = make_paged(k, v, page_size, sl, seed=page_size)
+    """The pools hold NaN in every key outside the windows as well as past the lengths; a window's first tile is
+    rounded down to a tile, which lies inside one page where pages are a multiple of it."""
+    from fmha.triton.decode import paged_mode
+
+    q, k, v, sl, k_nan, v_nan = _window_inputs(3, 2, 8, 2, 130, 64, [130, 1, 77], (20, -1), True, seed=page_size)
+    k_pool, v_pool, table = make_paged(k_nan, v_nan, page_size, sl, seed=page_size)
+    p = validate(q, k_pool, v_pool, sl, block_table=table, window_size=(20, -1))
+    assert paged_mode(p, 64) == (2 if page_size == 64 else 1)
     _check("triton", q, k, v, sl, k_pool, v_pool, (20, -1), True, block_table=table, what=f"page={page_size}")
 
 
@@ -108,6 +118,33 @@ def test_window_with_sinks(dtype):
         out, lse = _check(backend, q, k, v, sl, k_nan, v_nan, (16, -1), True, sinks=sinks, what="sinks")
         assert (out[1] == 0).all()
         torch.testing.assert_close(lse[1, :, 0], sinks, atol=1e-5, rtol=0)  # (the kernel's log2 domain rounds)
+
+
+def test_triton_window_with_sinks_split():
+    """Sinks join in the combine kernel, over splits some of which the window leaves empty."""
+    from fmha.triton.decode import decode_attention
+
+    q, k, v, sl, k_nan, v_nan = _window_inputs(3, 2, 16, 2, 300, 64, [300, 0, 90], (150, -1), True, seed=3)
+    sinks = torch.linspace(-3.0, 3.0, 16, device=DEVICE)
+    p = validate(q, k_nan, v_nan, sl, sinks=sinks, window_size=(150, -1))
+    out = torch.full(q.shape, float("nan"), dtype=q.dtype, device=DEVICE)
+    lse = torch.full((3, 16, 2), float("nan"), device=DEVICE)
+    assert decode_attention(p, q, k_nan, v_nan, sl, out, lse, num_splits=3, sinks=sinks) == 3
+    ref, ref_lse = attention_reference(q, k, v, sl, p.softmax_scale, True, sinks=sinks, window_size=(150, -1))
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what="sinks, 3 splits")
+
+
+def test_windows_that_bound_nothing_are_no_window():
+    """A side that cannot exclude a key is no bound (left >= S - 1, right >= T - 1), whatever its size: the Problem
+    has no window (so the CUDA kernels may serve it) and the result is the unwindowed one."""
+    q, k, v, sl = make_inputs(2, 3, 4, 1, 16, 64, device=DEVICE, seqlens=[16, 5])
+    whole = fmha.attention(q, k, v, sl, backend="reference", causal=False)
+    for window in ((15, -1), (2 ** 63 - 1, -1), (-1, 2), (2 ** 70, 2 ** 70)):
+        p = validate(q, k, v, sl, causal=False, window_size=window)
+        assert not p.has_window, (window, p)
+        assert torch.equal(fmha.attention(q, k, v, sl, backend="reference", causal=False, window_size=window), whole)
+    p = validate(q, k, v, sl, causal=False, window_size=(14, 1))
+    assert (p.window_left, p.window_right) == (14, 1)
 
 
 def test_window_is_part_of_the_call_not_remembered_across_calls():

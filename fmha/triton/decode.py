@@ -75,7 +75,7 @@ def _decode_kernel(
     CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr, OFFS_64: tl.constexpr,
     PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
     QK_TAIL: tl.constexpr, KV_SHARED: tl.constexpr, HAS_SINKS: tl.constexpr, WINDOW: tl.constexpr,
-    SOFTCAP: tl.constexpr, HAS_LEFTPAD: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_LEFTPAD: tl.constexpr, SPAN_FROM_LO: tl.constexpr,
 ):
     pid_m = tl.program_id(0)
     pid_bh = tl.program_id(1)
@@ -106,16 +106,22 @@ def _decode_kernel(
         seqlen = tl.minimum(tl.maximum(tl.load(Seqlens + b), 0), S)
     else:
         seqlen = S
-    if WINDOW or HAS_LEFTPAD:  # the lowest key the block's first row sees; the splits start at its tile
+    if WINDOW or HAS_LEFTPAD:  # the lowest key the block's first row sees, and its tile
         key_lo = 0
         if WINDOW:
             key_lo = tl.maximum(seqlen - T + (pid_m * BLOCK_M) // GROUP - window_left, 0)
         if HAS_LEFTPAD:
             key_lo = tl.maximum(key_lo, tl.load(LeftPad + b))
-        start = key_lo // BLOCK_N * BLOCK_N + split * tokens_per_split
+        tile_lo = key_lo // BLOCK_N * BLOCK_N
+        if SPAN_FROM_LO:  # the splits cover a left window's span from that tile
+            start = tile_lo + split * tokens_per_split
+        else:  # ... or the cache, each split from that tile on
+            start = split * tokens_per_split
+        end = tl.minimum(start + tokens_per_split, seqlen)
+        start = tl.maximum(start, tile_lo)
     else:
         start = split * tokens_per_split
-    end = tl.minimum(start + tokens_per_split, seqlen)
+        end = tl.minimum(start + tokens_per_split, seqlen)
     # Last key visible to each row: bottom-right causal alignment (each row's position).
     last_key = seqlen - T + t
     if CAUSAL:
@@ -283,9 +289,9 @@ def launch_config(head_dim: int, rows: int):
 
 def key_span(p, block_n: int) -> int:
     """Keys a program's range covers: the cache, or with a left window bound its span from the tile of the
-    block's lowest visible key (the window, the rows' spread T and a right bound of at most T, and the
-    rounding down to a tile)."""
-    return p.seqlen_k if p.window_left < 0 else min(p.seqlen_k, p.window_left + 2 * p.seqlen_q + block_n)
+    block's lowest visible key (the window and the rows' spread: at most left + T keys past that key, and
+    the rounding down to a tile)."""
+    return p.seqlen_k if p.window_left < 0 else min(p.seqlen_k, p.window_left + p.seqlen_q + block_n)
 
 
 def window_bounds(p) -> tuple:
@@ -379,7 +385,7 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         OFFS_64=offsets_64(q, k_cache, v_cache, out, rows_in_span),
         PAGED=paged, PAGE_SIZE=p.page_size if paged else 1,
         QK_TAIL=p.head_dim - D, KV_SHARED=p.kv_shared, HAS_SINKS=sinks is not None, WINDOW=p.has_window,
-        SOFTCAP=p.softcap > 0, HAS_LEFTPAD=cache_leftpad is not None,
+        SOFTCAP=p.softcap > 0, HAS_LEFTPAD=cache_leftpad is not None, SPAN_FROM_LO=p.window_left >= 0,
         num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:
