@@ -26,8 +26,9 @@ D_v columns (v_cache is k_cache's memory): each tile is loaded once, row-major
 
 Sliding windows (WINDOW): query t, at position i = L - T + t, sees keys i - window_left ..
 i + window_right (the host passes bounds that never bind where a side is unbounded). A program
-starts at the tile of the lowest key its first row sees and splits cover the window's span from
-there; keys outside every row's window are neither loaded nor attended (they may hold anything).
+starts at the tile of the lowest key its first row sees; the splits cover a left window's span
+from that tile (SPAN_FROM_LO), otherwise the cache from key 0, none starting before it. Keys
+outside every row's window are neither loaded nor attended (they may hold anything).
 
 Capped scores (SOFTCAP): s = c tanh(softmax_scale q.k / c), Gemma 2's, formed as (1 - 2 / (2^(2 x log2 e) + 1))
 c log2(e) with x = q.k softmax_scale / c, so the softmax stays in the log2 domain. Left-padded caches
