@@ -50,8 +50,10 @@ def test_sdpa_broadcasts_as_torch_does(q_shape, kv_shape, enable_gqa):
                                               ((1, 0, 1, 64), (1, 0, 3, 64)), ((1, 2, 1, 64), (1, 2, 0, 64))])
 def test_sdpa_of_empty_inputs_is_what_torch_returns(q_shape, kv_shape):
     q, k = torch.randn(*q_shape, dtype=torch.bfloat16), torch.randn(*kv_shape, dtype=torch.bfloat16)
-    ours, theirs = fmha.sdpa(q, k, k), F.scaled_dot_product_attention(q, k, k)
-    assert ours.shape == theirs.shape and torch.equal(ours, theirs) and ours.dtype == q.dtype
+    ours = fmha.sdpa(q, k, k)
+    assert ours.dtype == q.dtype and torch.equal(ours, torch.zeros(*q_shape[:3], kv_shape[3], dtype=q.dtype))
+    if q_shape[1] > 0:  # (torch 2.11's CPU SDPA crashes on zero heads; 2.13 returns the same empty tensor)
+        assert torch.equal(ours, F.scaled_dot_product_attention(q, k, k))
     with pytest.raises(ValueError, match=r"^query: requires_grad=True"):  # checked as a non-empty call is
         fmha.sdpa(q.clone().requires_grad_(), k, k)
     with pytest.raises(ValueError, match=r"query: head_dim 96 is not supported"):

@@ -129,7 +129,8 @@ def test_the_call_keys_on_softcap_and_leftpad():
     q = q * 4
     a = fmha.attention(q, k, v, sl, backend="reference", softcap=1.0)
     b = fmha.attention(q, k, v, sl, backend="reference", softcap=2.0)
-    c = fmha.attention(q, k, v, sl, backend="reference", softcap=2.0, cache_leftpad=torch.tensor([32], dtype=torch.int32))
+    c = fmha.attention(q, k, v, sl, backend="reference", softcap=2.0,
+                       cache_leftpad=torch.tensor([32], dtype=torch.int32, device=DEVICE))
     assert not torch.equal(a, b) and not torch.equal(b, c)
     assert torch.equal(b, fmha.attention(q, k, v, sl, backend="reference", softcap=2.0))
 
@@ -166,7 +167,8 @@ def test_the_cuda_kernels_refuse_both(monkeypatch):
 
     q, k, v, sl = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE, seqlens=[16])
     p = dataclasses.replace(validate(q, k, v, sl), device=torch.device("cuda", 0))  # (as if on a GPU)
-    monkeypatch.setattr(cb, "_capability", lambda index: registry()["cuda"].capability)
+    cap = registry()["cuda"].capability  # (read before the patch: it may ask _capability itself)
+    monkeypatch.setattr(cb, "_capability", lambda index: cap)
     cuda = registry()["cuda"]
     assert cuda.unsupported_reason(dataclasses.replace(p, softcap=30.0)).startswith("softcap 30: the CUDA kernels")
     assert cuda.unsupported_reason(dataclasses.replace(p, has_leftpad=True)).startswith("cache_leftpad: the CUDA")

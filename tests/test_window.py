@@ -187,7 +187,8 @@ def test_the_cuda_kernels_refuse_windows_so_auto_takes_triton(monkeypatch):
     p = validate(q, k, v, sl, window_size=(8, -1))
     assert p.has_window and "window=(8, -1)" in p.describe()
     p = dataclasses.replace(p, device=torch.device("cuda", 0))  # (as if on a GPU the kernel is built for)
-    monkeypatch.setattr(cb, "_capability", lambda index: registry()["cuda"].capability)
+    cap = registry()["cuda"].capability  # (read before the patch: it may ask _capability itself)
+    monkeypatch.setattr(cb, "_capability", lambda index: cap)
     why = registry()["cuda"].unsupported_reason(p)
     assert why is not None and why.startswith("sliding window (8, -1): the CUDA kernels attend to every key"), why
     assert "window" not in str(registry()["cuda"].unsupported_reason(dataclasses.replace(p, window_left=-1)))

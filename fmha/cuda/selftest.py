@@ -132,7 +132,7 @@ def run_case(backend, case) -> bool:
             sl = torch.full((B,), S, dtype=torch.int32, device="cuda")
         k_in, v_in, block_table = _page(k, v, seqlens, page_size, seed)
         v_in = k_in[..., :512] if latent else v_in
-    out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
+    out = torch.full((*q.shape[:3], v.shape[-1]), float("nan"), dtype=dtype, device="cuda")
     lse = torch.full((B, Hq, T), float("nan"), dtype=torch.float32, device="cuda")
     p = validate(q, k_in, v_in, sl, None, causal, out, block_table)
     config, splits = backend.launch_plan(p, torch.cuda.current_device()) if backend._tile_n else ("?", "?")
