@@ -95,15 +95,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         lse = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
     else:  # the kernels always write an LSE; nobody reads this one
         lse = _lse_scratch(p) if lse_scratch is None else lse_scratch
-    if cache_leftpad is not None:  # looked up per call: tests patch `run`
-        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks,
-                   cache_leftpad=cache_leftpad)
-    elif sinks is not None:
-        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks)
-    elif block_table is None:
-        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse)
-    else:
-        runner.run(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table)
+    _run(runner, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks, cache_leftpad)
     return (out, lse) if return_lse else out
 
 

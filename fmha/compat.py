@@ -7,9 +7,9 @@ caches as a page pool of one page a cache row; rotary embeddings (`rotary_cos` /
 new keys at FlashAttention's positions before the append; `window_size`, `softcap` and `cache_leftpad` are
 fmha.attention's (a causal window's right edge is the diagonal whatever is passed, as in FlashAttention).
 `alibi_slopes` is refused by name before anything is written. Differences from FlashAttention that a caller can
-see: the LSE of a row with no visible key is -inf (log of an empty sum; FlashAttention 2 writes +inf there), `num_splits` is accepted but not used (fmha plans its own
-split-KV launch; the result is the same up to rounding), and the rotation and the append are torch operations
-launched before the attention kernel, not fused into it.
+see: the LSE of a row with no visible key is -inf (log of an empty sum; FlashAttention 2 writes +inf there),
+`num_splits` is accepted but not used (fmha plans its own split-KV launch; the result is the same up to rounding),
+and the rotation and the append are torch operations launched before the attention kernel, not fused into it.
 
 flash_mla_with_kvcache serves FlashMLA's dense decode: a latent page pool whose first head_dim_v columns are V; its
 sparse and fp8 modes are refused by name. A row with no visible key gets lse = -inf there too (FlashMLA: +inf).

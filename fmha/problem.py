@@ -76,8 +76,8 @@ class Problem:
     # before it are not attended.
     has_leftpad: bool = False
     # Bytes from each tensor's data pointer to one past its last element: q, k_cache, v_cache, out, cache_seqlens,
-    # block_table, sinks, cache_leftpad (0: none), for the per-call check that out's memory range meets none of the inputs'
-    # (check_out_disjoint).
+    # block_table, sinks, cache_leftpad (0: none), for the per-call check that out's memory range meets none of the
+    # inputs' (check_out_disjoint).
     spans: Optional[tuple] = field(default=None, compare=False)
 
     def __post_init__(self):
