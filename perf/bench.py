@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as `python perf/bench.py`
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIN_COSINE = 0.9999
-DEFAULT_BUDGET_S = {"full": 500, "quick": 300, "paged": 360, "deepseek": 300}
+DEFAULT_BUDGET_S = {"full": 500, "quick": 300, "paged": 360, "deepseek": 300, "window": 400}
 
 
 # --dtype choices -> torch dtype names
@@ -37,8 +37,8 @@ def parse_args(argv=None):
     ap = argparse.ArgumentParser(prog="python -m perf", description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="full",
                     help="shape preset: full (default), quick, paged (paged KV caches against contiguous ones, "
-                         "perf/paged.py) or deepseek (a shared latent cache beside FlashInfer's MLA decode, "
-                         "perf/deepseek.py)")
+                         "perf/paged.py), deepseek (a shared latent cache beside FlashInfer's MLA decode, "
+                         "perf/deepseek.py) or window (sliding-window layers, beside FlashInfer too)")
     ap.add_argument("--shapes", default=None,
                     help="keep shapes whose name contains any of these comma-separated substrings")
     ap.add_argument("--contenders", default=None,
@@ -83,16 +83,17 @@ def parse_args(argv=None):
     ap.add_argument("--page-sizes", default=None,
                     help="--preset paged: comma-separated page sizes for every shape (default 256,64,16 and 1 on "
                          "two shapes)")
-    ap.add_argument("--no-flashinfer", action="store_true", help="--preset paged or deepseek: leave FlashInfer out")
+    ap.add_argument("--no-flashinfer", action="store_true",
+                    help="--preset paged, deepseek or window: leave FlashInfer out")
     args = ap.parse_args(argv)
     if args.write_tuning and args.dtype != "bf16":
         ap.error(f"--write-tuning: the dispatcher's table is measured in bf16; got --dtype {args.dtype}")
-    if args.preset in ("paged", "deepseek") and args.write_tuning:
+    if args.preset in ("paged", "deepseek", "window") and args.write_tuning:
         ap.error(f"--write-tuning: the dispatcher's table comes from the full suite, not --preset {args.preset}")
     if args.preset != "paged" and args.page_sizes:
         ap.error("--page-sizes belongs to --preset paged")
-    if args.preset not in ("paged", "deepseek") and args.no_flashinfer:
-        ap.error("--no-flashinfer belongs to --preset paged and --preset deepseek")
+    if args.preset not in ("paged", "deepseek", "window") and args.no_flashinfer:
+        ap.error("--no-flashinfer belongs to --preset paged, deepseek and window")
     args.replays = max(20, args.replays)
     if args.budget_s is None:
         args.budget_s = DEFAULT_BUDGET_S.get(args.preset, 500)
@@ -166,15 +167,17 @@ class ShapeInputs:
         return self._bhld
 
     def bottom_right_mask(self):
-        """Boolean [T, S], True where query t may see key j (j <= S - T + t); None when T == 1."""
+        """Boolean [T, S], True where query t, at i = S - T + t, may see key j: j <= i where causal, and
+        j >= i - window with a window; None where nothing is masked (T == 1, no window)."""
         import torch
         s = self.shape
         if not s.masked:
             return None
         if self._mask is None:
             j = torch.arange(s.S, device=self.device).view(1, s.S)
-            t = torch.arange(s.T, device=self.device).view(s.T, 1)
-            self._mask = j <= (s.S - s.T) + t
+            i = (s.S - s.T) + torch.arange(s.T, device=self.device).view(s.T, 1)
+            mask = j <= i if s.causal else torch.ones(s.T, s.S, dtype=torch.bool, device=self.device)
+            self._mask = mask & (j >= i - s.window) if s.window >= 0 else mask
         return self._mask
 
     def release(self):
@@ -189,10 +192,20 @@ def problem_of(shape, device, dtype):
     q = torch.empty(s.B, s.T, s.Hq, s.D, dtype=dtype, device="meta")
     k = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dtype, device="meta")
     v = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dtype, device="meta")
-    p = validate(q, k, v, None, None, s.causal)  # separate K and V, as the timed calls pass them
+    p = validate(q, k, v, None, None, s.causal, **score_options(s))  # separate K and V, as the timed calls pass
     # The problem's device matters to the backends' checks: describe the real one.
     from dataclasses import replace
     return replace(p, device=device)
+
+
+def score_options(shape) -> dict:
+    """fmha.attention's window_size and softcap for a shape, where it has them."""
+    options = {}
+    if getattr(shape, "window", -1) >= 0:
+        options["window_size"] = (shape.window, -1)
+    if getattr(shape, "softcap", 0.0):
+        options["softcap"] = shape.softcap
+    return options
 
 
 # ---- contenders ----------------------------------------------------------------------------
@@ -213,29 +226,39 @@ class FmhaContender(FmhaBackendContender):
         why = why_not(self.name, problem_of(inputs.shape, inputs.device, inputs.dtype))
         if why is not None:
             raise Unsupported(why)
-        sets, causal, backend = inputs.sets, inputs.shape.causal, self.name
+        sets, causal, backend, options = inputs.sets, inputs.shape.causal, self.name, score_options(inputs.shape)
 
         def fn(i):
             q, k, v = sets[i]
-            return fmha.attention(q, k, v, causal=causal, backend=backend)
+            return fmha.attention(q, k, v, causal=causal, backend=backend, **options)
 
         return fn
 
 
 def make_contenders(args):
+    """fmha's GPU backends and the peers, or the subset --contenders names; --preset window adds FlashInfer's
+    paged decode (unless --no-flashinfer), which takes sliding windows and score caps."""
     from fmha.backends import registry
     from perf.peers import PEER_NAMES, make_peers
     fmha_names = [n for n in registry() if n != "reference"]
     peer_names = [n for n in PEER_NAMES if not (n == "flex" and args.no_flex)]
+    known = fmha_names + PEER_NAMES
+    flashinfer = args.preset == "window" and not args.no_flashinfer
+    if flashinfer:
+        known = known + ["flashinfer"]
     if args.contenders:
         wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
-        unknown = [w for w in wanted if w not in fmha_names + PEER_NAMES]
+        unknown = [w for w in wanted if w not in known]
         if unknown:
-            raise SystemExit(f"--contenders: unknown {', '.join(unknown)}; known: "
-                             f"{', '.join(fmha_names + PEER_NAMES)}")
+            raise SystemExit(f"--contenders: unknown {', '.join(unknown)}; known: {', '.join(known)}")
         fmha_names = [n for n in fmha_names if n in wanted]
         peer_names = [n for n in peer_names if n in wanted]
-    return [FmhaContender(n) for n in fmha_names] + make_peers(peer_names, compile_flex=not args.dry_run)
+        flashinfer = flashinfer and "flashinfer" in wanted
+    contenders = [FmhaContender(n) for n in fmha_names] + make_peers(peer_names, compile_flex=not args.dry_run)
+    if flashinfer:
+        from perf.paged import FlashInferContiguous
+        contenders.append(FlashInferContiguous())
+    return contenders
 
 
 # ---- one contender on one shape --------------------------------------------------------------
@@ -253,7 +276,8 @@ def reference_rows(inputs):
     B = inputs.shape.B
     rows = [0] if B == 1 else [0, B - 1]
     q, k, v = (t[rows] for t in inputs.sets[0])
-    out, _ = attention_reference(q, k, v, None, 1.0 / math.sqrt(inputs.shape.D), inputs.shape.causal)
+    out, _ = attention_reference(q, k, v, None, 1.0 / math.sqrt(inputs.shape.D), inputs.shape.causal,
+                                 **score_options(inputs.shape))
     return rows, out
 
 
@@ -434,10 +458,11 @@ def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
     dtype = getattr(torch, dtype_name)
     for si, shape in enumerate(shapes):
         p = problem_of(shape, device, dtype)
-        nbytes = p.bytes_moved()
+        nbytes = p.bytes_moved(kv_tokens=shape.kv_tokens)  # with a window, its keys: what the sets rotate
         n_sets = 2 if args.dry_run else rotation_count(nbytes, l2, args.rotate_factor)
         rec = {"name": shape.name, "family": shape.family, "B": shape.B, "T": shape.T, "Hq": shape.Hq,
                "Hkv": shape.Hkv, "G": shape.G, "S": shape.S, "D": shape.D, "causal": shape.causal,
+               "window": shape.window, "softcap": shape.softcap,
                "tokens": shape.tokens, "dtype": dtype_name, "bytes_moved": nbytes, "n_sets": n_sets,
                "rotation_bytes": n_sets * nbytes, "results": {}}
         bar.set_description_str(f"[{si + 1}/{len(shapes)}] {shape.name}", refresh=False)
@@ -564,7 +589,7 @@ def main(argv=None):
                "ceilings": ceilings,
                "contenders": {c.name: {"fmha": c.is_fmha, "what": c.note} for c in contenders},
                "shapes": records}
-    written = report.write_all(results, out_dir)
+    written = report.write_all(results, out_dir, stem="window" if args.preset == "window" else "results")
     if args.write_tuning:
         written += report.write_tuning(results, out_dir, to_package=not args.dry_run)
     if args.out and not args.dry_run:

@@ -27,6 +27,7 @@ import os
 import re
 import sys
 import time
+from types import SimpleNamespace
 
 import torch
 
@@ -285,18 +286,20 @@ class FlashInferPaged(PeerLibraryContender):
 
     @staticmethod
     def module_key(shape, dtype):
-        return (shape.D, shape.T > 1, str(dtype))
+        options = plan_options(shape)
+        return (shape.D, shape.T > 1, str(dtype), "window_left" in options, "logits_soft_cap" in options)
 
     def prepare(self, inputs):
         fi = self.loader()
         s, dev, dtype, P = inputs.shape, inputs.device, inputs.dtype, inputs.page_size
         if dev.type != "cuda" and self.require_cuda:
             raise Unsupported("FlashInfer runs on CUDA GPUs only (dry run on the CPU)")
-        decode = s.T == 1
+        decode, options = s.T == 1, plan_options(s)
         self.wrapper_kind = ("BatchDecodeWithPagedKVCacheWrapper(use_tensor_cores=True)" if decode else
                              "BatchPrefillWithPagedKVCacheWrapper(backend='fa2', causal=True)")
-        self.note = (f"flashinfer.{self.wrapper_kind}, NHD (k_pool, v_pool), plan() per input set outside "
-                     "timing" + ("" if decode else "; T > 1: the decode wrapper takes one query per sequence"))
+        self.note = (f"flashinfer.{self.wrapper_kind}, NHD (k_pool, v_pool), plan("
+                     + "".join(f"{k}={v}, " for k, v in options.items()) + ") per input set outside timing"
+                     + ("" if decode else "; T > 1: the decode wrapper takes one query per sequence"))
 
         def plan():
             workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
@@ -305,12 +308,13 @@ class FlashInferPaged(PeerLibraryContender):
                 indptr, indices, last = flashinfer_plan_args(bt, inputs.cache_seqlens, P)
                 if decode:
                     w = fi.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=True)
-                    w.plan(indptr, indices, last, s.Hq, s.Hkv, s.D, P, q_data_type=dtype, kv_data_type=dtype)
+                    w.plan(indptr, indices, last, s.Hq, s.Hkv, s.D, P, q_data_type=dtype, kv_data_type=dtype,
+                           **options)
                 else:
                     w = fi.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD", backend="fa2")
                     qo_indptr = torch.arange(s.B + 1, dtype=torch.int32, device=dev) * s.T
                     w.plan(qo_indptr, indptr, indices, last, s.Hq, s.Hkv, s.D, P, causal=True,
-                           q_data_type=dtype, kv_data_type=dtype)
+                           q_data_type=dtype, kv_data_type=dtype, **options)
                 wrappers.append(w)
             return workspace, wrappers
 
@@ -324,6 +328,43 @@ class FlashInferPaged(PeerLibraryContender):
             return wrappers[i].run(q.view(B * T, Hq, D), (kp, vp)).view(B, T, Hq, D)
 
         fn.wrappers, fn.workspace = wrappers, workspace  # kept alive with fn
+        return fn
+
+
+def plan_options(shape) -> dict:
+    """FlashInfer's plan() arguments for a shape's sliding window and score cap, where it has them."""
+    options = {}
+    if getattr(shape, "window", -1) >= 0:
+        options["window_left"] = shape.window
+    if getattr(shape, "softcap", 0.0):
+        options["logits_soft_cap"] = shape.softcap
+    return options
+
+
+class FlashInferContiguous(FlashInferPaged):
+    """FlashInfer's paged attention on the suite's contiguous caches (`--preset window`), each read as a pool of
+    `page_size`-token pages in order: k [B, S, Hkv, D] viewed as [B S / page, page, Hkv, D] (no copy), the block
+    table of sequence b its pages b S / page .. (b + 1) S / page - 1."""
+
+    def __init__(self, page_size: int = 64, **kw):
+        super().__init__(**kw)
+        self.page_size = page_size
+
+    def prepare(self, inputs):
+        s, P = inputs.shape, self.page_size
+        if s.S % P:
+            raise Unsupported(f"S={s.S} is not a multiple of the {P}-token pages the cache is read as")
+        n = s.S // P
+        table = torch.arange(s.B * n, dtype=torch.int32, device=inputs.device).view(s.B, n)
+
+        def pool(t):
+            return t.view(s.B * n, P, s.Hkv, s.D)
+
+        paged = SimpleNamespace(shape=s, device=inputs.device, dtype=inputs.dtype, page_size=P,
+                                cache_seqlens=torch.full((s.B,), s.S, dtype=torch.int32, device=inputs.device),
+                                paged_sets=[(q, pool(k), pool(v), table) for q, k, v in inputs.sets])
+        fn = super().prepare(paged)
+        self.note += f"; the contiguous cache read as {P}-token pages in order"
         return fn
 
 

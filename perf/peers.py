@@ -12,7 +12,9 @@ j <= S - T + t). SDPA's `is_causal` is top-left aligned, so SDPA gets an
 explicit boolean mask [T, S] instead; the flash backend takes no mask at all
 (PyTorch says so and the shape is reported unsupported), the efficient and
 cuDNN backends accept one. FlexAttention gets the same rule as a block mask.
-With T = 1 nothing is masked and no mask is passed.
+With T = 1 nothing is masked and no mask is passed. A sliding window (query t
+at i = S - T + t sees keys i - window .. i) joins the same mask; SDPA has no
+score cap (softcap), FlexAttention takes it as a score_mod.
 """
 from __future__ import annotations
 
@@ -95,8 +97,10 @@ class SdpaContender(Contender):
 
     def prepare(self, inputs):
         shape = inputs.shape
+        if getattr(shape, "softcap", 0.0):
+            raise Unsupported("softcap: F.scaled_dot_product_attention has no score cap")
         sets = inputs.bhld()
-        mask = inputs.bottom_right_mask()  # None when T == 1
+        mask = inputs.bottom_right_mask()  # None when nothing is masked
         gqa = shape.Hq != shape.Hkv
 
         def fn(i):
@@ -137,19 +141,24 @@ class FlexContender(Contender):
             attn = torch.compile(flex_attention, dynamic=False)
         else:
             attn = flex_attention
-        block_mask = None
+        block_mask = score_mod = None
         if shape.masked:
-            offset = shape.S - shape.T
+            offset, window, causal = shape.S - shape.T, getattr(shape, "window", -1), shape.causal
 
             def bottom_right(b, h, q_idx, kv_idx):
-                return kv_idx <= q_idx + offset
+                seen = kv_idx <= q_idx + offset if causal else kv_idx >= 0
+                return seen & (kv_idx >= q_idx + offset - window) if window >= 0 else seen
 
             block_mask = create_block_mask(bottom_right, None, None, shape.T, shape.S, device=inputs.device)
+        cap = getattr(shape, "softcap", 0.0)
+        if cap:
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return cap * torch.tanh(score / cap)
         gqa = shape.Hq != shape.Hkv
 
         def fn(i):
             q, k, v = sets[i]
-            return attn(q, k, v, block_mask=block_mask, enable_gqa=gqa).transpose(1, 2)
+            return attn(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa).transpose(1, 2)
 
         return fn
 

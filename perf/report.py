@@ -6,6 +6,8 @@ Files in the output folder:
   results.md            the tables
   bandwidth_vs_cache_tokens.png, bandwidth_by_shape.png, speedup_vs_best_peer.png
   tuning-<gpu-key>.json with --write-tuning (also written to fmha/tuning/<gpu-key>.json)
+A preset with files of its own (`--preset window`) writes <preset>.json, <preset>.md and raw/<preset>-samples.json
+instead of the first three, and no plots.
 """
 from __future__ import annotations
 
@@ -17,9 +19,11 @@ RAW_KEYS = ("graph_raw_us", "eager_raw_us", "raw_us", "separate_raw_us")
 PLOTS = ("bandwidth_vs_cache_tokens.png", "bandwidth_by_shape.png", "speedup_vs_best_peer.png")
 
 
-def write_all(results: dict, out_dir: str) -> list:
+def write_all(results: dict, out_dir: str, stem: str = "results") -> list:
     os.makedirs(os.path.join(out_dir, "raw"), exist_ok=True)
-    written = [write_json(results, out_dir), write_markdown(results, out_dir)]
+    written = [write_json(results, out_dir, stem), write_markdown(results, out_dir, stem)]
+    if stem != "results":  # the plots are the full suite's
+        return written
     try:
         written += write_plots(results, out_dir)
     except ImportError as e:
@@ -47,12 +51,12 @@ def _raw_only(results):
     return raw
 
 
-def write_json(results: dict, out_dir: str) -> str:
-    path = os.path.join(out_dir, "results.json")
+def write_json(results: dict, out_dir: str, stem: str = "results") -> str:
+    path = os.path.join(out_dir, f"{stem}.json")
     with open(path, "w") as f:
         json.dump(_strip_raw(results), f, indent=1, sort_keys=False)
         f.write("\n")
-    with open(os.path.join(out_dir, "raw", "samples.json"), "w") as f:
+    with open(os.path.join(out_dir, "raw", "samples.json" if stem == "results" else f"{stem}-samples.json"), "w") as f:
         json.dump(_raw_only(results), f)
         f.write("\n")
     return path
@@ -100,8 +104,10 @@ def _fastest(res: dict, key: str, peers_only: bool = False):
 
 
 def _shape_label(rec: dict) -> str:
+    window, cap = rec.get("window", -1), rec.get("softcap", 0.0)
     return (f"{rec['family']} B{rec['B']} T{rec['T']} {rec['Hq']}/{rec['Hkv']}h S{rec['S']} D{rec['D']}"
-            f"{' causal' if rec['causal'] and rec['T'] > 1 else ''}")
+            f"{' causal' if rec['causal'] and rec['T'] > 1 else ''}{f' window {window}' if window >= 0 else ''}"
+            f"{f' softcap {cap:g}' if cap else ''}")
 
 
 def markdown(results: dict) -> str:
@@ -120,7 +126,8 @@ def markdown(results: dict) -> str:
           f"{meta['replays']} CUDA-graph replays; one replay calls the contender once on each of N rotating "
           f"input sets (together >= {meta['rotate_factor']:g}x L2, at least 2), per call = replay time / N. "
           "Bandwidth: GB/s = 1e9 bytes/s (decimal) of q + k_cache + v_cache + out bytes "
-          "(fmha.Problem.bytes_moved()); % = share of the measured HBM read ceiling. "
+          "(fmha.Problem.bytes_moved(); with a sliding window, K and V of the min(S, window + T) keys a sequence "
+          "that its queries can see); % = share of the measured HBM read ceiling. "
           f"Every output is checked on input set 0 against fmha's fp32 reference (first and last sequence; "
           f"cosine >= {meta['min_cosine']}). Bold: fastest correct contender of the row.", ""]
     if meta.get("separate"):
@@ -203,8 +210,8 @@ def markdown(results: dict) -> str:
     return "\n".join(L) + "\n"
 
 
-def write_markdown(results: dict, out_dir: str) -> str:
-    path = os.path.join(out_dir, "results.md")
+def write_markdown(results: dict, out_dir: str, stem: str = "results") -> str:
+    path = os.path.join(out_dir, f"{stem}.md")
     with open(path, "w") as f:
         f.write(markdown(results))
     return path

@@ -21,6 +21,10 @@ class Shape:
     Hkv: int = 8
     D: int = 128
     causal: bool = True
+    # A sliding window's left bound (`window_size=(window, -1)`, with causal the right edge is the diagonal): query t
+    # at i = S - T + t sees keys i - window .. i; -1: the whole cache.
+    window: int = -1
+    softcap: float = 0.0  # Gemma 2's score cap (`softcap`), 0: none
 
     @property
     def G(self) -> int:
@@ -32,20 +36,28 @@ class Shape:
         return self.B * self.S
 
     @property
+    def kv_tokens(self) -> int:
+        """Cache tokens a call must read, over the batch: the window's (window + T per sequence) or all."""
+        return self.B * (self.S if self.window < 0 else min(self.S, self.window + self.T))
+
+    @property
     def masked(self) -> bool:
-        """Does the causal mask hide anything? (T = 1 sees the whole cache.)"""
-        return self.causal and self.T > 1
+        """Does a mask hide anything? (T = 1 without a window sees the whole cache.)"""
+        return (self.causal and self.T > 1) or 0 <= self.window < self.S - 1
 
     @property
     def name(self) -> str:
         return (f"{self.family}/B{self.B}-T{self.T}-Hq{self.Hq}-Hkv{self.Hkv}-S{self.S}-D{self.D}"
-                f"{'-causal' if self.masked else ''}")
+                f"{'-causal' if self.causal and self.T > 1 else ''}"
+                f"{f'-W{self.window}' if self.window >= 0 else ''}{f'-cap{self.softcap:g}' if self.softcap else ''}")
 
     def tiny(self) -> "Shape":
-        """A CPU-sized stand-in with the same family, T, group size and head dim (--dry-run)."""
+        """A CPU-sized stand-in with the same family, T, group size and head dim (--dry-run); a window a
+        quarter of the tiny cache."""
         hkv = min(self.Hkv, 2)
-        return replace(self, B=min(self.B, 2), S=max(16, min(256, self.S // 256)), Hkv=hkv,
-                       Hq=hkv * min(self.G, 4))
+        S = max(16, min(256, self.S // 256))
+        return replace(self, B=min(self.B, 2), S=S, Hkv=hkv, Hq=hkv * min(self.G, 4),
+                       window=min(self.window, S // 4))
 
 
 @dataclass(frozen=True)
@@ -117,12 +129,22 @@ DEEPSEEK = ([LatentShape("mla", B=b, S=s, Hq=h, T=t) for b, h, s in MLA_TABLE fo
             + [LatentShape("v4", B=32, S=8192, Hq=64, D=512, Dv=512),
                LatentShape("v4", B=64, S=4096, Hq=128, D=512, Dv=512)])
 
+# Sliding-window layers (`--preset window`): gpt-oss's (64 query heads, 8 KV heads, D 64, 128 keys; T = 4 as in
+# speculative decode), Mistral 7B's (4096 keys), Gemma 3's local layers (1024 keys, Hq 32 / Hkv 16) and Gemma 2's
+# (4096 keys, D 256, scores capped at 50), each over a cache longer than its window.
+WINDOW = [Shape("swa", B=64, S=8192, Hq=64, Hkv=8, D=64, window=128),
+          Shape("swa", B=64, S=8192, T=4, Hq=64, Hkv=8, D=64, window=128),
+          Shape("swa", B=32, S=32768, window=4096),
+          Shape("swa", B=32, S=16384, Hq=32, Hkv=16, window=1024),
+          Shape("swa", B=16, S=16384, Hq=16, Hkv=8, D=256, window=4096, softcap=50.0)]
+
 PRESETS = {
     "full": SMALL + SERVING + SPECULATIVE + MQA + HEAD_DIMS + TENSOR_PARALLEL,
     "quick": [SMALL[1], _serving(8, 8192), _serving(32, 4096), _serving(128, 8192),
               SPECULATIVE[0], MQA[0], HEAD_DIMS[1]],
     "paged": PAGED,
     "deepseek": DEEPSEEK,
+    "window": WINDOW,
 }
 
 

@@ -208,7 +208,9 @@ class _FakeFlashInfer:
                     k = kp[pages].reshape(-1, *kp.shape[2:])[:n]
                     v = vp[pages].reshape(-1, *vp.shape[2:])[:n]
                     o, _ = attention_reference(q[b * T:(b + 1) * T][None], k[None], v[None], None,
-                                               1.0 / math.sqrt(q.shape[-1]), bool(kw.get("causal", False)))
+                                               1.0 / math.sqrt(q.shape[-1]), bool(kw.get("causal", False)),
+                                               window_size=(kw.get("window_left", -1), -1),
+                                               softcap=kw.get("logits_soft_cap") or 0.0)
                     out[b * T:(b + 1) * T] = o[0].to(q.dtype)
                 return out
 
@@ -268,6 +270,80 @@ def test_flashinfer_adapter_with_a_fake_module(T, page_size):
     runs = [x for x in fake.calls if x[0] == "run"]
     assert runs and all(tuple(x[2].shape) == (3 * T, 4, 64) for x in runs)
     assert any(x[3][0] is inp.paged_sets[0][1] and x[3][1] is inp.paged_sets[0][2] for x in runs)  # the pools, no copy
+
+
+@pytest.mark.parametrize("T,cap", [(1, 0.0), (3, 0.0), (1, 30.0)])
+def test_flashinfer_on_the_contiguous_cache_with_a_window(T, cap):
+    """--preset window: FlashInfer reads the suite's contiguous caches as pools of pages in order (views, no copy)
+    and plans the window (window_left) and the cap (logits_soft_cap); the suite's reference gate passes only where
+    the fake computed what plan() described."""
+    from perf.bench import ShapeInputs, parse_args, reference_rows, run_contender
+    from perf.paged import FlashInferContiguous
+    from perf.shapes import Shape
+    fake = _FakeFlashInfer()
+    c = FlashInferContiguous(page_size=16, loader=lambda: fake, require_cuda=False)
+    s = Shape("t", B=3, S=64, T=T, Hq=4, Hkv=2, D=64, window=20, softcap=cap)
+    args = parse_args(["--preset", "window", "--dry-run", "--no-graph"])
+    inp = ShapeInputs(s, 2, torch.device("cpu"), 0, torch.bfloat16)
+    rows, ref = reference_rows(inp)
+    r = run_contender(c, inp, rows, ref, args, torch.device("cpu"))
+    assert r["status"] == "ok" and r["cosine"] >= 0.9999, r
+    plans = [x for x in fake.calls if x[0] == "plan"]
+    assert len(plans) == 2
+    for (_, _, _, indptr, indices, last, Hq, Hkv, D, P, kw), (q, k, v) in zip(plans, inp.sets):
+        assert P == 16 and indptr.tolist() == [0, 4, 8, 12] and indices.tolist() == list(range(12))
+        assert last.tolist() == [16] * 3 and kw["window_left"] == 20
+        assert kw.get("logits_soft_cap") == (cap or None)
+    runs = [x for x in fake.calls if x[0] == "run"]
+    assert any(x[3][0].data_ptr() == inp.sets[0][1].data_ptr() for x in runs)  # the cache itself
+    assert "window_left=20" in c.note
+    odd = Shape("t", B=1, S=40, Hq=4, Hkv=2, D=64, window=8)  # not a whole number of pages
+    r = run_contender(c, ShapeInputs(odd, 2, torch.device("cpu"), 0, torch.bfloat16), [0], ref[:1], args,
+                      torch.device("cpu"))
+    assert r["status"] == "unsupported" and "multiple of the 16-token pages" in r["reason"], r
+
+
+def test_window_preset_shapes_and_masks():
+    from perf.bench import ShapeInputs, parse_args, problem_of
+    from perf.shapes import WINDOW, Shape, select
+    assert select("window") == WINDOW and all(s.window >= 0 and s.S > s.window + s.T for s in WINDOW)
+    s = Shape("swa", B=2, S=10, T=3, Hq=2, Hkv=1, D=64, window=4)
+    assert s.name == "swa/B2-T3-Hq2-Hkv1-S10-D64-causal-W4" and s.kv_tokens == 2 * 7 and s.masked
+    mask = ShapeInputs(s, 1, torch.device("cpu"), 0, torch.bfloat16).bottom_right_mask()
+    j = torch.arange(10)
+    for t in range(3):  # query t at i = 7 + t sees keys i - 4 .. i
+        assert mask[t].tolist() == ((j >= 3 + t) & (j <= 7 + t)).tolist()
+    assert not Shape("swa", B=1, S=10, window=9).masked  # a window over the whole cache hides nothing
+    p = problem_of(Shape("swa", B=1, S=64, D=64, window=16, softcap=5.0), torch.device("cpu"), torch.bfloat16)
+    assert (p.window_left, p.softcap) == (16, 5.0)
+    tiny = WINDOW[0].tiny()
+    assert tiny.window == tiny.S // 4 and tiny.window >= 1
+    for bad in (["--preset", "window", "--write-tuning"],):
+        with pytest.raises(SystemExit):
+            parse_args(bad)
+    assert parse_args(["--preset", "window", "--no-flashinfer"]).no_flashinfer
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CPU dry run (see test_dry_run_writes_both_regimes)")
+def test_dry_run_window(tmp_path):
+    out = tmp_path / "perf"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": REPO}
+    cmd = [sys.executable, "-m", "perf", "--preset", "window", "--dry-run", "--shapes", "T4,cap50", "--contenders",
+           "triton,sdpa-efficient,flex,flashinfer", "--out", str(out)]
+    r = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    log = r.stdout[-3000:] + r.stderr[-3000:]
+    assert r.returncode == 0, log
+    assert not (out / "results.md").exists()  # the window preset's files are its own
+    md = (out / "window.md").read_text()
+    assert "causal window 8 |" in md and "window 16 softcap 50 |" in md, md
+    res = json.loads((out / "window.json").read_text())
+    assert [s["window"] for s in res["shapes"]] == [8, 16]
+    for shape in res["shapes"]:
+        assert shape["results"]["triton"]["status"] == "ok", log
+        assert shape["results"]["flex"]["status"] == "ok", log
+        assert shape["results"]["flashinfer"]["status"] == "unsupported"
+    assert "softcap" in res["shapes"][1]["results"]["sdpa-efficient"]["reason"]
+    assert (out / "raw" / "window-samples.json").exists()
 
 
 def test_flashinfer_failures_never_break_the_run(monkeypatch):
