@@ -297,8 +297,8 @@ class FlashInferPaged(PeerLibraryContender):
         decode, options = s.T == 1, plan_options(s)
         self.wrapper_kind = ("BatchDecodeWithPagedKVCacheWrapper(use_tensor_cores=True)" if decode else
                              "BatchPrefillWithPagedKVCacheWrapper(backend='fa2', causal=True)")
-        self.note = (f"flashinfer.{self.wrapper_kind}, NHD (k_pool, v_pool), plan("
-                     + "".join(f"{k}={v}, " for k, v in options.items()) + ") per input set outside timing"
+        self.note = (f"flashinfer.{self.wrapper_kind}, NHD (k_pool, v_pool), plan() per input set outside timing"
+                     + (", with the shape's window_left and logits_soft_cap" if options else "")
                      + ("" if decode else "; T > 1: the decode wrapper takes one query per sequence"))
 
         def plan():
