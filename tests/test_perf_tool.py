@@ -296,7 +296,7 @@ def test_flashinfer_on_the_contiguous_cache_with_a_window(T, cap):
         assert kw.get("logits_soft_cap") == (cap or None)
     runs = [x for x in fake.calls if x[0] == "run"]
     assert any(x[3][0].data_ptr() == inp.sets[0][1].data_ptr() for x in runs)  # the cache itself
-    assert "window_left=20" in c.note
+    assert "window_left" in c.note and "64-token" not in c.note and "16-token pages" in c.note
     odd = Shape("t", B=1, S=40, Hq=4, Hkv=2, D=64, window=8)  # not a whole number of pages
     r = run_contender(c, ShapeInputs(odd, 2, torch.device("cpu"), 0, torch.bfloat16), [0], ref[:1], args,
                       torch.device("cpu"))
