@@ -167,17 +167,16 @@ class ShapeInputs:
         return self._bhld
 
     def bottom_right_mask(self):
-        """Boolean [T, S], True where query t, at i = S - T + t, may see key j: j <= i where causal, and
-        j >= i - window with a window; None where nothing is masked (T == 1, no window)."""
+        """Boolean [T, S], True where query t may see key j, as fmha's reference masks a full cache (causal:
+        j <= S - T + t; a window bounds j from below too); None where nothing is masked (T == 1, no window)."""
         import torch
+        from fmha.reference import visible_mask
         s = self.shape
         if not s.masked:
             return None
         if self._mask is None:
-            j = torch.arange(s.S, device=self.device).view(1, s.S)
-            i = (s.S - s.T) + torch.arange(s.T, device=self.device).view(s.T, 1)
-            mask = j <= i if s.causal else torch.ones(s.T, s.S, dtype=torch.bool, device=self.device)
-            self._mask = mask & (j >= i - s.window) if s.window >= 0 else mask
+            full = torch.full((1,), s.S, dtype=torch.int32, device=self.device)
+            self._mask = visible_mask(full, s.T, s.S, s.causal, window_left=s.window)[0]
         return self._mask
 
     def release(self):
@@ -239,24 +238,15 @@ def make_contenders(args):
     """fmha's GPU backends and the peers, or the subset --contenders names; --preset window adds FlashInfer's
     paged decode (unless --no-flashinfer), which takes sliding windows and score caps."""
     from fmha.backends import registry
+    from perf.paged import FlashInferContiguous, chosen_contenders
     from perf.peers import PEER_NAMES, make_peers
     fmha_names = [n for n in registry() if n != "reference"]
-    peer_names = [n for n in PEER_NAMES if not (n == "flex" and args.no_flex)]
-    known = fmha_names + PEER_NAMES
-    flashinfer = args.preset == "window" and not args.no_flashinfer
-    if flashinfer:
-        known = known + ["flashinfer"]
-    if args.contenders:
-        wanted = [w.strip() for w in args.contenders.split(",") if w.strip()]
-        unknown = [w for w in wanted if w not in known]
-        if unknown:
-            raise SystemExit(f"--contenders: unknown {', '.join(unknown)}; known: {', '.join(known)}")
-        fmha_names = [n for n in fmha_names if n in wanted]
-        peer_names = [n for n in peer_names if n in wanted]
-        flashinfer = flashinfer and "flashinfer" in wanted
-    contenders = [FmhaContender(n) for n in fmha_names] + make_peers(peer_names, compile_flex=not args.dry_run)
-    if flashinfer:
-        from perf.paged import FlashInferContiguous
+    known = fmha_names + PEER_NAMES + (["flashinfer"] if args.preset == "window" else [])
+    names = chosen_contenders(args, known, args.preset, "flashinfer")
+    peer_names = [n for n in PEER_NAMES if n in names and not (n == "flex" and args.no_flex)]
+    contenders = [FmhaContender(n) for n in fmha_names if n in names]
+    contenders += make_peers(peer_names, compile_flex=not args.dry_run)
+    if "flashinfer" in names:
         contenders.append(FlashInferContiguous())
     return contenders
 
@@ -311,6 +301,7 @@ def run_contender(c, inputs, rows, ref, args, device, keep=None) -> dict:
             t0 = time.perf_counter()
             try:
                 fn = c.prepare(inputs)
+                r["note"] = c.note  # (what prepare made of this shape)
                 out, first_s = timed_first_call(c, fn)
             except Unsupported as e:
                 return {**r, **_compile_s(c, t0), "status": "unsupported", "reason": str(e)}
@@ -585,6 +576,9 @@ def main(argv=None):
         records = sweep(shapes, contenders, args, device, ceilings, t_start, bar)
     finally:
         bar.close()
+    if any(c.name == "flashinfer" for c in contenders):
+        from perf.paged import flashinfer_version
+        env["flashinfer"] = flashinfer_version()
     results = {"meta": {**env, "elapsed_s": round(time.monotonic() - t_start, 1)},
                "ceilings": ceilings,
                "contenders": {c.name: {"fmha": c.is_fmha, "what": c.note} for c in contenders},
@@ -592,11 +586,7 @@ def main(argv=None):
     written = report.write_all(results, out_dir, stem="window" if args.preset == "window" else "results")
     if args.write_tuning:
         written += report.write_tuning(results, out_dir, to_package=not args.dry_run)
-    if args.out and not args.dry_run:
-        mirror = os.path.join(REPO, "perf", "results", f"{env['gpu_key']}-{env['date']}")
-        if os.path.abspath(mirror) != os.path.abspath(out_dir):
-            shutil.copytree(out_dir, mirror, dirs_exist_ok=True)
-            print(f"copied to {mirror}", flush=True)
+    mirror_results(args, env, out_dir, written)
     print(f"done in {time.monotonic() - t_start:.0f} s; wrote:", flush=True)
     for path in written:
         print(f"  {path}", flush=True)

@@ -332,13 +332,11 @@ class FlashInferPaged(PeerLibraryContender):
 
 
 def plan_options(shape) -> dict:
-    """FlashInfer's plan() arguments for a shape's sliding window and score cap, where it has them."""
-    options = {}
-    if getattr(shape, "window", -1) >= 0:
-        options["window_left"] = shape.window
-    if getattr(shape, "softcap", 0.0):
-        options["logits_soft_cap"] = shape.softcap
-    return options
+    """FlashInfer's plan() arguments for a shape's sliding window and score cap (fmha's, bench.score_options),
+    where it has them."""
+    from perf.bench import score_options
+    names = {"window_size": "window_left", "softcap": "logits_soft_cap"}
+    return {names[k]: v[0] if k == "window_size" else v for k, v in score_options(shape).items()}
 
 
 class FlashInferContiguous(FlashInferPaged):
@@ -352,6 +350,9 @@ class FlashInferContiguous(FlashInferPaged):
 
     def prepare(self, inputs):
         s, P = inputs.shape, self.page_size
+        self.loader()  # (an import failure is the column's reason before any shape's)
+        if inputs.device.type != "cuda" and self.require_cuda:
+            raise Unsupported("FlashInfer runs on CUDA GPUs only (dry run on the CPU)")
         if s.S % P:
             raise Unsupported(f"S={s.S} is not a multiple of the {P}-token pages the cache is read as")
         n = s.S // P

@@ -12,9 +12,9 @@ j <= S - T + t). SDPA's `is_causal` is top-left aligned, so SDPA gets an
 explicit boolean mask [T, S] instead; the flash backend takes no mask at all
 (PyTorch says so and the shape is reported unsupported), the efficient and
 cuDNN backends accept one. FlexAttention gets the same rule as a block mask.
-With T = 1 nothing is masked and no mask is passed. A sliding window (query t
-at i = S - T + t sees keys i - window .. i) joins the same mask; SDPA has no
-score cap (softcap), FlexAttention takes it as a score_mod.
+With T = 1 and no window nothing is masked and no mask is passed. A sliding
+window (query t at i = S - T + t sees keys i - window .. i) joins the same mask;
+SDPA has no score cap (softcap), FlexAttention takes it as a score_mod.
 """
 from __future__ import annotations
 

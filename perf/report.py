@@ -115,19 +115,22 @@ def markdown(results: dict) -> str:
     names = list(results["contenders"])
     fmha_names = [n for n in names if results["contenders"][n]["fmha"]]
     notes: list = []
+    windows = any(rec.get("window", -1) >= 0 for rec in results["shapes"])
     L = [f"# fmha decode attention: {meta['gpu']}, {meta['date']}", ""]
     if meta.get("dry_run"):
         L += ["**Dry run on the CPU: tiny shapes, wall-clock times. The numbers mean nothing.**", ""]
     L += [f"Command: `{meta['command']}`  ",
           f"torch {meta['torch']}, triton {meta['triton']}, fmha {meta['fmha']}, Python {meta['python']}"
+          + (f", FlashInfer {meta['flashinfer']}" if meta.get("flashinfer") else "")
           + (f", CUDA {meta['cuda']}, {meta['sm_count']} SMs, L2 {meta['l2_bytes'] / 2**20:.0f} MiB"
              if meta.get("cuda") else "") + f"; run took {meta['elapsed_s']:.0f} s.", "",
           f"{meta.get('dtype', 'bfloat16')} throughout. Time: per call, median over "
           f"{meta['replays']} CUDA-graph replays; one replay calls the contender once on each of N rotating "
           f"input sets (together >= {meta['rotate_factor']:g}x L2, at least 2), per call = replay time / N. "
           "Bandwidth: GB/s = 1e9 bytes/s (decimal) of q + k_cache + v_cache + out bytes "
-          "(fmha.Problem.bytes_moved(); with a sliding window, K and V of the min(S, window + T) keys a sequence "
-          "that its queries can see); % = share of the measured HBM read ceiling. "
+          "(fmha.Problem.bytes_moved()" + ("; with a sliding window, K and V of the min(S, window + T) keys a "
+                                            "sequence that its queries can see" if windows else "")
+          + "); % = share of the measured HBM read ceiling. "
           f"Every output is checked on input set 0 against fmha's fp32 reference (first and last sequence; "
           f"cosine >= {meta['min_cosine']}). Bold: fastest correct contender of the row.", ""]
     if meta.get("separate"):

@@ -129,14 +129,15 @@ DEEPSEEK = ([LatentShape("mla", B=b, S=s, Hq=h, T=t) for b, h, s in MLA_TABLE fo
             + [LatentShape("v4", B=32, S=8192, Hq=64, D=512, Dv=512),
                LatentShape("v4", B=64, S=4096, Hq=128, D=512, Dv=512)])
 
-# Sliding-window layers (`--preset window`): gpt-oss's (64 query heads, 8 KV heads, D 64, 128 keys; T = 4 as in
-# speculative decode), Mistral 7B's (4096 keys), Gemma 3's local layers (1024 keys, Hq 32 / Hkv 16) and Gemma 2's
-# (4096 keys, D 256, scores capped at 50), each over a cache longer than its window.
-WINDOW = [Shape("swa", B=64, S=8192, Hq=64, Hkv=8, D=64, window=128),
-          Shape("swa", B=64, S=8192, T=4, Hq=64, Hkv=8, D=64, window=128),
-          Shape("swa", B=32, S=32768, window=4096),
-          Shape("swa", B=32, S=16384, Hq=32, Hkv=16, window=1024),
-          Shape("swa", B=16, S=16384, Hq=16, Hkv=8, D=256, window=4096, softcap=50.0)]
+# Sliding-window layers (`--preset window`), a model's window of W keys (the query's own included) being
+# window = W - 1: gpt-oss's (64 query heads, 8 KV heads, D 64, 128 keys; T = 4 as in speculative decode; its sinks
+# left out, which no peer here takes), Mistral 7B's (4096 keys), Gemma 3's local layers (1024 keys, Hq 32 / Hkv 16)
+# and Gemma 2's (4096 keys, D 256, scores capped at 50), each over a cache longer than its window.
+WINDOW = [Shape("swa", B=64, S=8192, Hq=64, Hkv=8, D=64, window=127),
+          Shape("swa", B=64, S=8192, T=4, Hq=64, Hkv=8, D=64, window=127),
+          Shape("swa", B=32, S=32768, window=4095),
+          Shape("swa", B=32, S=16384, Hq=32, Hkv=16, window=1023),
+          Shape("swa", B=16, S=16384, Hq=16, Hkv=8, D=256, window=4095, softcap=50.0)]
 
 PRESETS = {
     "full": SMALL + SERVING + SPECULATIVE + MQA + HEAD_DIMS + TENSOR_PARALLEL,

@@ -322,6 +322,13 @@ def test_window_preset_shapes_and_masks():
         with pytest.raises(SystemExit):
             parse_args(bad)
     assert parse_args(["--preset", "window", "--no-flashinfer"]).no_flashinfer
+    from perf.bench import make_contenders  # --contenders as the paged preset reads it
+    names = [c.name for c in make_contenders(parse_args(["--preset", "window", "--contenders", "triton,flashinfer"]))]
+    assert names == ["triton", "flashinfer"]
+    args = parse_args(["--preset", "window", "--no-flashinfer", "--contenders", "triton,flashinfer"])
+    assert [c.name for c in make_contenders(args)] == ["triton"]
+    with pytest.raises(SystemExit):  # FlashInfer is a contender of the window preset only
+        make_contenders(parse_args(["--preset", "quick", "--contenders", "flashinfer"]))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="CPU dry run (see test_dry_run_writes_both_regimes)")
