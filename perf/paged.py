@@ -289,11 +289,16 @@ class FlashInferPaged(PeerLibraryContender):
         options = plan_options(shape)
         return (shape.D, shape.T > 1, str(dtype), "window_left" in options, "logits_soft_cap" in options)
 
-    def prepare(self, inputs):
+    def module(self, device):
+        """The flashinfer module, where it can run on `device`; else Unsupported saying why."""
         fi = self.loader()
-        s, dev, dtype, P = inputs.shape, inputs.device, inputs.dtype, inputs.page_size
-        if dev.type != "cuda" and self.require_cuda:
+        if device.type != "cuda" and self.require_cuda:
             raise Unsupported("FlashInfer runs on CUDA GPUs only (dry run on the CPU)")
+        return fi
+
+    def prepare(self, inputs):
+        fi = self.module(inputs.device)
+        s, dev, dtype, P = inputs.shape, inputs.device, inputs.dtype, inputs.page_size
         decode, options = s.T == 1, plan_options(s)
         self.wrapper_kind = ("BatchDecodeWithPagedKVCacheWrapper(use_tensor_cores=True)" if decode else
                              "BatchPrefillWithPagedKVCacheWrapper(backend='fa2', causal=True)")
@@ -335,8 +340,12 @@ def plan_options(shape) -> dict:
     """FlashInfer's plan() arguments for a shape's sliding window and score cap (fmha's, bench.score_options),
     where it has them."""
     from perf.bench import score_options
-    names = {"window_size": "window_left", "softcap": "logits_soft_cap"}
-    return {names[k]: v[0] if k == "window_size" else v for k, v in score_options(shape).items()}
+    fmha_options, options = score_options(shape), {}
+    if "window_size" in fmha_options:
+        options["window_left"] = fmha_options["window_size"][0]
+    if "softcap" in fmha_options:
+        options["logits_soft_cap"] = fmha_options["softcap"]
+    return options
 
 
 class FlashInferContiguous(FlashInferPaged):
@@ -350,9 +359,7 @@ class FlashInferContiguous(FlashInferPaged):
 
     def prepare(self, inputs):
         s, P = inputs.shape, self.page_size
-        self.loader()  # (an import failure is the column's reason before any shape's)
-        if inputs.device.type != "cuda" and self.require_cuda:
-            raise Unsupported("FlashInfer runs on CUDA GPUs only (dry run on the CPU)")
+        self.module(inputs.device)  # (an import failure or the CPU is the reason before the page size)
         if s.S % P:
             raise Unsupported(f"S={s.S} is not a multiple of the {P}-token pages the cache is read as")
         n = s.S // P

@@ -318,9 +318,8 @@ def test_window_preset_shapes_and_masks():
     assert (p.window_left, p.softcap) == (16, 5.0)
     tiny = WINDOW[0].tiny()
     assert tiny.window == tiny.S // 4 and tiny.window >= 1
-    for bad in (["--preset", "window", "--write-tuning"],):
-        with pytest.raises(SystemExit):
-            parse_args(bad)
+    with pytest.raises(SystemExit):
+        parse_args(["--preset", "window", "--write-tuning"])
     assert parse_args(["--preset", "window", "--no-flashinfer"]).no_flashinfer
     from perf.bench import make_contenders  # --contenders as the paged preset reads it
     names = [c.name for c in make_contenders(parse_args(["--preset", "window", "--contenders", "triton,flashinfer"]))]
