@@ -510,6 +510,21 @@ def test_cuda_seesaw64_partials_for_the_combine_kernel(monkeypatch, Dqk, T, head
 
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("Dqk,use_sinks", [(576, True), (512, False)])
+def test_cuda_combine_rows_past_the_last_cta(monkeypatch, Dqk, use_sinks):
+    """The combine kernel at D_v = 512 merges four rows a CTA (32 threads a row): 165 sequences of 7 query heads are
+    1155 rows, so its last CTA has three, beside a zero-length sequence and splits of no tiles."""
+    force_launch_plan(monkeypatch, "latent_seesaw64", 4)
+    seqlens = [(53 * i) % 260 + 1 for i in range(165)]
+    seqlens[1] = 0
+    v_mode = "slice" if Dqk == 576 else "self"
+    q, k, v, sl = latent_inputs(165, 1, 7, 1, 260, Dqk, 512, v_mode, seqlens, device="cuda")
+    assert "+ combine kernel" in str(fmha.explain(q, k, v, sl, backend="cuda"))
+    check_cuda_case(Dqk, 512, v_mode, 1, (7, 1), 260, None, use_sinks, seed=Dqk + 1, seqlens=seqlens)
+
+
+@sm90_kernel
+@pytest.mark.gpu
 @pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
                                                         (3, None, torch.float16), (2, None, torch.float16),
                                                         (1, None, torch.float16)])

@@ -1,8 +1,9 @@
 // fmha: merge of split-KV partial results (arch-neutral, plain CUDA).
 //
-// Grid: one 128-thread CTA per kRowsPerCta output rows, a row being one
-// (b, t, hq); row index = (b * T + t) * Hq + hq. Each thread owns 4
-// consecutive head-dim columns of one row.
+// Grid: one 128-thread CTA per kCombineThreads / kLanes output rows, a row being one (b, t, hq); row
+// index = (b * T + t) * Hq + hq. kLanes threads share a row, each owning D / (4 kLanes) groups of 4
+// consecutive head-dim columns, group c at column 4 (lane + kLanes c) (one load instruction reads a
+// contiguous stretch of the row).
 //   M   = max_s lse_s                     (-inf when every split was empty)
 //   w_s = exp(lse_s - M)                  (0 for an empty split)
 //   out = sum_s w_s o_s / sum_s w_s,  lse = M + log(sum_s w_s)
@@ -23,12 +24,13 @@ namespace fmha {
 
 constexpr int kCombineThreads = 128;
 
-template <int D>
-struct CombineTraits {
-  static constexpr int kThreadsPerRow = D / 4;
-  static_assert(kCombineThreads % kThreadsPerRow == 0, "combine: D/4 must divide the CTA size");
-  static constexpr int kRowsPerCta = kCombineThreads / kThreadsPerRow;
-};
+// Threads per row of combine_splits_kernel: a row's D / 4 column groups, one a thread, except at D = 512 with at
+// most 4 splits (DeepSeek's split launches, 2048 rows and more), where 32 threads take four groups each: a quarter
+// of the CTAs, each thread's 16 loads in flight together.
+template <int D, int kChunk>
+constexpr int combine_lanes() {
+  return D == 512 && kChunk <= 4 ? 32 : D / 4;
+}
 
 // The merge of one row's split partials, 4 head-dim columns of it (a thread's share), fed in
 // chunks of splits whose values were loaded together; a chunk whose max exceeds the running one
@@ -87,19 +89,20 @@ __device__ __forceinline__ void merge_sink(const DecodeParams& p, SplitMerge& me
 }
 
 // kChunk: splits whose loads are issued together (see below). 16 for many splits; 4 where there are
-// at most 4, so that a grid of many rows keeps its occupancy (16 float4 in flight per thread cost
-// ~90 registers and measured slower on many rows).
-template <int D, bool kBf16, int kChunk>
+// at most 4, so that a grid of many rows keeps its occupancy (16 splits' float4 in flight per thread cost
+// ~90 registers and measured slower on many rows; combine_lanes trades threads for columns instead).
+template <int D, bool kBf16, int kChunk, int kLanes = combine_lanes<D, kChunk>()>
 __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const DecodeParams p) {
-  using Tr = CombineTraits<D>;
+  constexpr int kCols = D / (4 * kLanes), kRows = kCombineThreads / kLanes;
+  static_assert(kCols * 4 * kLanes == D && kRows * kLanes == kCombineThreads, "combine: lanes and rows");
   // Launched as a programmatic dependent of the attention grid: wait for its partials.
   // (A no-op when launched without that dependency.)
   ptx::griddep_wait();
   ptx::griddep_launch_dependents();  // the next call's decode grid may be scheduled (it waits too)
   const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * Tr::kRowsPerCta + threadIdx.x / Tr::kThreadsPerRow;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kLanes;
   if (row >= total_rows) return;
-  const int col = (threadIdx.x % Tr::kThreadsPerRow) * 4;
+  const int col = (threadIdx.x % kLanes) * 4;  // the thread's first group; group c at col + 4 kLanes c
   const int hq = static_cast<int>(row % p.Hq);
   const int t = static_cast<int>((row / p.Hq) % p.T);
   const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
@@ -110,23 +113,30 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
 
   // Splits in chunks of kChunk, each chunk's LSEs and o loads issued together (one L2 round trip
   // per chunk, not one per split).
-  SplitMerge merge;
+  SplitMerge merge[kCols];
   for (int s0 = 0; s0 < p.num_splits; s0 += kChunk) {
     float ls[kChunk];
-    float4 o[kChunk];
+    float4 o[kCols][kChunk];
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) {
       const int s = s0 + j;
       ls[j] = s < p.num_splits ? p.lse_partial[s * lse_split_stride + lse_row] : -INFINITY;
-      o[j] = s < p.num_splits ? *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D + col)
-                              : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c)
+        o[c][j] = s < p.num_splits ? *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D +
+                                                                      col + 4 * kLanes * c)
+                                   : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    merge.add(ls, o);
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) merge[c].add(ls, o[c]);
   }
-  merge_sink(p, merge, hq);
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) merge_sink(p, merge[c], hq);
   uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h + col;
-  *reinterpret_cast<uint2*>(out) = merge.packed_out<kBf16>();  // 8 B: out's strides are multiples of 16 B, col of 4 elements
-  if (col == 0) p.lse[lse_row] = merge.lse();
+  // 8 B a group: out's strides are multiples of 16 B, a group of 4 elements
+#pragma unroll
+  for (int c = 0; c < kCols; ++c, out += 4 * kLanes) *reinterpret_cast<uint2*>(out) = merge[c].template packed_out<kBf16>();
+  if (col == 0) p.lse[lse_row] = merge[0].lse();
 }
 
 // The balanced schedule's merge (DecodeParams::balanced, sm90/schedule_balanced.cuh). Grid (units, blocks of

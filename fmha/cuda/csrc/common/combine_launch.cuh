@@ -9,9 +9,10 @@ namespace fmha {
 
 template <int D, bool kBf16>
 int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
-  using Ct = CombineTraits<D>;
   const long long rows = static_cast<long long>(p.B) * p.T * p.Hq;
-  const long long ctas = (rows + Ct::kRowsPerCta - 1) / Ct::kRowsPerCta;
+  const bool few_splits = p.num_splits <= 4;  // the splits kernel's chunk, which sets its rows a CTA
+  const int rows_per_cta = kCombineThreads / (few_splits ? combine_lanes<D, 4>() : combine_lanes<D, 16>());
+  const long long ctas = (rows + rows_per_cta - 1) / rows_per_cta;
   if (ctas > 0x7fffffffLL) return fail("combine grid too large (%lld CTAs)", ctas);
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -36,8 +37,8 @@ int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
       return check_cuda(e, "combine kernel launch");
     }
   }
-  const cudaError_t e = p.num_splits <= 4 ? cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 4>, p)
-                                          : cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 16>, p);
+  const cudaError_t e = few_splits ? cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 4>, p)
+                                    : cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 16>, p);
   return check_cuda(e, "combine kernel launch");
 }
 
