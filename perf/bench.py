@@ -158,6 +158,10 @@ class ShapeInputs:
 
         self.sets = [(rnd(s.B, s.T, s.Hq, s.D), rnd(s.B, s.S, s.Hkv, s.D), rnd(s.B, s.S, s.Hkv, s.D))
                      for _ in range(n_sets)]
+        # Sink logits in [3, 7], about the log of a row's softmax denominator over a 128-key window of these
+        # scores (~5.4): each sink takes 8-85% of its row, so a contender that drops it fails the gate.
+        self.sinks = (torch.rand(s.Hq, generator=gen, device=device, dtype=torch.float32) * 4 + 3
+                      if getattr(s, "sinks", False) else None)
         self._bhld = None
         self._mask = None
 
@@ -191,7 +195,8 @@ def problem_of(shape, device, dtype):
     q = torch.empty(s.B, s.T, s.Hq, s.D, dtype=dtype, device="meta")
     k = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dtype, device="meta")
     v = torch.empty(s.B, s.S, s.Hkv, s.D, dtype=dtype, device="meta")
-    p = validate(q, k, v, None, None, s.causal, **score_options(s))  # separate K and V, as the timed calls pass
+    sinks = torch.empty(s.Hq, dtype=torch.float32, device="meta") if getattr(s, "sinks", False) else None
+    p = validate(q, k, v, None, None, s.causal, sinks=sinks, **score_options(s))  # separate K and V, as timed
     # The problem's device matters to the backends' checks: describe the real one.
     from dataclasses import replace
     return replace(p, device=device)
@@ -204,6 +209,14 @@ def score_options(shape) -> dict:
         options["window_size"] = (shape.window, -1)
     if getattr(shape, "softcap", 0.0):
         options["softcap"] = shape.softcap
+    return options
+
+
+def call_options(inputs) -> dict:
+    """score_options, and the inputs' sink logits where the shape has them."""
+    options = score_options(inputs.shape)
+    if getattr(inputs, "sinks", None) is not None:
+        options["sinks"] = inputs.sinks
     return options
 
 
@@ -225,7 +238,7 @@ class FmhaContender(FmhaBackendContender):
         why = why_not(self.name, problem_of(inputs.shape, inputs.device, inputs.dtype))
         if why is not None:
             raise Unsupported(why)
-        sets, causal, backend, options = inputs.sets, inputs.shape.causal, self.name, score_options(inputs.shape)
+        sets, causal, backend, options = inputs.sets, inputs.shape.causal, self.name, call_options(inputs)
 
         def fn(i):
             q, k, v = sets[i]
@@ -267,7 +280,7 @@ def reference_rows(inputs):
     rows = [0] if B == 1 else [0, B - 1]
     q, k, v = (t[rows] for t in inputs.sets[0])
     out, _ = attention_reference(q, k, v, None, 1.0 / math.sqrt(inputs.shape.D), inputs.shape.causal,
-                                 **score_options(inputs.shape))
+                                 **call_options(inputs))
     return rows, out
 
 
@@ -453,7 +466,7 @@ def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
         n_sets = 2 if args.dry_run else rotation_count(nbytes, l2, args.rotate_factor)
         rec = {"name": shape.name, "family": shape.family, "B": shape.B, "T": shape.T, "Hq": shape.Hq,
                "Hkv": shape.Hkv, "G": shape.G, "S": shape.S, "D": shape.D, "causal": shape.causal,
-               "window": shape.window, "softcap": shape.softcap,
+               "window": shape.window, "softcap": shape.softcap, "sinks": shape.sinks,
                "tokens": shape.tokens, "dtype": dtype_name, "bytes_moved": nbytes, "n_sets": n_sets,
                "rotation_bytes": n_sets * nbytes, "results": {}}
         bar.set_description_str(f"[{si + 1}/{len(shapes)}] {shape.name}", refresh=False)

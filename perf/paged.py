@@ -23,6 +23,7 @@ results (perf/results/<gpu-key>-<date>/), the table printed at the end.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 import sys
@@ -287,7 +288,8 @@ class FlashInferPaged(PeerLibraryContender):
     @staticmethod
     def module_key(shape, dtype):
         options = plan_options(shape)
-        return (shape.D, shape.T > 1, str(dtype), "window_left" in options, "logits_soft_cap" in options)
+        return (shape.D, shape.T > 1, str(dtype), "window_left" in options, "logits_soft_cap" in options,
+                getattr(shape, "sinks", False))
 
     def module(self, device):
         """The flashinfer module, where it can run on `device`; else Unsupported saying why."""
@@ -300,18 +302,33 @@ class FlashInferPaged(PeerLibraryContender):
         fi = self.module(inputs.device)
         s, dev, dtype, P = inputs.shape, inputs.device, inputs.dtype, inputs.page_size
         decode, options = s.T == 1, plan_options(s)
-        self.wrapper_kind = ("BatchDecodeWithPagedKVCacheWrapper(use_tensor_cores=True)" if decode else
-                             "BatchPrefillWithPagedKVCacheWrapper(backend='fa2', causal=True)")
+        sinks = getattr(inputs, "sinks", None)
+        if sinks is not None and "logits_soft_cap" in options:
+            raise Unsupported("sinks with softcap: FlashInfer's attention-sink variant takes no score cap")
+        if sinks is not None:  # its own JIT variant, on the prefill wrapper for T = 1 too
+            self.wrapper_kind = "BatchAttentionWithAttentionSinkWrapper(causal=True)"
+        else:
+            self.wrapper_kind = ("BatchDecodeWithPagedKVCacheWrapper(use_tensor_cores=True)" if decode else
+                                 "BatchPrefillWithPagedKVCacheWrapper(backend='fa2', causal=True)")
         self.note = (f"flashinfer.{self.wrapper_kind}, NHD (k_pool, v_pool), plan() per input set outside timing"
                      + (", with the shape's window_left and logits_soft_cap" if options else "")
-                     + ("" if decode else "; T > 1: the decode wrapper takes one query per sequence"))
+                     + (", sinks at run()" if sinks is not None else "")
+                     + ("" if decode or sinks is not None else
+                        "; T > 1: the decode wrapper takes one query per sequence"))
 
         def plan():
             workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
             wrappers = []
             for q, kp, vp, bt in inputs.paged_sets:
                 indptr, indices, last = flashinfer_plan_args(bt, inputs.cache_seqlens, P)
-                if decode:
+                if sinks is not None:
+                    w = fi.BatchAttentionWithAttentionSinkWrapper(
+                        workspace, "NHD", q_data_type=dtype, kv_data_type=dtype, head_dim_qk=s.D, head_dim_vo=s.D,
+                        window_left=options.get("window_left", -1))
+                    qo_indptr = torch.arange(s.B + 1, dtype=torch.int32, device=dev) * s.T
+                    w.plan(qo_indptr, indptr, indices, last, s.Hq, s.Hkv, s.D, P, causal=True,
+                           q_data_type=dtype, kv_data_type=dtype, **options)
+                elif decode:
                     w = fi.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=True)
                     w.plan(indptr, indices, last, s.Hq, s.Hkv, s.D, P, q_data_type=dtype, kv_data_type=dtype,
                            **options)
@@ -327,10 +344,12 @@ class FlashInferPaged(PeerLibraryContender):
         workspace, wrappers = self.plan_once(self.module_key(s, dtype), what,
                                              what + (" decode" if decode else f" T={s.T} causal"), dev, plan)
         sets, B, T, Hq, D = inputs.paged_sets, s.B, s.T, s.Hq, s.D
+        # The sink variant's extra run() arguments: its `sink` tensor and `sm_scale` scalar.
+        extra = () if sinks is None else (sinks, 1.0 / math.sqrt(D))
 
         def fn(i):
             q, kp, vp, _ = sets[i]
-            return wrappers[i].run(q.view(B * T, Hq, D), (kp, vp)).view(B, T, Hq, D)
+            return wrappers[i].run(q.view(B * T, Hq, D), (kp, vp), *extra).view(B, T, Hq, D)
 
         fn.wrappers, fn.workspace = wrappers, workspace  # kept alive with fn
         return fn
@@ -368,7 +387,7 @@ class FlashInferContiguous(FlashInferPaged):
         def pool(t):
             return t.view(s.B * n, P, s.Hkv, s.D)
 
-        paged = SimpleNamespace(shape=s, device=inputs.device, dtype=inputs.dtype, page_size=P,
+        paged = SimpleNamespace(shape=s, device=inputs.device, dtype=inputs.dtype, page_size=P, sinks=inputs.sinks,
                                 cache_seqlens=torch.full((s.B,), s.S, dtype=torch.int32, device=inputs.device),
                                 paged_sets=[(q, pool(k), pool(v), table) for q, k, v in inputs.sets])
         fn = super().prepare(paged)

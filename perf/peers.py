@@ -14,7 +14,9 @@ explicit boolean mask [T, S] instead; the flash backend takes no mask at all
 cuDNN backends accept one. FlexAttention gets the same rule as a block mask.
 With T = 1 and no window nothing is masked and no mask is passed. A sliding
 window (query t at i = S - T + t sees keys i - window .. i) joins the same mask;
-SDPA has no score cap (softcap), FlexAttention takes it as a score_mod.
+SDPA has no score cap (softcap), FlexAttention takes it as a score_mod; neither
+takes sink logits (gpt-oss): SDPA refuses them, Flex's rows are rescaled from its
+LSE (compiled with the call).
 """
 from __future__ import annotations
 
@@ -99,6 +101,8 @@ class SdpaContender(Contender):
         shape = inputs.shape
         if getattr(shape, "softcap", 0.0):
             raise Unsupported("softcap: F.scaled_dot_product_attention has no score cap")
+        if getattr(shape, "sinks", False):
+            raise Unsupported("sinks: F.scaled_dot_product_attention has no sink logits")
         sets = inputs.bhld()
         mask = inputs.bottom_right_mask()  # None when nothing is masked
         gqa = shape.Hq != shape.Hkv
@@ -135,12 +139,22 @@ class FlexContender(Contender):
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         shape = inputs.shape
         sets = inputs.bhld()
+        sinks = getattr(inputs, "sinks", None)
+        if sinks is not None:
+            # Flex has no sink logit: its rows (softmax denominator e^lse) rescaled by e^lse / (e^lse + e^sink),
+            # compiled with it so that the rescale can fuse into one elementwise kernel.
+            def attend(q, k, v, score_mod=None, block_mask=None, enable_gqa=False):
+                out, lse = flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=enable_gqa,
+                                          return_lse=True)
+                return (out * torch.sigmoid(lse - sinks.view(1, -1, 1)).unsqueeze(-1)).to(out.dtype)
+        else:
+            attend = flex_attention
         if self.compile:
             # A fresh compile per shape: no recompile limit, no dynamic-shape guesswork.
             torch._dynamo.reset()
-            attn = torch.compile(flex_attention, dynamic=False)
+            attn = torch.compile(attend, dynamic=False)
         else:
-            attn = flex_attention
+            attn = attend
         block_mask = score_mod = None
         if shape.masked:
             offset, window, causal = shape.S - shape.T, getattr(shape, "window", -1), shape.causal

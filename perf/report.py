@@ -107,7 +107,7 @@ def _shape_label(rec: dict) -> str:
     window, cap = rec.get("window", -1), rec.get("softcap", 0.0)
     return (f"{rec['family']} B{rec['B']} T{rec['T']} {rec['Hq']}/{rec['Hkv']}h S{rec['S']} D{rec['D']}"
             f"{' causal' if rec['causal'] and rec['T'] > 1 else ''}{f' window {window}' if window >= 0 else ''}"
-            f"{f' softcap {cap:g}' if cap else ''}")
+            f"{f' softcap {cap:g}' if cap else ''}{' sinks' if rec.get('sinks') else ''}")
 
 
 def markdown(results: dict) -> str:

@@ -25,6 +25,7 @@ class Shape:
     # at i = S - T + t sees keys i - window .. i; -1: the whole cache.
     window: int = -1
     softcap: float = 0.0  # Gemma 2's score cap (`softcap`), 0: none
+    sinks: bool = False  # gpt-oss's per-head sink logits (`sinks`, float32 [Hq]; the suite draws them)
 
     @property
     def G(self) -> int:
@@ -49,7 +50,8 @@ class Shape:
     def name(self) -> str:
         return (f"{self.family}/B{self.B}-T{self.T}-Hq{self.Hq}-Hkv{self.Hkv}-S{self.S}-D{self.D}"
                 f"{'-causal' if self.causal and self.T > 1 else ''}"
-                f"{f'-W{self.window}' if self.window >= 0 else ''}{f'-cap{self.softcap:g}' if self.softcap else ''}")
+                f"{f'-W{self.window}' if self.window >= 0 else ''}{f'-cap{self.softcap:g}' if self.softcap else ''}"
+                f"{'-sinks' if self.sinks else ''}")
 
     def tiny(self) -> "Shape":
         """A CPU-sized stand-in with the same family, T, group size and head dim (--dry-run); a window a
@@ -130,11 +132,11 @@ DEEPSEEK = ([LatentShape("mla", B=b, S=s, Hq=h, T=t) for b, h, s in MLA_TABLE fo
                LatentShape("v4", B=64, S=4096, Hq=128, D=512, Dv=512)])
 
 # Sliding-window layers (`--preset window`), a model's window of W keys (the query's own included) being
-# window = W - 1: gpt-oss's (64 query heads, 8 KV heads, D 64, 128 keys; T = 4 as in speculative decode; its sinks
-# left out, which no peer here takes), Mistral 7B's (4096 keys), Gemma 3's local layers (1024 keys, Hq 32 / Hkv 16)
-# and Gemma 2's (4096 keys, D 256, scores capped at 50), each over a cache longer than its window.
-WINDOW = [Shape("swa", B=64, S=8192, Hq=64, Hkv=8, D=64, window=127),
-          Shape("swa", B=64, S=8192, T=4, Hq=64, Hkv=8, D=64, window=127),
+# window = W - 1: gpt-oss's (64 query heads, 8 KV heads, D 64, 128 keys and a sink logit per head; T = 4 as in
+# speculative decode), Mistral 7B's (4096 keys), Gemma 3's local layers (1024 keys, Hq 32 / Hkv 16) and Gemma 2's
+# (4096 keys, D 256, scores capped at 50), each over a cache longer than its window.
+WINDOW = [Shape("swa", B=64, S=8192, Hq=64, Hkv=8, D=64, window=127, sinks=True),
+          Shape("swa", B=64, S=8192, T=4, Hq=64, Hkv=8, D=64, window=127, sinks=True),
           Shape("swa", B=32, S=32768, window=4095),
           Shape("swa", B=32, S=16384, Hq=32, Hkv=16, window=1023),
           Shape("swa", B=16, S=16384, Hq=16, Hkv=8, D=256, window=4095, softcap=50.0)]

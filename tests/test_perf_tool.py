@@ -193,10 +193,14 @@ class _FakeFlashInfer:
                 fake.calls.append(("plan", self.kind, qo_indptr, indptr, indices, last, Hq, Hkv, D, page_size, kw))
                 self.plan_args = (qo_indptr, indptr, indices, last, page_size, kw)
 
-            def run(self, q, paged_kv_cache, **kw):
+            def run(self, q, paged_kv_cache, *extra, **kw):
                 from fmha.reference import attention_reference
                 import math
-                fake.calls.append(("run", self.kind, q, paged_kv_cache))
+                fake.calls.append(("run", self.kind, q, paged_kv_cache, extra))
+                sinks = None
+                if self.kind == "sink":  # its additional tensor and scalar: sink, sm_scale
+                    sinks, sm_scale = extra
+                    assert sm_scale == 1.0 / math.sqrt(q.shape[-1])
                 kp, vp = paged_kv_cache
                 qo_indptr, indptr, indices, last, P, kw = self.plan_args
                 B = len(last)
@@ -210,7 +214,7 @@ class _FakeFlashInfer:
                     o, _ = attention_reference(q[b * T:(b + 1) * T][None], k[None], v[None], None,
                                                1.0 / math.sqrt(q.shape[-1]), bool(kw.get("causal", False)),
                                                window_size=(kw.get("window_left", -1), -1),
-                                               softcap=kw.get("logits_soft_cap") or 0.0)
+                                               softcap=kw.get("logits_soft_cap") or 0.0, sinks=sinks)
                     out[b * T:(b + 1) * T] = o[0].to(q.dtype)
                 return out
 
@@ -226,8 +230,12 @@ class _FakeFlashInfer:
             def plan(self, qo_indptr, indptr, indices, last, Hq, Hkv, D, page_size, **kw):
                 self._plan(qo_indptr, indptr, indices, last, Hq, Hkv, D, page_size, **kw)
 
+        class BatchAttentionWithAttentionSinkWrapper(BatchPrefillWithPagedKVCacheWrapper):
+            kind = "sink"
+
         self.BatchDecodeWithPagedKVCacheWrapper = BatchDecodeWithPagedKVCacheWrapper
         self.BatchPrefillWithPagedKVCacheWrapper = BatchPrefillWithPagedKVCacheWrapper
+        self.BatchAttentionWithAttentionSinkWrapper = BatchAttentionWithAttentionSinkWrapper
 
 
 def _paged_run(contender, shape, page_size):
@@ -303,6 +311,38 @@ def test_flashinfer_on_the_contiguous_cache_with_a_window(T, cap):
     assert r["status"] == "unsupported" and "multiple of the 16-token pages" in r["reason"], r
 
 
+@pytest.mark.parametrize("T", [1, 3])
+def test_sinks_beside_flashinfer_flex_and_sdpa(T):
+    """gpt-oss rows carry sink logits: fmha takes them, FlashInfer through its attention-sink wrapper (sink and
+    sm_scale at run(), the window at construction and plan()), Flex by rescaling its rows from its LSE, SDPA
+    refuses; the gate fails a contender that drops them."""
+    from perf.bench import FmhaContender, ShapeInputs, parse_args, reference_rows, run_contender
+    from perf.paged import FlashInferContiguous
+    from perf.peers import FlexContender, SdpaContender
+    from perf.shapes import Shape
+    s = Shape("swa", B=2, S=64, T=T, Hq=4, Hkv=2, D=64, window=20, sinks=True)
+    assert s.name.endswith("-W20-sinks")
+    args = parse_args(["--preset", "window", "--dry-run", "--no-graph"])
+    inp = ShapeInputs(s, 2, torch.device("cpu"), 0, torch.bfloat16)
+    assert inp.sinks.shape == (4,) and inp.sinks.dtype == torch.float32 and 3 <= inp.sinks.min() <= 7
+    rows, ref = reference_rows(inp)
+    fake = _FakeFlashInfer()
+    for c in (FlashInferContiguous(page_size=16, loader=lambda: fake, require_cuda=False),
+              FlexContender(compile=False), FmhaContender("triton")):
+        r = run_contender(c, inp, rows, ref, args, torch.device("cpu"))
+        assert r["status"] == "ok" and r["cosine"] >= 0.9999, (c.name, r)
+    inits = [x for x in fake.calls if x[0] == "init"]
+    assert inits and all(k == "sink" and kw["window_left"] == 20 and kw["head_dim_qk"] == 64 for _, k, _, kw in inits)
+    runs = [x for x in fake.calls if x[0] == "run"]
+    assert all(x[4][0] is inp.sinks for x in runs)
+    r = run_contender(SdpaContender("sdpa-cudnn"), inp, rows, ref, args, torch.device("cpu"))
+    assert r["status"] == "unsupported" and "sinks" in r["reason"], r
+    no_sinks = ShapeInputs(s, 2, torch.device("cpu"), 0, torch.bfloat16)
+    no_sinks.sinks = None  # a contender that dropped them: the gate catches it
+    r = run_contender(FlexContender(compile=False), no_sinks, rows, ref, args, torch.device("cpu"))
+    assert r["status"] == "WRONG" and r["cosine"] < 0.9999, r
+
+
 def test_window_preset_shapes_and_masks():
     from perf.bench import ShapeInputs, parse_args, problem_of
     from perf.shapes import WINDOW, Shape, select
@@ -341,7 +381,7 @@ def test_dry_run_window(tmp_path):
     assert r.returncode == 0, log
     assert not (out / "results.md").exists()  # the window preset's files are its own
     md = (out / "window.md").read_text()
-    assert "causal window 8 |" in md and "window 16 softcap 50 |" in md, md
+    assert "causal window 8 sinks |" in md and "window 16 softcap 50 |" in md, md
     res = json.loads((out / "window.json").read_text())
     assert [s["window"] for s in res["shapes"]] == [8, 16]
     for shape in res["shapes"]:
@@ -349,6 +389,8 @@ def test_dry_run_window(tmp_path):
         assert shape["results"]["flex"]["status"] == "ok", log
         assert shape["results"]["flashinfer"]["status"] == "unsupported"
     assert "softcap" in res["shapes"][1]["results"]["sdpa-efficient"]["reason"]
+    assert [s["sinks"] for s in res["shapes"]] == [True, False]  # gpt-oss's layer carries its sinks
+    assert "sinks" in res["shapes"][0]["results"]["sdpa-efficient"]["reason"]
     assert (out / "raw" / "window-samples.json").exists()
 
 
