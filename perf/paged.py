@@ -122,6 +122,10 @@ class PagedInputs:
     def sets(self):
         return self.contiguous.sets
 
+    @property
+    def sinks(self):
+        return self.contiguous.sinks
+
     def bhld(self):
         return self.contiguous.bhld()
 
@@ -302,39 +306,37 @@ class FlashInferPaged(PeerLibraryContender):
         fi = self.module(inputs.device)
         s, dev, dtype, P = inputs.shape, inputs.device, inputs.dtype, inputs.page_size
         decode, options = s.T == 1, plan_options(s)
-        sinks = getattr(inputs, "sinks", None)
+        sinks = inputs.sinks
         if sinks is not None and "logits_soft_cap" in options:
             raise Unsupported("sinks with softcap: FlashInfer's attention-sink variant takes no score cap")
-        if sinks is not None:  # its own JIT variant, on the prefill wrapper for T = 1 too
-            self.wrapper_kind = "BatchAttentionWithAttentionSinkWrapper(causal=True)"
+        if sinks is not None:  # its own JIT variant of the prefill wrapper, for T = 1 too; fa2 as at T > 1
+            self.wrapper_kind = "BatchAttentionWithAttentionSinkWrapper(backend='fa2'), plan(causal=True)"
         else:
             self.wrapper_kind = ("BatchDecodeWithPagedKVCacheWrapper(use_tensor_cores=True)" if decode else
-                                 "BatchPrefillWithPagedKVCacheWrapper(backend='fa2', causal=True)")
+                                 "BatchPrefillWithPagedKVCacheWrapper(backend='fa2'), plan(causal=True)")
         self.note = (f"flashinfer.{self.wrapper_kind}, NHD (k_pool, v_pool), plan() per input set outside timing"
                      + (", with the shape's window_left and logits_soft_cap" if options else "")
-                     + (", sinks at run()" if sinks is not None else "")
+                     + (", sinks and sm_scale at run()" if sinks is not None else "")
                      + ("" if decode or sinks is not None else
                         "; T > 1: the decode wrapper takes one query per sequence"))
 
         def plan():
             workspace = torch.zeros(FLASHINFER_WORKSPACE_BYTES, dtype=torch.uint8, device=dev)
             wrappers = []
+            qo_indptr = torch.arange(s.B + 1, dtype=torch.int32, device=dev) * s.T
             for q, kp, vp, bt in inputs.paged_sets:
                 indptr, indices, last = flashinfer_plan_args(bt, inputs.cache_seqlens, P)
-                if sinks is not None:
-                    w = fi.BatchAttentionWithAttentionSinkWrapper(
-                        workspace, "NHD", q_data_type=dtype, kv_data_type=dtype, head_dim_qk=s.D, head_dim_vo=s.D,
-                        window_left=options.get("window_left", -1))
-                    qo_indptr = torch.arange(s.B + 1, dtype=torch.int32, device=dev) * s.T
-                    w.plan(qo_indptr, indptr, indices, last, s.Hq, s.Hkv, s.D, P, causal=True,
-                           q_data_type=dtype, kv_data_type=dtype, **options)
-                elif decode:
+                if decode and sinks is None:
                     w = fi.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=True)
                     w.plan(indptr, indices, last, s.Hq, s.Hkv, s.D, P, q_data_type=dtype, kv_data_type=dtype,
                            **options)
                 else:
-                    w = fi.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD", backend="fa2")
-                    qo_indptr = torch.arange(s.B + 1, dtype=torch.int32, device=dev) * s.T
+                    if sinks is None:
+                        w = fi.BatchPrefillWithPagedKVCacheWrapper(workspace, "NHD", backend="fa2")
+                    else:  # the sink variant is compiled for the window (or none) it is built with
+                        w = fi.BatchAttentionWithAttentionSinkWrapper(
+                            workspace, "NHD", backend="fa2", q_data_type=dtype, kv_data_type=dtype,
+                            head_dim_qk=s.D, head_dim_vo=s.D, window_left=options.get("window_left", -1))
                     w.plan(qo_indptr, indptr, indices, last, s.Hq, s.Hkv, s.D, P, causal=True,
                            q_data_type=dtype, kv_data_type=dtype, **options)
                 wrappers.append(w)
