@@ -215,7 +215,7 @@ def score_options(shape) -> dict:
 def call_options(inputs) -> dict:
     """score_options, and the inputs' sink logits where the shape has them."""
     options = score_options(inputs.shape)
-    if getattr(inputs, "sinks", None) is not None:
+    if inputs.sinks is not None:  # (every inputs class has the attribute: none drops sinks silently)
         options["sinks"] = inputs.sinks
     return options
 

@@ -139,7 +139,7 @@ class FlexContender(Contender):
         from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         shape = inputs.shape
         sets = inputs.bhld()
-        sinks = getattr(inputs, "sinks", None)
+        sinks = inputs.sinks
         if sinks is not None:
             # Flex has no sink logit: its rows (softmax denominator e^lse) rescaled by e^lse / (e^lse + e^sink),
             # compiled with it so that the rescale can fuse into one elementwise kernel.
