@@ -46,10 +46,10 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     causal, right is the diagonal: -1 or 0), as FlashAttention documents it (where T > S + 1 its kernel
     widens a one-sided window). Served by the reference and Triton backends (the CUDA kernels attend to
     the whole cache, so `auto` takes Triton).
-    softcap: 0.0, or a cap c > 0 on every score: s = c * tanh(softmax_scale * q.k / c) (Gemma 2's). cache_leftpad:
-    int32 [B] or None, the index of each sequence's first key (left-padded caches): keys before it are not
-    attended, and the causal and window alignment stays on cache_seqlens. Both served by the reference and
-    Triton backends only, as windows are.
+    softcap: 0.0, or a cap c in [1e-37, 1e4] on every score: s = c * tanh(softmax_scale * q.k / c) (Gemma 2's).
+    cache_leftpad: int32 [B] or None, the index of each sequence's first key (left-padded caches): keys before
+    it are not attended, and the causal and window alignment stays on cache_seqlens. Both served by the
+    reference and Triton backends only, as windows are.
     backend: "auto" or a name from fmha.available_backends().
     """
     if torch.compiler.is_compiling():
@@ -265,9 +265,12 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
         raise ValueError(f"key: {key.shape[1]} heads differ from query's {query.shape[1]}; pass enable_gqa=True "
                          "for grouped-query attention, as with F.scaled_dot_product_attention")
     B, Hq, L, E = query.shape
-    empty = ((query.numel() == 0 or S == 0) and query.dtype in (torch.bfloat16, torch.float16)
+    nothing = query.numel() == 0 or S == 0  # (attention would name the empty dimension, not the heads)
+    if nothing and key.shape[1] and Hq % key.shape[1]:
+        raise ValueError(f"query: Hq={Hq} query heads is not a multiple of key's Hkv={key.shape[1]} KV heads")
+    empty = (nothing and query.dtype in (torch.bfloat16, torch.float16)
              and (E, value.shape[3]) in SUPPORTED_HEAD_DIM_PAIRS
-             and (Hq % key.shape[1] == 0 if key.shape[1] else Hq == 0))
+             and (key.shape[1] > 0 or Hq == 0))
     result = torch.empty(B, Hq, L, value.shape[3], dtype=query.dtype, device=query.device)
     try:
         if empty:  # nothing to attend to: SDPA's zeros (attention refuses empty dims)

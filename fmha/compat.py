@@ -21,9 +21,10 @@ from typing import Optional, Union
 
 import torch
 
-from .api import _check_inference_only, attention
-from .problem import (_elements_share_memory, check_bool, check_cache_seqlens, check_softcap, check_window, validate,
-                      validate_cached)
+from .api import _check_inference_only, _ready_runner, attention
+from .dispatch import check_backend_name
+from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _elements_share_memory, check_bool, check_cache_seqlens,
+                      check_softcap, check_window, validate, validate_cached)
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -64,13 +65,18 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     window_left, window_right = check_window(window_size, False)
     window_size = (window_left, -1 if causal else window_right)  # (causal: the right edge is 0, as in FlashAttention)
     softcap = check_softcap(softcap)
-    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) or num_splits < 0:
+    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral):
+        raise TypeError(f"num_splits: expected an int >= 0, got {type(num_splits).__name__} {num_splits!r} "
+                        "(accepted, not used: fmha plans its own splits)")
+    if num_splits < 0:
         raise ValueError(f"num_splits: expected an int >= 0, got {num_splits!r} (accepted, not used: fmha plans its "
                          "own splits)")
     check_bool("return_softmax_lse", return_softmax_lse)
-    if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        raise ValueError(f"q: expected a 4-D tensor [B, T, Hq, D], got "
-                         f"{list(q.shape) if isinstance(q, torch.Tensor) else type(q).__name__}")
+    check_backend_name(backend)  # (before anything is written; the append checks what the backend can serve)
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q: expected a torch.Tensor [B, T, Hq, D], got {type(q).__name__}")
+    if q.dim() != 4:
+        raise ValueError(f"q: expected a 4-D tensor [B, T, Hq, D], got {list(q.shape)}")
     B = q.shape[0]
     if cache_leftpad is not None:  # (checked before anything is written; the attention call checks the rest)
         check_cache_seqlens(cache_leftpad, q, "cache_leftpad")
@@ -108,10 +114,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     lengths = cache_seqlens + k.shape[1]  # (int32, on the device: no sync)
     if torch.compiler.is_compiling():  # the checks need data pointers: inside the op, on real tensors
         torch.ops.fmha.append_kv_(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale,
-                                  causal, *window_size)
+                                  causal, *window_size, softcap, cache_leftpad, backend)
     else:
         _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
-                        window_size, validate_cached)
+                        window_size, softcap, cache_leftpad, backend, validate_cached)
     return attention(q, k_cache, v_cache, lengths, block_table=block_table, softmax_scale=softmax_scale,
                      causal=causal, return_lse=return_softmax_lse, backend=backend, **extra)
 
@@ -137,17 +143,21 @@ def _batch_idx_as_table(cache_batch_idx, block_table, q) -> torch.Tensor:
 def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
     """k [B, T_new, Hkv, D_qk] and v [B, T_new, Hkv, D_v]: the caches' heads, widths, dtype and device."""
     for name, t, cache in (("k", k, k_cache), ("v", v, v_cache)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 4:
-            got = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"{name}: expected a 4-D tensor [B, T_new, Hkv, D] of new tokens, got {got}")
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch.Tensor [B, T_new, Hkv, D] of new tokens, got "
+                            f"{type(t).__name__}")
+        if t.dim() != 4:
+            raise ValueError(f"{name}: expected a 4-D tensor [B, T_new, Hkv, D] of new tokens, got {list(t.shape)}")
         if not isinstance(cache, torch.Tensor) or cache.dim() != 4:
             return  # (validate names the cache)
         want = (q.shape[0], k.shape[1], *cache.shape[2:])
         if tuple(t.shape) != want:
             raise ValueError(f"{name}: expected shape {list(want)} ([B, T_new] of q and k, [Hkv, D] of the cache), "
                              f"got {list(t.shape)}")
-        if t.dtype != cache.dtype or t.device != cache.device:
-            raise ValueError(f"{name}: {t.dtype} on {t.device}, the cache is {cache.dtype} on {cache.device}")
+        if t.dtype != cache.dtype:
+            raise TypeError(f"{name}: dtype {t.dtype} differs from the cache's {cache.dtype}")
+        if t.device != cache.device:
+            raise ValueError(f"{name}: on {t.device}, the cache is on {cache.device}")
         if _elements_share_memory(cache):
             cname = "k_cache" if name == "k" else "v_cache"
             raise ValueError(f"{cname}: strides {tuple(cache.stride())} make several of its elements share memory "
@@ -205,25 +215,29 @@ def _rotate(x, pos, cos, sin, interleaved) -> torch.Tensor:
 
 
 def _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
-                    window_size, check=validate) -> None:
+                    window_size, softcap, cache_leftpad, backend, check=validate) -> None:
     """Every check of the attention call on the lengths after the append (`check`: validate, or its memoised
-    form), then the append."""
-    check(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None, window_size)
+    form), the backend it asks for included (a refused one must leave the caches as they were), then the
+    append."""
+    p = check(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None, window_size, softcap,
+              cache_leftpad)
+    _ready_runner(p, backend)
     _append(k_cache, v_cache, k, v, cache_seqlens, block_table)
 
 
 @torch.library.custom_op("fmha::append_kv_", mutates_args=("k_cache", "v_cache"))
 def _append_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                cache_seqlens: torch.Tensor, lengths: torch.Tensor, block_table: Optional[torch.Tensor],
-               softmax_scale: Optional[float], causal: bool, window_left: int, window_right: int) -> None:
+               softmax_scale: Optional[float], causal: bool, window_left: int, window_right: int, softcap: float,
+               cache_leftpad: Optional[torch.Tensor], backend: str) -> None:
     """The append as torch.compile sees it: checked, then written, when the graph runs."""
     _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
-                    (window_left, window_right))
+                    (window_left, window_right), softcap, cache_leftpad, backend)
 
 
 @_append_op.register_fake
 def _(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal, window_left,
-      window_right):
+      window_right, softcap, cache_leftpad, backend):
     return None
 
 
@@ -276,11 +290,17 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
                                   "fmha.attention(..., sinks=attn_sink) joins sinks, and its LSE includes them")
     if isinstance(head_dim_v, bool) or not isinstance(head_dim_v, numbers.Integral):
         raise TypeError(f"head_dim_v: expected an int, got {type(head_dim_v).__name__} {head_dim_v!r}")
-    if not isinstance(k_cache, torch.Tensor) or k_cache.dim() != 4:
-        got = f"{k_cache.dim()}-D" if isinstance(k_cache, torch.Tensor) else type(k_cache).__name__
+    if not isinstance(k_cache, torch.Tensor):
+        raise TypeError(f"k_cache: expected a torch.Tensor [num_blocks, page_size, Hkv, D_qk], got "
+                        f"{type(k_cache).__name__}")
+    if k_cache.dim() != 4:
         raise ValueError(f"k_cache: expected a 4-D latent cache [num_blocks, page_size, Hkv, D_qk] (or [B, S, Hkv, "
-                         f"D_qk] without block_table), got {got}")
-    if not 0 < head_dim_v <= k_cache.shape[-1]:
-        raise ValueError(f"head_dim_v: {head_dim_v} must lie in [1, D_qk = {k_cache.shape[-1]}] of k_cache")
+                         f"D_qk] without block_table), got {k_cache.dim()}-D")
+    D = k_cache.shape[-1]
+    if (D, head_dim_v) not in SUPPORTED_HEAD_DIM_PAIRS:
+        allowed = [dv for dk, dv in SUPPORTED_HEAD_DIM_PAIRS if dk == D]
+        raise ValueError(f"head_dim_v: {head_dim_v} with k_cache's D_qk = {D} is not supported; allowed "
+                         + (f"with {D}: {allowed[0]}" if allowed else
+                            f"pairs (D_qk, head_dim_v): {', '.join(map(str, SUPPORTED_HEAD_DIM_PAIRS))}"))
     return attention(q, k_cache, k_cache[..., :head_dim_v], cache_seqlens, block_table=block_table,
                      softmax_scale=softmax_scale, causal=causal, return_lse=True, backend=backend)

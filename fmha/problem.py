@@ -22,6 +22,10 @@ SUPPORTED_HEAD_DIM_PAIRS = tuple((d, d) for d in SUPPORTED_HEAD_DIMS) + ((576, 5
 # softmax_scale times log2(e), the kernels' float32 qk_scale, must stay a normal finite float32 (1.2e-38 to 3.4e38).
 MIN_SOFTMAX_SCALE = 1e-37
 MAX_SOFTMAX_SCALE = 1e38
+# A score cap c enters the kernels as softmax_scale / c (held to the range above) and c log2(e); the Triton
+# kernel forms tanh as 1 - 2 / (2^(2x log2 e) + 1), whose ~1e-7 absolute error c multiplies into the score: at
+# most 1e-3 up to this cap, under a bf16 output's rounding (a cap of 1e6 erred by 0.06 in the output).
+MAX_SOFTCAP = 1e4
 SUPPORTED_QK_DIMS = tuple(sorted({dk for dk, _ in SUPPORTED_HEAD_DIM_PAIRS}))
 
 
@@ -198,14 +202,29 @@ def check_cache_seqlens(cache_seqlens, q, name: str = "cache_seqlens") -> None:
 
 
 def check_softcap(softcap) -> float:
-    """softcap: a finite real >= 0 (0: scores not capped), as a float."""
+    """softcap: 0 (scores not capped) or a cap in [MIN_SOFTMAX_SCALE, MAX_SOFTCAP], as a float."""
     if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
         raise TypeError(f"softcap: expected a real number >= 0 (0.0: no cap), got {type(softcap).__name__} "
                         f"{softcap!r}")
-    value = float(softcap)
+    try:
+        value = float(softcap)
+    except OverflowError:
+        value = math.inf
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"softcap: expected a finite real number >= 0 (0.0: no cap), got {softcap!r}")
+    if value and not MIN_SOFTMAX_SCALE <= value <= MAX_SOFTCAP:
+        raise ValueError(f"softcap: got {value:g}; expected 0.0 (no cap) or a cap in [{MIN_SOFTMAX_SCALE:.3g}, "
+                         f"{MAX_SOFTCAP:.3g}] (the kernels cap the scores in float32, which loses the scores' "
+                         "precision above it; a larger cap would not bind on any score a softmax can use)")
     return value
+
+
+def check_scale_over_softcap(softmax_scale: float, softcap: float) -> None:
+    """softmax_scale / softcap, the capped kernels' float32 scale, within softmax_scale's own range."""
+    if softcap and not MIN_SOFTMAX_SCALE <= softmax_scale / softcap <= MAX_SOFTMAX_SCALE:
+        raise ValueError(f"softcap: softmax_scale / softcap = {softmax_scale:g} / {softcap:g} = "
+                         f"{softmax_scale / softcap:g}; the capped kernels scale the scores by it in float32, so it "
+                         f"must lie in [{MIN_SOFTMAX_SCALE:.3g}, {MAX_SOFTMAX_SCALE:.3g}]")
 
 
 NO_WINDOW = (-1, -1)
@@ -320,6 +339,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
         if not MIN_SOFTMAX_SCALE <= softmax_scale <= MAX_SOFTMAX_SCALE:
             raise ValueError(f"softmax_scale: got {softmax_scale:g}; the kernels scale the scores in float32 "
                              f"(times log2(e)), so it must lie in [{MIN_SOFTMAX_SCALE:.3g}, {MAX_SOFTMAX_SCALE:.3g}]")
+    check_scale_over_softcap(softmax_scale, softcap)
     if out is not None:
         if not isinstance(out, torch.Tensor):
             raise TypeError(f"out: expected a torch.Tensor [B, T, Hq, D_v] or None, got {type(out).__name__}")

@@ -317,8 +317,14 @@ def _refusals():
         (dict(window_size=4), TypeError, r"window_size: expected a pair of ints"),
         (dict(cache_seqlens=sl.long()), TypeError, r"cache_seqlens: dtype torch.int64 is not allowed"),
         (dict(v=v_new[:, :, :, :32]), ValueError, r"v: expected shape \[2, 1, 1, 64\]"),
-        (dict(k=k_new.half()), ValueError, r"k: torch.float16 on .*, the cache is torch.bfloat16"),
+        (dict(k=k_new.half()), TypeError, r"k: dtype torch.float16 differs from the cache's torch.bfloat16"),
+        (dict(k=[1]), TypeError, r"k: expected a torch.Tensor \[B, T_new, Hkv, D\] of new tokens, got list"),
         (dict(softmax_scale=-1.0), ValueError, r"softmax_scale"),
+        (dict(num_splits=1.0), TypeError, r"num_splits: expected an int >= 0, got float"),
+        # the backend, and what it can serve, before the append
+        (dict(backend="nope"), ValueError, r"backend: unknown backend 'nope'"),
+        (dict(backend=["reference"]), ValueError, r"backend: unknown backend \['reference'\]"),
+        (dict(backend="cuda", softcap=30.0), NotImplementedError, r"backend 'cuda' cannot serve"),
     ]
 
 
@@ -430,7 +436,9 @@ def test_flash_mla_call_on_a_latent_page_pool(backend, Dqk):
     (dict(indices=torch.zeros(1, 1, 8, dtype=torch.int32)), NotImplementedError, r"indices: FlashMLA's sparse"),
     (dict(topk_length=torch.ones(1, dtype=torch.int32)), NotImplementedError, r"topk_length: FlashMLA's sparse"),
     (dict(attn_sink=torch.zeros(4)), NotImplementedError, r"attn_sink: not taken by the dense call"),
-    (dict(head_dim_v=600), ValueError, r"head_dim_v: 600 must lie in \[1, D_qk = 576\]"),
+    (dict(head_dim_v=600), ValueError, r"head_dim_v: 600 with k_cache's D_qk = 576 is not supported; allowed with "
+                                       r"576: 512"),
+    (dict(head_dim_v=256), ValueError, r"head_dim_v: 256 with k_cache's D_qk = 576 is not supported"),
     (dict(head_dim_v=512.0), TypeError, r"head_dim_v: expected an int, got float"),
 ])
 def test_flash_mla_call_refuses_what_it_cannot_honour(kwargs, error, match):
@@ -443,8 +451,10 @@ def test_flash_mla_call_refuses_what_it_cannot_honour(kwargs, error, match):
 
 def test_flash_mla_call_names_a_k_cache_that_is_not_a_latent_cache():
     q, _, _, sl = make_inputs(1, 1, 4, 1, 8, 576, device=DEVICE, seqlens=[8])
-    with pytest.raises(ValueError, match=r"k_cache: expected a 4-D latent cache .* got NoneType"):
+    with pytest.raises(TypeError, match=r"k_cache: expected a torch.Tensor .* got NoneType"):
         fmha.flash_mla_with_kvcache(q, None, None, sl, 512, *fmha.get_mla_metadata())
+    with pytest.raises(ValueError, match=r"k_cache: expected a 4-D latent cache .* got 3-D"):
+        fmha.flash_mla_with_kvcache(q, q[0], None, sl, 512, *fmha.get_mla_metadata())
 
 
 def test_torch_compile_fullgraph_appends_and_checks_first():

@@ -185,6 +185,8 @@ def test_sdpa_adds_the_layout_note_only_to_errors_with_shapes():
     with pytest.raises(ValueError) as e:  # no KV head for 8 query heads: attention's message lists the shape
         fmha.sdpa(q, k[:, :0], k[:, :0], enable_gqa=True)
     assert "got shape [1, 16, 0, 64] (shapes above are in the [B, L, H, E] order" in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match=r"query: Hq=3 query heads is not a multiple of key's Hkv=2"):
+        fmha.sdpa(torch.randn(0, 3, 1, 64, dtype=bf16), k[:0], k[:0], enable_gqa=True)  # empty, but not grouped
 
 
 def test_sdpa_names_a_strided_last_dimension_in_the_callers_order():
