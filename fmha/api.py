@@ -30,8 +30,9 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, a memory range that meets
     none of the other tensors') and, with return_lse, lse [B, Hq, T] float32 (natural log;
     -inf and a zero output for a row with no visible key).
-    sinks: float32 [Hq] on q's device, or None (finite or -inf: device data, never checked): one logit
-    per query head that joins every row's softmax denominator and attends to nothing,
+    sinks: float32 [Hq] on q's device, or None (-inf, or finite below 1e38 in magnitude: device data, never
+    checked; the kernels take them times log2(e) in float32): one logit per query head that joins every
+    row's softmax denominator and attends to nothing,
     p_j = exp(s_j) / (exp(sinks[h]) + sum_k exp(s_k)),
     s_j = softmax_scale * q.k_j (the sink is not scaled). lse is then the log of the whole
     denominator, log(exp(sinks[h]) + sum_k exp(s_k)), so out = sum_j exp(s_j - lse) v_j; a row

@@ -82,6 +82,26 @@ def test_softmax_scale():
     check_backend("triton", q, k, v, softmax_scale=0.3)
 
 
+@pytest.mark.parametrize("num_splits", [1, 2])
+def test_p_and_out_round_to_nearest(num_splits):
+    """bf16 P and O round to nearest even, as on the GPU (the interpreter's own cast truncates): key 0 scores 0,
+    128 keys score just under log(0.5 + 2^-8), every value is 134/64. Rounded to nearest the 128 P round up to
+    0.5 + 2^-8 and the output is 134/64 = 2.09375; truncated they fall to 0.5 and it falls to 2.0625."""
+    from fmha.triton.decode import decode_attention
+    N, D = 128, 64
+    q = torch.zeros(1, 1, 1, D, device=DEVICE)
+    q[..., :2] = torch.tensor([8.0, 1.0])
+    k = torch.zeros(1, N + 1, 1, D, device=DEVICE)
+    k[0, 1:, 0, :2] = torch.tensor([-0.68359375, -0.01422119140625])  # (bf16 values: (8 k0 + k1) / 8 = -0.6853)
+    q, k = q.bfloat16(), k.bfloat16()
+    v = torch.full((1, N + 1, 1, D), 134 / 64, dtype=torch.bfloat16, device=DEVICE)
+    sl = torch.tensor([N + 1], dtype=torch.int32, device=DEVICE)
+    p = validate(q, k, v, sl, None, True, None)
+    out, lse = poisoned_out(q), torch.empty(1, 1, 1, device=DEVICE)
+    decode_attention(p, q, k, v, sl, out, lse, num_splits=num_splits)
+    assert (out.float() - 134 / 64).abs().max().item() < 2 ** -7, out[0, 0, 0, :4]
+
+
 @pytest.mark.parametrize("D", [64, 128, 256, 512])
 @pytest.mark.parametrize("num_splits", [2, 3, 5])
 def test_forced_split_kv(D, num_splits):

@@ -42,7 +42,9 @@ and lse becomes the log of the whole denominator.
 Numerics: scores are scaled by qk_scale = softmax_scale * log2(e) so the
 softmax uses exp2; m_i (running max, log2 domain), l_i (running sum) and acc
 (unnormalised output) are fp32; P is rounded to the input dtype for the PV
-product, as on the tensor cores; O is divided by l_i once, at the end.
+product, as on the tensor cores; O is divided by l_i once, at the end. Under the
+Triton interpreter (INTERPRETED) the dot operands are taken in fp32 (its bf16
+tl.dot is wrong) and P and O are rounded to bf16 by hand (its cast truncates).
 """
 from __future__ import annotations
 
@@ -63,6 +65,17 @@ _LOG2E = tl.constexpr(LOG2E)
 
 
 @triton.jit
+def _rounded_by_hand(x, dtype: tl.constexpr):
+    """fp32 x rounded to dtype, to nearest even, for the interpreter, whose fp32 -> bf16 cast truncates: half
+    an ulp and the tie bit added to x's bits before the low 16 are cut. (Compiled kernels cast with .to.)"""
+    if dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = bits + 0x7FFF + ((bits >> 16) & 1)
+        return (bits & 0xFFFF0000).to(tl.float32, bitcast=True).to(dtype)
+    return x.to(dtype)
+
+
+@triton.jit
 def _decode_kernel(
     Q, K, V, Out, Lse, OPart, LsePart, Seqlens, BlockTable, Sinks,
     stride_qb, stride_qt, stride_qh,
@@ -73,7 +86,7 @@ def _decode_kernel(
     T, S, tokens_per_split, qk_scale, window_left, window_right, cap_log2, LeftPad,
     HEADS_KV: tl.constexpr, GROUP: tl.constexpr, NUM_SPLITS: tl.constexpr,
     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, UPCAST_DOT: tl.constexpr, OFFS_64: tl.constexpr,
+    CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, INTERPRETED: tl.constexpr, OFFS_64: tl.constexpr,
     PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
     QK_TAIL: tl.constexpr, KV_SHARED: tl.constexpr, HAS_SINKS: tl.constexpr, WINDOW: tl.constexpr,
     SOFTCAP: tl.constexpr, HAS_LEFTPAD: tl.constexpr, SPAN_FROM_LO: tl.constexpr,
@@ -95,12 +108,12 @@ def _decode_kernel(
 
     q_rows = Q + b * stride_qb + t_addr[:, None] * stride_qt + hq[:, None] * stride_qh
     q = tl.load(q_rows + offs_d[None, :], mask=row_valid[:, None], other=0.0)
-    if UPCAST_DOT:  # the interpreter's bf16 tl.dot is wrong (triton-lang/triton#11584)
+    if INTERPRETED:  # the interpreter's bf16 tl.dot is wrong (triton-lang/triton#11584)
         q = q.to(tl.float32)
     if QK_TAIL > 0:  # q's columns past D_v: a second, narrow Q K^T product
         offs_r = HEAD_DIM + tl.arange(0, QK_TAIL)
         q_tail = tl.load(q_rows + offs_r[None, :], mask=row_valid[:, None], other=0.0)
-        if UPCAST_DOT:
+        if INTERPRETED:
             q_tail = q_tail.to(tl.float32)
 
     if HAS_SEQLENS:
@@ -169,17 +182,17 @@ def _decode_kernel(
             v_keys = v_base + offs_n * stride_vs
         if KV_SHARED:  # one latent tile, row-major: K^T for the scores, itself as V below
             kv = tl.load(k_keys[:, None] + offs_d[None, :], mask=in_range[:, None], other=0.0)
-            if UPCAST_DOT:
+            if INTERPRETED:
                 kv = kv.to(tl.float32)
             qk = tl.dot(q, tl.trans(kv))
         else:
             k = tl.load(k_keys[None, :] + offs_d[:, None], mask=in_range[None, :], other=0.0)
-            if UPCAST_DOT:
+            if INTERPRETED:
                 k = k.to(tl.float32)
             qk = tl.dot(q, k)
         if QK_TAIL > 0:
             k_tail = tl.load(k_keys[None, :] + offs_r[:, None], mask=in_range[None, :], other=0.0)
-            if UPCAST_DOT:
+            if INTERPRETED:
                 k_tail = k_tail.to(tl.float32)
             qk = tl.dot(q_tail, k_tail, qk)
         if SOFTCAP:  # c tanh(x), x = q.k softmax_scale / c (qk_scale), in the log2 domain (cap_log2 = c log2 e)
@@ -204,10 +217,10 @@ def _decode_kernel(
             v = kv
         else:
             v = tl.load(v_keys[:, None] + offs_d[None, :], mask=in_range[:, None], other=0.0)
-        p_in = p.to(V.dtype.element_ty)  # rounded as the tensor cores take it
-        if UPCAST_DOT:
-            acc += tl.dot(p_in.to(tl.float32), v.to(tl.float32))
+        if INTERPRETED:  # (P rounded as the tensor cores take it)
+            acc += tl.dot(_rounded_by_hand(p, V.dtype.element_ty).to(tl.float32), v.to(tl.float32))
         else:
+            p_in = p.to(V.dtype.element_ty)  # rounded as the tensor cores take it
             acc += tl.dot(p_in, v)
         m_i = m_new
 
@@ -224,7 +237,10 @@ def _decode_kernel(
     lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(tl.where(empty, 1.0, l_i))) * _LN2)
     if NUM_SPLITS == 1:
         o_ptrs = Out + b * stride_ob + t_addr[:, None] * stride_ot + hq[:, None] * stride_oh + offs_d[None, :]
-        tl.store(o_ptrs, o.to(Out.dtype.element_ty), mask=row_valid[:, None])
+        if INTERPRETED:
+            tl.store(o_ptrs, _rounded_by_hand(o, Out.dtype.element_ty), mask=row_valid[:, None])
+        else:
+            tl.store(o_ptrs, o.to(Out.dtype.element_ty), mask=row_valid[:, None])
         tl.store(Lse + (b * HEADS_Q + hq) * T + t, lse, mask=row_valid)
     else:
         part = ((b * T + t) * HEADS_Q + hq) * NUM_SPLITS + split  # [B, T, Hq, splits]
@@ -237,7 +253,7 @@ def _combine_splits(
     Out, Lse, OPart, LsePart, Sinks,
     stride_ob, stride_ot, stride_oh,
     T, HEADS_Q: tl.constexpr, NUM_SPLITS: tl.constexpr, SPLITS_POW2: tl.constexpr,
-    HEAD_DIM: tl.constexpr, HAS_SINKS: tl.constexpr,
+    HEAD_DIM: tl.constexpr, HAS_SINKS: tl.constexpr, INTERPRETED: tl.constexpr,
 ):
     """One program per (b, t, hq): out = sum_s w_s o_s / sum_s w_s with w_s = exp(lse_s - max lse); a sink
     adds exp(sink - max) to the denominator (and takes part in the max) and nothing to the sum."""
@@ -264,7 +280,11 @@ def _combine_splits(
         acc += w_s * tl.load(OPart + (pid * NUM_SPLITS + s) * HEAD_DIM + offs_d)
     empty = w_sum == 0.0
     out = acc / tl.where(empty, 1.0, w_sum)
-    tl.store(Out + b * stride_ob + t * stride_ot + hq * stride_oh + offs_d, out.to(Out.dtype.element_ty))
+    if INTERPRETED:
+        out = _rounded_by_hand(out, Out.dtype.element_ty)
+    else:
+        out = out.to(Out.dtype.element_ty)
+    tl.store(Out + b * stride_ob + t * stride_ot + hq * stride_oh + offs_d, out)
     lse = tl.where(empty, float("-inf"), lse_safe + tl.log(tl.where(empty, 1.0, w_sum)))
     tl.store(Lse + (b * HEADS_Q + hq) * T + t, lse)
 
@@ -382,7 +402,7 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         HEADS_KV=p.heads_kv, GROUP=p.group_size, NUM_SPLITS=splits,
         HEAD_DIM=D, BLOCK_M=block_m, BLOCK_N=block_n,
         CAUSAL=p.causal and T > 1, HAS_SEQLENS=cache_seqlens is not None,
-        UPCAST_DOT=interpreter_enabled(),
+        INTERPRETED=interpreter_enabled(),
         OFFS_64=offsets_64(q, k_cache, v_cache, out, rows_in_span),
         PAGED=paged, PAGE_SIZE=p.page_size if paged else 1,
         QK_TAIL=p.head_dim - D, KV_SHARED=p.kv_shared, HAS_SINKS=sinks is not None, WINDOW=p.has_window,
@@ -394,6 +414,6 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
             out, lse, o_part, lse_part, sinks_arg,
             out.stride(0), out.stride(1), out.stride(2),
             T, HEADS_Q=Hq, NUM_SPLITS=splits, SPLITS_POW2=max(2, triton.next_power_of_2(splits)),
-            HEAD_DIM=D, HAS_SINKS=sinks is not None, num_warps=4,
+            HEAD_DIM=D, HAS_SINKS=sinks is not None, INTERPRETED=interpreter_enabled(), num_warps=4,
         )
     return splits
