@@ -348,12 +348,15 @@ class FlashInferPaged(PeerLibraryContender):
         sets, B, T, Hq, D = inputs.paged_sets, s.B, s.T, s.Hq, s.D
         # The sink variant's extra run() arguments: its `sink` tensor and `sm_scale` scalar.
         extra = () if sinks is None else (sinks, 1.0 / math.sqrt(D))
+        # An output per input set: without one the prefill wrappers' run() zero-fills a fresh tensor, a kernel of
+        # its own inside the timing (fmha and the decode wrapper take torch.empty).
+        outs = [q.new_empty(B * T, Hq, D) for q, *_ in sets]
 
         def fn(i):
             q, kp, vp, _ = sets[i]
-            return wrappers[i].run(q.view(B * T, Hq, D), (kp, vp), *extra).view(B, T, Hq, D)
+            return wrappers[i].run(q.view(B * T, Hq, D), (kp, vp), *extra, out=outs[i]).view(B, T, Hq, D)
 
-        fn.wrappers, fn.workspace = wrappers, workspace  # kept alive with fn
+        fn.wrappers, fn.workspace, fn.outs = wrappers, workspace, outs  # kept alive with fn
         return fn
 
 

@@ -85,9 +85,20 @@ def case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seqlens, see
 
 
 def run_poisoned(backend, q, k, v, sl, **kw):
+    """`backend` into a NaN-filled out; then its runner once more into NaN-filled out and LSE (fmha.attention's LSE
+    is a fresh allocation, which may hold an earlier call's values), bit for bit the same."""
+    from fmha.backends import registry
+    from fmha.dispatch import decide
+
     out = torch.full((*q.shape[:3], v.shape[-1]), float("nan"), dtype=q.dtype, device=q.device)
     res, lse = fmha.attention(q, k, v, sl, return_lse=True, backend=backend, out=out, **kw)
     assert res.data_ptr() == out.data_ptr()
+    p = validate(q, k, v, sl, kw.get("softmax_scale"), kw.get("causal", True), None, kw.get("block_table"),
+                 kw.get("sinks"))
+    out_again, lse_again = torch.full_like(out, float("nan")), torch.full_like(lse, float("nan"))
+    registry()[decide(p, backend).backend].run(p, q, k, v, sl, out_again, lse_again, block_table=kw.get("block_table"),
+                                               sinks=kw.get("sinks"))
+    assert torch.equal(out_again, out) and torch.equal(lse_again, lse), f"{backend}: not reproduced"
     return out, lse
 
 
@@ -113,22 +124,35 @@ CASES = [
     (512, 512, "self", 4, (4, 1), 129, 32, True),
     (256, 256, "separate", 3, (8, 2), 129, None, True),
     (576, 512, "slice", 1, (16, 1), 1000, 64, True),  # S = 1000 through 64-token pages
+    # GQA 28/4 at T = 3 with sinks, contiguous and through 64-token pages, at both latent widths
+    (576, 512, "slice", 3, (28, 4), 129, None, True),
+    (576, 512, "slice", 3, (28, 4), 1000, 64, True),
+    (512, 512, "self", 3, (28, 4), 7, 64, True),
+    (128, 128, "separate", 3, (28, 4), 129, 64, True),
+    # 64 and 128 query heads a KV head (one and several row blocks), S = 1 and 1000 at 512, a V of its own paged
+    (512, 512, "self", 1, (64, 1), 129, None, True),
+    (576, 512, "slice", 2, (128, 1), 129, 64, True),
+    (512, 512, "self", 1, (16, 1), 1000, None, False),
+    (576, 512, "slice", 1, (16, 1), 1, None, True),
+    (576, 512, "separate", 2, (8, 2), 129, 64, True),
 ]
 
 
+@pytest.mark.parametrize("backend", ["triton", "reference"])
 @pytest.mark.parametrize("Dqk,Dv,v_mode,T,heads,S,page_size,use_sinks", CASES)
-def test_triton_against_reference(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks):
-    """Poisoned out, NaN in every cache slot past a sequence's length, a zero-length sequence and (T = 3) one
-    whose first causal rows see no key: output and LSE against the reference on the clean caches; the empty
-    rows give zeros and lse = the sink (-inf without sinks)."""
+def test_triton_against_reference(backend, Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks):
+    """Poisoned out and LSE, NaN in every cache slot past a sequence's length (or no sequence's page), a
+    zero-length sequence and (T = 3) one whose first causal rows see no key: output and LSE against the reference
+    on the clean caches; the empty rows give zeros and lse = the sink (-inf without sinks). The reference backend
+    too: its page gather and its masking of the NaN slots."""
     Hq, Hkv = heads
     q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks,
                                                                    [S, 0, min(S, 2)], seed=Dqk + S + T)
     p = validate(q, k_in, v_in, sl, block_table=table, sinks=sinks)
     assert (p.head_dim, p.head_dim_v, p.kv_shared, p.has_sinks) == (Dqk, Dv, v_mode != "separate", use_sinks)
-    out, lse = run_poisoned("triton", q, k_in, v_in, sl, block_table=table, sinks=sinks)
+    out, lse = run_poisoned(backend, q, k_in, v_in, sl, block_table=table, sinks=sinks)
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(),
-            what=f"triton {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks}")
+            what=f"{backend} {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks}")
     empty = torch.full((Hq, T), float("-inf"), device=DEVICE) if sinks is None else sinks[:, None].expand(Hq, T)
     assert (out[1] == 0).all() and torch.allclose(lse[1], empty, rtol=0, atol=1e-5)
     if T == 3:  # two keys, three queries: the first sees none
@@ -364,6 +388,9 @@ LATENT_CUDA_CASES = [
     # 32 packed rows: the narrow loop's N = 32 (one token of 16 heads past T = 1, and 8 heads of four tokens)
     (576, "slice", 2, (16, 1), 1000, 64, True),
     (512, "self", 4, (8, 1), 129, None, False),
+    # GQA 28/4 at T = 3 with sinks through 64-token pages; the 512-wide latent of one key
+    (576, "slice", 3, (28, 4), 1000, 64, True),
+    (512, "self", 1, (16, 1), 1, None, True),
 ]
 
 
