@@ -302,6 +302,17 @@ def _separated(fn, device):
     return call
 
 
+def shape_notes(records, c) -> str:
+    """What contender c ran, from its results' notes (one per distinct setup, in shape order: FlashInfer's wrapper
+    differs between shapes), or its own note."""
+    notes = []
+    for rec in records:
+        note = rec["results"].get(c.name, {}).get("setup")
+        if note and note not in notes:
+            notes.append(note)
+    return " / ".join(notes) or c.note
+
+
 def run_contender(c, inputs, rows, ref, args, device, keep=None) -> dict:
     """Prepare, check and time contender c on the inputs; keep (a dict): the timed callable is stored
     under c.name, for more rounds of timing (perf/deepseek.py)."""
@@ -314,7 +325,7 @@ def run_contender(c, inputs, rows, ref, args, device, keep=None) -> dict:
             t0 = time.perf_counter()
             try:
                 fn = c.prepare(inputs)
-                r["note"] = c.note  # (what prepare made of this shape)
+                r["note"] = r["setup"] = c.note  # (what prepare made of this shape; the note may grow below)
                 out, first_s = timed_first_call(c, fn)
             except Unsupported as e:
                 return {**r, **_compile_s(c, t0), "status": "unsupported", "reason": str(e)}
@@ -594,7 +605,7 @@ def main(argv=None):
         env["flashinfer"] = flashinfer_version()
     results = {"meta": {**env, "elapsed_s": round(time.monotonic() - t_start, 1)},
                "ceilings": ceilings,
-               "contenders": {c.name: {"fmha": c.is_fmha, "what": c.note} for c in contenders},
+               "contenders": {c.name: {"fmha": c.is_fmha, "what": shape_notes(records, c)} for c in contenders},
                "shapes": records}
     written = report.write_all(results, out_dir, stem="window" if args.preset == "window" else "results")
     if args.write_tuning:

@@ -1059,3 +1059,17 @@ def test_checkouts_refuses_a_commit_twice_and_an_out_of_its_own(tmp_path, capsys
             main(argv)
         assert says in capsys.readouterr().err
     assert not any(tmp_path.iterdir())  # refused before anything was exported
+
+
+def test_contender_notes_name_each_setup_the_shapes_used():
+    """A contender whose setup differs between shapes (FlashInfer's wrapper) is described by every setup it ran, in
+    shape order, not by the last shape's alone."""
+    from types import SimpleNamespace
+    from perf.bench import shape_notes
+    c = SimpleNamespace(name="flashinfer", note="the last shape's")
+    records = [{"results": {"flashinfer": {"setup": "sink wrapper", "note": "sink wrapper; eager timing only"}}},
+               {"results": {"flashinfer": {"setup": "decode wrapper"}}},
+               {"results": {"flashinfer": {"setup": "sink wrapper"}, "fmha": {"setup": "x"}}},
+               {"results": {"fmha": {"setup": "x"}}}]
+    assert shape_notes(records, c) == "sink wrapper / decode wrapper"
+    assert shape_notes(records[3:], c) == "the last shape's"
