@@ -53,7 +53,9 @@ const char* last_error() { return g_last_error; }
 
 int check_cuda(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return 0;
-  return fail("%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+  const int status = fail("%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+  (void)cudaGetLastError();  // reported here: the caller's next CUDA call (a torch kernel) must not see it again
+  return status;
 }
 
 // The current device's SM count (cached per device; 0 when the query fails).
