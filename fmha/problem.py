@@ -214,8 +214,8 @@ def check_softcap(softcap) -> float:
         raise ValueError(f"softcap: expected a finite real number >= 0 (0.0: no cap), got {softcap!r}")
     if value and not MIN_SOFTMAX_SCALE <= value <= MAX_SOFTCAP:
         raise ValueError(f"softcap: got {value:g}; expected 0.0 (no cap) or a cap in [{MIN_SOFTMAX_SCALE:.3g}, "
-                         f"{MAX_SOFTCAP:.3g}] (the kernels cap the scores in float32, which loses the scores' "
-                         "precision above it; a larger cap would not bind on any score a softmax can use)")
+                         f"{MAX_SOFTCAP:.3g}] (the kernels form the capped scores in float32, whose error grows "
+                         "with the cap: past it, beyond a bf16 output's rounding)")
     return value
 
 
