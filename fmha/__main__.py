@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     if set_interpreter:
         print("  no CUDA GPU: this command set TRITON_INTERPRET=1, so the triton backend runs under the Triton "
               "interpreter on the CPU (your own scripts list triton in fmha.available_backends() only with a GPU "
-              "or with TRITON_INTERPRET=1 set before the first Triton call)")
+              "or with TRITON_INTERPRET=1 set before their first fmha call, which imports Triton)")
     for name, b in registry().items():
         why = b.unavailable_reason()
         print(f"  {name:10s} {'available' if why is None else 'unavailable: ' + why}")

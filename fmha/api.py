@@ -44,9 +44,9 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     page id is clamped into [0, num_blocks) on the device (docs/paged.md).
     window_size: (left, right), FlashAttention's sliding window: query t, at position
     i = cache_seqlens[b] - T + t, sees keys i - left .. i + right (-1: no bound on that side; with
-    causal, right is the diagonal: -1 or 0), as FlashAttention documents it (where T > S + 1 its kernel
-    widens a one-sided window). Served by the reference and Triton backends (the CUDA kernels attend to
-    the whole cache, so `auto` takes Triton).
+    causal, right is the diagonal: -1 or 0), as FlashAttention documents it (its kernel bounds a left-only
+    window's right side at S, which where T > S + 1 hides keys from the first rows). Served by the reference
+    and Triton backends (the CUDA kernels attend to the whole cache, so `auto` takes Triton).
     softcap: 0.0, or a cap c in [1e-37, 1e4] on every score: s = c * tanh(softmax_scale * q.k / c) (Gemma 2's).
     cache_leftpad: int32 [B] or None, the index of each sequence's first key (left-padded caches): keys before
     it are not attended, and the causal and window alignment stays on cache_seqlens. Both served by the
