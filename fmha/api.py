@@ -291,7 +291,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     return result
 
 
-_MENTIONS_SHAPES = re.compile(r"shape|stride|\[\d")
+_MENTIONS_SHAPES = re.compile(r"shape|stride|\[\d+, \d")  # (a list of sizes, not a range such as [1e-37, 1e+38])
 
 
 # ---- torch.library custom op: what torch.compile sees -------------------------------------

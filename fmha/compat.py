@@ -23,8 +23,8 @@ import torch
 
 from .api import _check_inference_only, _ready_runner, attention
 from .dispatch import check_backend_name
-from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _elements_share_memory, check_bool, check_cache_seqlens,
-                      check_softcap, check_window, validate, validate_cached)
+from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _check_tensor, _elements_share_memory, check_bool,
+                      check_cache_seqlens, check_softcap, check_window, validate, validate_cached)
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -84,7 +84,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
         cache_seqlens = torch.full((B,), int(cache_seqlens), dtype=torch.int32, device=q.device)
     if cache_batch_idx is not None:  # each sequence's cache row as the one page, of S tokens, of a page table
-        block_table = _batch_idx_as_table(cache_batch_idx, block_table, q)
+        block_table = _batch_idx_as_table(cache_batch_idx, block_table, q, k_cache, v_cache)
         if cache_seqlens is None and k is None and isinstance(k_cache, torch.Tensor) and k_cache.dim() == 4:
             cache_seqlens = torch.full((B,), k_cache.shape[1], dtype=torch.int32, device=q.device)
     if (k is None) != (v is None):
@@ -122,12 +122,19 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                      causal=causal, return_lse=return_softmax_lse, backend=backend, **extra)
 
 
-def _batch_idx_as_table(cache_batch_idx, block_table, q) -> torch.Tensor:
+def _batch_idx_as_table(cache_batch_idx, block_table, q, k_cache, v_cache) -> torch.Tensor:
     """cache_batch_idx (int32 [B]) as a block table [B, 1] over the caches read as a pool of B_cache pages of S
-    tokens: no copy; its ids are clamped into the cache on the device, as page ids are."""
+    tokens: no copy; its ids are clamped into the cache on the device, as page ids are. The caches are checked
+    here as the contiguous caches the caller passed (the pool's checks would speak of pages)."""
     if block_table is not None:
         raise NotImplementedError("cache_batch_idx: not with a block_table (nor is it in FlashAttention); index the "
                                   "pages through the block table instead")
+    layout = "[B_cache, S, Hkv, D] (the rows cache_batch_idx picks)"
+    _check_tensor("k_cache", k_cache, layout)
+    _check_tensor("v_cache", v_cache, layout)
+    if k_cache.shape[:3] != v_cache.shape[:3]:
+        raise ValueError(f"v_cache: [B_cache, S, Hkv] = {list(v_cache.shape[:3])} differs from k_cache's "
+                         f"{list(k_cache.shape[:3])}")
     if not isinstance(cache_batch_idx, torch.Tensor) or cache_batch_idx.dtype != torch.int32:
         got = cache_batch_idx.dtype if isinstance(cache_batch_idx, torch.Tensor) else type(cache_batch_idx).__name__
         raise TypeError(f"cache_batch_idx: expected an int32 tensor [B], got {got}")
@@ -222,6 +229,11 @@ def _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_tab
     p = check(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None, window_size, softcap,
               cache_leftpad)
     _ready_runner(p, backend)
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):  # (on real tensors: not traceable)
+        if cache.is_inference() and not torch.is_inference_mode_enabled():
+            raise ValueError(f"{name}: an inference tensor (made under torch.inference_mode()), which torch lets "
+                             "nobody write in place outside inference mode; call with the new tokens under "
+                             "torch.inference_mode()")
     _append(k_cache, v_cache, k, v, cache_seqlens, block_table)
 
 

@@ -321,6 +321,8 @@ def _refusals():
         (dict(k=[1]), TypeError, r"k: expected a torch.Tensor \[B, T_new, Hkv, D\] of new tokens, got list"),
         (dict(softmax_scale=-1.0), ValueError, r"softmax_scale"),
         (dict(num_splits=1.0), TypeError, r"num_splits: expected an int >= 0, got float"),
+        (dict(cache_batch_idx=torch.zeros(2, dtype=torch.int32, device=DEVICE), v_trim=4), ValueError,
+         r"v_cache: \[B_cache, S, Hkv\] = \[2, 4, 1\] differs from k_cache's \[2, 8, 1\]"),
         # the backend, and what it can serve, before the append
         (dict(backend="nope"), ValueError, r"backend: unknown backend 'nope'"),
         (dict(backend=["reference"]), ValueError, r"backend: unknown backend \['reference'\]"),
@@ -336,6 +338,8 @@ def test_refusals_name_the_argument_and_write_nothing(case):
     args.update(kwargs)
     if args.pop("paged", False):  # the caches as a pool of 2 pages of 4 tokens
         k, v = k.view(4, 4, *k.shape[2:])[:2], v.view(4, 4, *v.shape[2:])[:2]
+    if "v_trim" in args:  # a V cache of fewer tokens than K's
+        v = v[:, :args.pop("v_trim")]
     k_before, v_before = k.clone(), v.clone()
     with pytest.raises(error, match=match):
         fmha.flash_attn_with_kvcache(q, k, v, **args)
@@ -518,3 +522,19 @@ def test_decode_steps_replayed_from_a_cuda_graph(backend):
         torch.testing.assert_close(out, want, atol=0, rtol=0)
         sl += 1
         sl_eager += 1
+
+
+def test_append_into_inference_tensors_outside_inference_mode_writes_nothing():
+    """Caches made under torch.inference_mode() take no in-place write outside it: refused by name before the
+    append (torch would write V, then refuse K); inside inference mode the call runs."""
+    q, _, _, sl = make_inputs(2, 1, 4, 1, 8, 64, device=DEVICE, seqlens=[3, 5])
+    with torch.inference_mode():
+        k, v = torch.randn(2, 8, 1, 64, device=DEVICE).bfloat16(), torch.randn(2, 8, 1, 64, device=DEVICE).bfloat16()
+    k_new = torch.randn(2, 1, 1, 64, device=DEVICE).bfloat16()
+    k_before, v_before = k.clone(), v.clone()
+    with pytest.raises(ValueError, match=r"k_cache: an inference tensor .* under torch.inference_mode\(\)"):
+        fmha.flash_attn_with_kvcache(q, k, v, k_new, k_new, cache_seqlens=sl, backend="reference")
+    assert torch.equal(k, k_before) and torch.equal(v, v_before)
+    with torch.inference_mode():
+        fmha.flash_attn_with_kvcache(q, k, v, k_new, k_new, cache_seqlens=sl, backend="reference")
+    assert torch.equal(k[0, 3], k_new[0, 0])

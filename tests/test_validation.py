@@ -178,6 +178,9 @@ def test_sdpa_adds_the_layout_note_only_to_errors_with_shapes():
     with pytest.raises(ValueError) as e:
         fmha.sdpa(q, k, k, scale=-1.0, enable_gqa=True)
     assert "shapes above" not in str(e.value), str(e.value)
+    with pytest.raises(ValueError) as e:  # a range in brackets is no shape
+        fmha.sdpa(q, k, k, scale=1e39, enable_gqa=True)
+    assert "must lie in [1e-37" in str(e.value) and "shapes above" not in str(e.value), str(e.value)
     with pytest.raises(ValueError) as e:  # 6 query heads over 4 KV heads: attention's message lists shapes
         fmha.sdpa(torch.randn(1, 6, 1, 96, dtype=bf16), torch.randn(1, 4, 16, 96, dtype=bf16),
                   torch.randn(1, 4, 16, 96, dtype=bf16), enable_gqa=True)
