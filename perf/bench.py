@@ -56,10 +56,10 @@ def parse_args(argv=None):
     ap.add_argument("--settle-ms", type=float, default=200.0,
                     help="replay each contender's graph this long before timing it, so the GPU's clocks "
                          "and power settle on the shape (0: off)")
-    ap.add_argument("--rounds", type=int, default=3,
-                    help="--preset deepseek: time each shape's contenders this many rounds, in reversed order "
-                         "every other round, and report each one's median over the rounds (the GPU's clock "
-                         "drifts at its power cap while a shape is measured; perf/clocks.py)")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="--preset deepseek: time each shape's contenders this many rounds (rounded up to even), "
+                         "in reversed order every other round, and report each one's median over the rounds (the "
+                         "GPU's clock drifts at its power cap while a shape is measured; perf/clocks.py)")
     ap.add_argument("--rotate-factor", type=float, default=3.0,
                     help="rotating input sets total at least this many L2 caches (default 3)")
     ap.add_argument("--ceiling-gib", type=float, default=4.0, help="size of the ceiling tensors in GiB")
@@ -414,7 +414,7 @@ def environment(args, argv, device):
         key = gpu_key(gpu)
     else:
         gpu, key, extra = "CPU (dry run)", "cpu-dry-run", {}
-    from perf.timing import l2_cache_bytes
+    from perf.timing import even_rounds, l2_cache_bytes
     unavailable = {n: b.unavailable_reason() for n, b in registry().items() if b.unavailable_reason()}
     return {"gpu": gpu, "gpu_key": key, **extra, "l2_bytes": l2_cache_bytes(device),
             "torch": torch.__version__, "triton": triton_version, "fmha": fmha.__version__,
@@ -424,7 +424,7 @@ def environment(args, argv, device):
             "preset": args.preset, "shape_filter": args.shapes, "dry_run": args.dry_run, "dtype": DTYPES[args.dtype],
             "fmha_backends_available": available_backends(), "fmha_backends_unavailable": unavailable,
             "min_cosine": MIN_COSINE, "replays": args.replays, "settle_ms": args.settle_ms,
-            "rounds": args.rounds if args.preset == "deepseek" else 1,
+            "rounds": even_rounds(args.rounds) if args.preset == "deepseek" else 1,
             "rotate_factor": args.rotate_factor, "separate": args.separate,
             "also_separate": args.also_separate,
             "bandwidth_units": "GB/s = 1e9 bytes/s (decimal)",

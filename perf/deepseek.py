@@ -354,8 +354,8 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> No
     fails is noted (`round_error`) and ends that contender's rounds; its other figures stand."""
     import contextlib
     from perf.peers import short_reason
-    from perf.timing import graph_round, round_order
-    for k in range(1, max(1, args.rounds)):
+    from perf.timing import even_rounds, graph_round, round_order
+    for k in range(1, even_rounds(args.rounds)):
         if time.monotonic() > deadline:
             break
         for c in round_order(contenders, k):

@@ -96,6 +96,12 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=Non
     return per_call
 
 
+def even_rounds(n: int) -> int:
+    """n rounds, rounded up to an even count: with round_order each contender then runs as many rounds in each
+    position, so a median over its rounds favours no position (with 3, the first one runs first twice)."""
+    return max(2, n + n % 2)
+
+
 def round_order(items, k: int) -> list:
     """The contenders of round k (0-based): every other round in reversed order, so that a clock that drifts
     over the rounds (an H200 at its power cap) favours no position."""

@@ -800,14 +800,14 @@ def test_deepseek_summary_and_targets():
 
 
 def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
-    """perf/deepseek.py more_rounds: rounds 2 .. N time the kept contenders, every other round in reversed order;
-    `us` and the clock become the medians over the rounds; a contender that was not timed is left alone, and one
-    whose round fails keeps the rounds before it, with the error noted."""
+    """perf/deepseek.py more_rounds: rounds 2 .. N (N rounded up to even) time the kept contenders, every other
+    round in reversed order; `us` and the clock become the medians over the rounds; a contender that was not timed
+    is left alone, and one whose round fails keeps the rounds before it, with the error noted."""
     import types
     import perf.clocks
     import perf.timing
     from perf.deepseek import more_rounds
-    order, times = [], {"a": iter([90.0, 110.0]), "b": iter([205.0, 195.0]), "x": iter([50.0])}
+    order, times = [], {"a": iter([90.0, 110.0, 120.0]), "b": iter([205.0, 195.0, 190.0]), "x": iter([50.0])}
 
     def fake_time_graph(fn, n_sets, replays, settle_s=0.0, sampler=None):
         order.append(fn.name)
@@ -836,10 +836,11 @@ def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
     args = types.SimpleNamespace(rounds=3, replays=30, settle_ms=200.0)
     cpu = types.SimpleNamespace(type="cpu")
     more_rounds(results, contenders, kept, 2, args, cpu, deadline=float("inf"))
-    assert order == ["x", "b", "a", "a", "b", "x"]  # round 2 reversed, round 3 in order (x fails in it)
-    assert results["a"]["round_us"] == [100.0, 90.0, 110.0] and results["a"]["us"] == 100.0
-    assert results["a"]["sm_mhz"] == 1500.0 and abs(results["a"]["power_capped"] - 2 / 3) < 1e-12
-    assert results["b"]["us"] == results["b"]["graph_us"] == 200.0 and results["b"]["sm_mhz"] == 1500.0
+    # 3 rounds run as 4: round 2 reversed, round 3 in order (x fails in it), round 4 reversed
+    assert order == ["x", "b", "a", "a", "b", "x", "b", "a"]
+    assert results["a"]["round_us"] == [100.0, 90.0, 110.0, 120.0] and results["a"]["us"] == 105.0
+    assert results["a"]["sm_mhz"] == 1500.0 and abs(results["a"]["power_capped"] - 3 / 4) < 1e-12
+    assert results["b"]["us"] == results["b"]["graph_us"] == 197.5 and results["b"]["sm_mhz"] == 1500.0
     assert results["c"] == {"status": "unsupported", "reason": "no"}
     assert results["x"]["round_us"] == [40.0, 50.0] and results["x"]["us"] == 45.0
     assert results["x"]["round_error"].startswith("round 3: RuntimeError: CUDA error") and "x" not in kept

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     ap.add_argument("--lib", action="append", default=[], required=True,
                     help="NAME=PATH of a prebuilt library (repeatable; the first is the baseline)")
     ap.add_argument("--shapes", default="mla/,v4/", help="comma-separated prefixes of deepseek shape names")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=6, help="rounded up to even (perf.timing.even_rounds)")
     ap.add_argument("--settle-ms", type=float, default=200.0)
     ap.add_argument("--no-flashinfer", action="store_true")
     args = ap.parse_args(argv)
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     from perf.deepseek import PAGE_SIZE, FlashInferMLA, LatentInputs
     from perf.peers import Unsupported
     from perf.shapes import select
-    from perf.timing import graph_round, l2_cache_bytes, round_order, rotation_count
+    from perf.timing import even_rounds, graph_round, l2_cache_bytes, round_order, rotation_count
     from tools._cuda import CONFIG_NAMES, library_backend
 
     if not torch.cuda.is_available():
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
             torch.cuda.synchronize()
             checks[name] = cosine(out[rows], refs["latent"])
         times = {name: [] for name in calls}
-        for r in range(args.rounds):
+        for r in range(even_rounds(args.rounds)):
             for name in round_order(calls, r):
                 us, clock = graph_round(calls[name], n_sets, dev, settle_s=args.settle_ms / 1e3)
                 times[name].append((us, clock.get("sm_mhz")))

@@ -52,7 +52,7 @@ def main():
                     help="NAME=SPEC: nvcc flags, probe:MODE and plan tokens (repeatable; default base=)")
     ap.add_argument("--lib", action="append", default=[], help="NAME=PATH of a prebuilt library, e.g. an older "
                     "commit's (repeatable; its C API and FmhaDecodeArgs layout must match this checkout's)")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4, help="rounded up to even (perf.timing.even_rounds)")
     ap.add_argument("--shapes", type=int, default=len(SHAPES))
     ap.add_argument("--only", default=None, help="comma-separated indices into SHAPES")
     ap.add_argument("--shape", action="append", default=[],
@@ -101,7 +101,7 @@ def main():
     from fmha.problem import validate
     from perf.clocks import ClockSampler, nvml_for
     from perf.paged import page_pools
-    from perf.timing import round_order, time_graph
+    from perf.timing import even_rounds, round_order, time_graph
     from tools.ncu_probe import random_cache
 
     try:
@@ -234,7 +234,7 @@ def main():
             contenders["(separator)"] = [separator] * n
         times = {name: [] for name in contenders}
         clocks = {name: [] for name in contenders}
-        for r in range(args.rounds):
+        for r in range(even_rounds(args.rounds)):
             for name, calls in round_order(contenders.items(), r):
                 us, mhz = graph_time_us(calls)
                 times[name].append(us)
