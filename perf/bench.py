@@ -433,7 +433,7 @@ def environment(args, argv, device):
 
 def summarize(rec, ceilings):
     """Add GB/s, % of the read ceiling, the best peer and fmha's speedups to one shape record."""
-    from perf.timing import gbps
+    from perf.timing import comparable, gbps
     best = None
     for name, r in rec["results"].items():
         if r.get("us"):
@@ -441,12 +441,14 @@ def summarize(rec, ceilings):
             r["pct_read_ceiling"] = 100.0 * r["gbps"] / ceilings["read_gbps"]
             if r.get("eager_us"):
                 r["eager_gbps"] = gbps(rec["bytes_moved"], r["eager_us"])
-            if not r.get("is_fmha") and r["status"] == "ok" and (best is None or r["us"] < best[1]):
+            if (not r.get("is_fmha") and r["status"] == "ok" and comparable(r)
+                    and (best is None or r["us"] < best[1])):
                 best = (name, r["us"])
     rec["best_peer"], rec["best_peer_us"] = best if best else (None, None)
     rec["speedup_vs_best_peer"] = {
-        name: (best[1] / r["us"] if best and r.get("us") and r["status"] == "ok" else None)
+        name: (best[1] / r["us"] if best and r.get("us") and r["status"] == "ok" and comparable(r) else None)
         for name, r in rec["results"].items() if r.get("is_fmha")}
+
 
 
 def shape_line(rec) -> str:

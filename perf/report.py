@@ -15,6 +15,8 @@ import copy
 import json
 import os
 
+from perf.timing import comparable
+
 RAW_KEYS = ("graph_raw_us", "eager_raw_us", "raw_us", "separate_raw_us")
 PLOTS = ("bandwidth_vs_cache_tokens.png", "bandwidth_by_shape.png", "speedup_vs_best_peer.png")
 
@@ -96,7 +98,7 @@ def _fastest(res: dict, key: str, peers_only: bool = False):
     """(name, time) of the fastest correct contender of one shape by timing `key` ("us", "separate_us"),
     among the peers only if asked; (None, None) when none has that time."""
     times = {n: r[key] for n, r in res.items()
-             if r.get(key) and r["status"] == "ok" and not (peers_only and r.get("is_fmha"))}
+             if r.get(key) and r["status"] == "ok" and comparable(r) and not (peers_only and r.get("is_fmha"))}
     if not times:
         return None, None
     best = min(times, key=times.get)
@@ -126,7 +128,7 @@ def markdown(results: dict) -> str:
              if meta.get("cuda") else "") + f"; run took {meta['elapsed_s']:.0f} s.", "",
           f"{meta.get('dtype', 'bfloat16')} throughout. Time: per call, median over "
           f"{meta['replays']} CUDA-graph replays; one replay calls the contender once on each of N rotating "
-          f"input sets (together >= {meta['rotate_factor']:g}x L2, at least 2), per call = replay time / N. "
+          f"input sets (as many as make {meta['rotate_factor']:g}x L2, from 2 to 64), per call = replay time / N. "
           "Bandwidth: GB/s = 1e9 bytes/s (decimal) of q + k_cache + v_cache + out bytes "
           "(fmha.Problem.bytes_moved()" + ("; with a sliding window, K and V of the min(S, window + T) keys a "
                                             "sequence that its queries can see" if windows else "")
@@ -321,7 +323,7 @@ def tuning_table(results: dict) -> dict:
         med = {}
         for n in keys:
             r = rec["results"].get(n, {})
-            med[n] = round(r["us"], 3) if r.get("status") == "ok" and r.get("us") else None
+            med[n] = round(r["us"], 3) if r.get("status") == "ok" and r.get("us") and comparable(r) else None
         if any(v is not None for v in med.values()):
             entries.append({"B": rec["B"], "T": rec["T"], "G": rec["G"], "S": rec["S"], "D": rec["D"],
                             "Hq": rec["Hq"], "Hkv": rec["Hkv"], "causal": rec["causal"], "shape": rec["name"],
@@ -329,7 +331,8 @@ def tuning_table(results: dict) -> dict:
     meta = results["meta"]
     return {"gpu": meta["gpu"], "date": meta["date"], "command": meta["command"],
             "torch": meta["torch"], "triton": meta["triton"],
-            "timing": "median per-call CUDA-graph time (eager where not capturable), bf16, full caches",
+            "timing": "median per-call CUDA-graph time, bf16, full caches (contenders that could not be captured "
+                      "are left out)",
             "entries": entries}
 
 

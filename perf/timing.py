@@ -96,6 +96,12 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=Non
     return per_call
 
 
+def comparable(r: dict) -> bool:
+    """Whether a result's `us` is in the suite's regime: not the eager time of a contender whose graph capture
+    failed (Python and launch included), which enters no ratio and no tuning table."""
+    return r.get("timing") != "eager"
+
+
 def even_rounds(n: int) -> int:
     """n rounds, rounded up to an even count: with round_order each contender then runs as many rounds in each
     position, so a median over its rounds favours no position (with 3, the first one runs first twice)."""

@@ -1074,3 +1074,21 @@ def test_contender_notes_name_each_setup_the_shapes_used():
                {"results": {"fmha": {"setup": "x"}}}]
     assert shape_notes(records, c) == "sink wrapper / decode wrapper"
     assert shape_notes(records[3:], c) == "the last shape's"
+
+
+def test_an_eager_fallback_enters_no_ratio_and_no_tuning_table():
+    """A contender whose graph capture failed is timed eagerly (Python and launch included): it is neither the
+    best peer nor given a speedup, and the tuning table leaves it out."""
+    from perf.bench import summarize
+    from perf.report import tuning_table
+    rec = {"name": "s", "B": 1, "T": 1, "G": 4, "S": 64, "D": 64, "Hq": 4, "Hkv": 1, "causal": True,
+           "bytes_moved": 1e6,
+           "results": {"cuda": {"status": "ok", "us": 10.0, "timing": "graph", "is_fmha": True},
+                       "triton": {"status": "ok", "us": 30.0, "timing": "eager", "is_fmha": True},
+                       "sdpa-cudnn": {"status": "ok", "us": 12.0, "timing": "graph", "is_fmha": False},
+                       "flex": {"status": "ok", "us": 5.0, "timing": "eager", "is_fmha": False}}}
+    summarize(rec, {"read_gbps": 1000.0})
+    assert rec["best_peer"] == "sdpa-cudnn" and rec["speedup_vs_best_peer"] == {"cuda": 1.2, "triton": None}
+    table = tuning_table({"contenders": {"cuda": {"fmha": True}, "triton": {"fmha": True}}, "shapes": [rec],
+                          "meta": {"gpu": "g", "date": "d", "command": "c", "torch": "t", "triton": "t"}})
+    assert table["entries"][0]["median_us"] == {"cuda": 10.0, "triton": None}

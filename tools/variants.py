@@ -101,7 +101,7 @@ def main():
     from fmha.problem import validate
     from perf.clocks import ClockSampler, nvml_for
     from perf.paged import page_pools
-    from perf.timing import even_rounds, round_order, time_graph
+    from perf.timing import even_rounds, l2_cache_bytes, round_order, rotation_count, time_graph
     from tools.ncu_probe import random_cache
 
     try:
@@ -181,8 +181,8 @@ def main():
     for shape in shapes:
         B, T, Hq, Hkv, S, D = shape
         causal = T > 1
-        per = (1 if args.latent else 2) * B * S * Hkv * D * 2  # cache bytes a set reads
-        n = max(2, min(16, -(-3 * 60 * 2 ** 20 // per)))
+        per = (1 if args.latent else 2) * B * S * Hkv * D * 2 + 2 * B * T * Hq * D * 2  # a set's bytes, q and out in
+        n = rotation_count(per, l2_cache_bytes(torch.device("cuda")))
         if args.latent and D not in (512, 576):
             ap.error(f"--latent: D must be 512 or 576, got {D}")
         sets = [(torch.randn(B, T, Hq, D, device="cuda", dtype=torch.bfloat16),
@@ -200,7 +200,7 @@ def main():
             seqlens = torch.full((B,), S, dtype=torch.int32, device="cuda")
             paged = [page_pools((k, v), args.page)[::-1] for _, k, v in sets]  # (block_table, [k_pool, v_pool])
             p = validate(sets[0][0], *paged[0][1], seqlens, causal=causal, block_table=paged[0][0])
-            contenders["contiguous"] = [lambda q=q, k=k, v=v, o=o: fmha.attention(q, k, v, causal=causal,
+            contenders["contiguous"] = [lambda q=q, k=k, v=v, o=o: fmha.attention(q, k, v, seqlens, causal=causal,
                                                                                   backend="cuda", out=o)
                                         for (q, k, v), o in zip(sets, outs)]
             for name, b in backends.items():
