@@ -345,47 +345,8 @@ def _line(name, r) -> str:
     return f"{name} {r['status']} ({(r.get('reason') or '')[:90]})"
 
 
-def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> None:
-    """Rounds 2 .. args.rounds of timing on one shape, every other one in reversed order: at the power cap
-    the GPU's clock drifts over a shape's measurement (a peer took 149.1 and 158.5 µs at 1785 and 1620 MHz
-    in two runs minutes apart, H200), so one round favours whichever contender ran at the higher clock.
-    Each contender's `us` and `graph_us` become the median over its rounds (`round_us`), its clock the
-    median of the rounds' (`round_mhz`); the raw samples and the eager time stay round 1's. A round that
-    fails is noted (`round_error`) and ends that contender's rounds; its other figures stand."""
-    import contextlib
-    from perf.peers import short_reason
-    from perf.timing import even_rounds, graph_round, round_order
-    for k in range(1, even_rounds(args.rounds)):
-        if time.monotonic() > deadline:
-            break
-        for c in round_order(contenders, k):
-            r, fn = results.get(c.name), kept.get(c.name)
-            if fn is None or not r or r.get("status") not in ("ok", "WRONG"):
-                continue
-            try:
-                with getattr(c, "context", contextlib.nullcontext)():
-                    us, clock = graph_round(fn, n_sets, device, args.replays, args.settle_ms / 1e3)
-            except Exception as e:  # (out of memory included) the rounds before it stand
-                if device.type == "cuda":
-                    with contextlib.suppress(Exception):  # (a sticky CUDA error raises here again)
-                        torch.cuda.synchronize()
-                r["round_error"] = f"round {k + 1}: {type(e).__name__}: {short_reason(e)}"
-                kept.pop(c.name)
-                continue
-            r.setdefault("round_us", [r["us"]]).append(us)
-            r.setdefault("round_mhz", [r.get("sm_mhz")]).append(clock.get("sm_mhz"))
-            r.setdefault("round_capped", [r.get("power_capped")]).append(clock.get("power_capped"))
-    for r in results.values():
-        if r and len(r.get("round_us", ())) > 1:
-            r["us"] = r["graph_us"] = statistics.median(r["round_us"])
-            mhz = [m for m in r["round_mhz"] if m is not None]
-            capped = [x for x in r["round_capped"] if x is not None]
-            r["sm_mhz"] = statistics.median(mhz) if mhz else None
-            r["power_capped"] = sum(capped) / len(capped) if capped else None
-
-
 def sweep(shapes, contenders, args, device, ceilings, t_start) -> list:
-    from perf.bench import DTYPES
+    from perf.bench import DTYPES, more_rounds
     from perf.timing import gbps, l2_cache_bytes, rotation_count
     l2 = l2_cache_bytes(device)
     deadline = t_start + args.budget_s

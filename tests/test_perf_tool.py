@@ -800,13 +800,13 @@ def test_deepseek_summary_and_targets():
 
 
 def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
-    """perf/deepseek.py more_rounds: rounds 2 .. N (N rounded up to even) time the kept contenders, every other
+    """perf/bench.py more_rounds: rounds 2 .. N (N rounded up to even) time the kept contenders, every other
     round in reversed order; `us` and the clock become the medians over the rounds; a contender that was not timed
     is left alone, and one whose round fails keeps the rounds before it, with the error noted."""
     import types
     import perf.clocks
     import perf.timing
-    from perf.deepseek import more_rounds
+    from perf.bench import more_rounds
     order, times = [], {"a": iter([90.0, 110.0, 120.0]), "b": iter([205.0, 195.0, 190.0]), "x": iter([50.0])}
 
     def fake_time_graph(fn, n_sets, replays, settle_s=0.0, sampler=None):
