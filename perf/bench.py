@@ -345,10 +345,17 @@ def run_contender(c, inputs, rows, ref, args, device, keep=None) -> dict:
                 r["status"] = "WRONG"
                 r["reason"] = f"cosine {cos:.6f} < {MIN_COSINE} against the fp32 reference"
             t = measure(fn, inputs.n_sets, device, replays=args.replays, capture=not args.no_graph,
-                        settle_s=args.settle_ms / 1e3)
+                        settle_s=args.settle_ms / 1e3, check=lambda o: cosine(o[rows], ref))
             note = t.pop("note")
             if note:
                 r["note"] = f"{c.note}; {note}"
+            graph_cos = t.pop("graph_check")
+            if graph_cos is not None:
+                r["graph_cosine"] = graph_cos
+                if not graph_cos >= MIN_COSINE and r["status"] == "ok":
+                    r["status"] = "WRONG"
+                    r["reason"] = (f"cosine {graph_cos:.6f} < {MIN_COSINE} against the fp32 reference after the "
+                                   "timed graph replays (the eager first call passed)")
             r.update(t)
             r["us"] = t["graph_us"] if t["graph_us"] is not None else t["eager_us"]
             if keep is not None and t["graph_us"] is not None:

@@ -58,7 +58,7 @@ def warm_up(fn, n_sets: int, device) -> None:
     torch.cuda.synchronize(device)
 
 
-def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=None) -> list:
+def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=None, check=None) -> list:
     """Per-call microseconds of each replay of a graph holding one call per input set.
 
     Before timing, the graph is replayed for `settle_s` seconds: 30 replays of a 100 us shape
@@ -66,12 +66,12 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=Non
     the first contender timed after a heavier shape is measured in that shape's state (on an
     H200 at its 700 W cap: 142 vs 126 us for the same kernel).
     sampler (perf.clocks.ClockSampler): samples the SM clock while the timed replays run (once right
-    after them where they were over before a first sample).
+    after them where they were over before a first sample). check: called with the graph's output of set 0
+    after the last replay (what the timing ran, which the eager first call may not be).
     """
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for i in range(n_sets):
-            fn(i)
+        outs = [fn(i) for i in range(n_sets)]
     graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -92,7 +92,9 @@ def time_graph(fn, n_sets: int, replays: int, settle_s: float = 0.0, sampler=Non
             sampler.sample()
     torch.cuda.synchronize()
     per_call = [s.elapsed_time(e) * 1e3 / n_sets for s, e in zip(starts, ends)]
-    del graph
+    if check is not None:
+        check(outs[0])
+    del graph, outs
     return per_call
 
 
@@ -153,15 +155,17 @@ def time_cpu(fn, n_sets: int, loops: int = 3) -> list:
     return per_call
 
 
-def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True, settle_s: float = 0.0) -> dict:
-    """Time one contender on one shape. The caller has already made the first (checked) call.
+def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True, settle_s: float = 0.0,
+            check=None) -> dict:
+    """Time one contender on one shape. The caller has already made the first (checked) call; check(out), where
+    given, scores the graph's output of set 0 after its replays (graph_check).
 
     Returns graph_us / eager_us medians (per call), raw samples, calls_per_graph,
     `timing` ("graph", "eager" or "cpu"), a note when graph capture failed and, where NVML answers,
     the SM clock the graph was timed at (sm_mhz, power_capped, clock_samples: perf/clocks.py).
     """
     res = {"graph_us": None, "graph_raw_us": [], "calls_per_graph": n_sets, "eager_us": None,
-           "eager_raw_us": [], "timing": None, "note": ""}
+           "eager_raw_us": [], "timing": None, "note": "", "graph_check": None}
     warm_up(fn, n_sets, device)
     if device.type != "cuda":
         res["eager_raw_us"] = time_cpu(fn, n_sets)
@@ -174,7 +178,17 @@ def measure(fn, n_sets: int, device, replays: int = 30, capture: bool = True, se
         try:
             from perf.clocks import ClockSampler, nvml_for
             sampler = ClockSampler(nvml_for(device))
-            res["graph_raw_us"] = time_graph(fn, n_sets, replays, settle_s, sampler)
+            scored = {}
+
+            def score(out):  # (a check that fails must not read as a failed capture)
+                try:
+                    scored["v"] = check(out)
+                except Exception as e:
+                    scored["error"] = f"graph output not checked ({type(e).__name__}: {e})"[:160]
+
+            res["graph_raw_us"] = time_graph(fn, n_sets, replays, settle_s, sampler, None if check is None else score)
+            res["graph_check"] = scored.get("v")
+            res["note"] = scored.get("error", "")
             res["graph_us"] = statistics.median(res["graph_raw_us"])
             res.update(sampler.summary())
             est_us = res["graph_us"]
