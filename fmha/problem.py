@@ -172,11 +172,15 @@ def _check_tensor(name: str, t, layout: str) -> None:
 
 
 def _check_dense(name: str, t: torch.Tensor, expected: str) -> None:
-    """t is a plain strided tensor: not sparse, not nested (whose strided layout has no strides to read)."""
+    """t is a plain strided tensor: not sparse, not nested (whose strided layout has no strides to read), not a
+    lazily negated view (whose memory holds the values before the negation, which the kernels would read)."""
     if t.is_nested:
         raise TypeError(f"{name}: a nested tensor is not allowed; expected {expected}")
     if t.layout != torch.strided:
         raise TypeError(f"{name}: layout {t.layout} is not allowed; expected {expected}")
+    if t.is_neg():
+        raise ValueError(f"{name}: a lazily negated view (its negative bit is set), whose memory the kernels would "
+                         f"read unnegated; pass {name}.resolve_neg()")
 
 
 def _pairs() -> str:
@@ -499,6 +503,11 @@ def metadata_key(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, ca
                                              and type(window_size[0]) is int and type(window_size[1]) is int):
         return None
     if type(softcap) not in _IMMUTABLE_SCALARS:
+        return None
+    if (q.is_neg() or k_cache.is_neg() or v_cache.is_neg()  # (refused by validate: never remembered)
+            or (cache_seqlens is not None and cache_seqlens.is_neg()) or (out is not None and out.is_neg())
+            or (block_table is not None and block_table.is_neg()) or (sinks is not None and sinks.is_neg())
+            or (cache_leftpad is not None and cache_leftpad.is_neg())):
         return None
     return (window_size, softcap,
             None if cache_leftpad is None else (type(cache_leftpad), cache_leftpad.shape, cache_leftpad.stride(),

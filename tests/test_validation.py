@@ -381,3 +381,16 @@ def test_refused_before_any_backend_runs(case, monkeypatch):
     args, kwargs, exc, match = _refused_calls()[case]
     for backend in ("auto", "reference", "triton"):
         raises(exc, match, *args, backend=backend, **kwargs)
+
+
+@pytest.mark.parametrize("which", ["q", "k_cache", "v_cache", "cache_seqlens", "sinks", "out"])
+def test_lazily_negated_views_are_refused_even_after_a_memo_hit(which):
+    """A tensor whose negative bit is set holds the values before the negation in memory, which the kernels would
+    read: refused by name, also when the same metadata passed the checks before (the memo must not skip it)."""
+    q, k, v = good(Hq=4)
+    args = dict(q=q, k_cache=k, v_cache=v, cache_seqlens=torch.tensor([16, 5], dtype=torch.int32),
+                sinks=torch.zeros(4), out=torch.empty_like(q))
+    fmha.attention(**args, backend="reference")  # the memo's entry for this metadata
+    args[which] = torch._neg_view(args[which])
+    with pytest.raises(ValueError, match=rf"{which}: a lazily negated view .* pass {which}.resolve_neg\(\)"):
+        fmha.attention(**args, backend="reference")
