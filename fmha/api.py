@@ -196,8 +196,8 @@ def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks, cache_leftpad)
     _check_inference_only(q, k_cache, v_cache, sinks, out)  # what attention refuses, explain refuses too
     check_bool("return_lse", return_lse)
+    runner = _ready_runner(p, backend)  # (loaded as attention loads it: a backend that fails to load is passed over)
     d = decide(p, backend)
-    runner = registry()[d.backend]
     launch = runner.launch_details(p)
     return dataclasses.replace(d, launch=launch or d.launch, kv_reads=_kv_reads(p, d.backend, runner))
 

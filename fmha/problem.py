@@ -178,7 +178,7 @@ def _check_dense(name: str, t: torch.Tensor, expected: str) -> None:
         raise TypeError(f"{name}: a nested tensor is not allowed; expected {expected}")
     if t.layout != torch.strided:
         raise TypeError(f"{name}: layout {t.layout} is not allowed; expected {expected}")
-    if t.is_neg():
+    if not torch.compiler.is_compiling() and t.is_neg():  # (not traceable: the op's own validate checks it)
         raise ValueError(f"{name}: a lazily negated view (its negative bit is set), whose memory the kernels would "
                          f"read unnegated; pass {name}.resolve_neg()")
 
