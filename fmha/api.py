@@ -190,8 +190,9 @@ def explain(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
             cache_leftpad=None) -> Decision:
     """Which backend `attention` would use for these arguments, and why (print it); where V is K's
     memory, whether that backend reads the latent once or twice."""
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks, window_size,
-                 softcap, cache_leftpad)
+    # (the memoised Problem that attention's calls of these arguments use, so that explain sees their launch plan)
+    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
+                        window_size, softcap, cache_leftpad)
     if out is not None:
         check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks, cache_leftpad)
     _check_inference_only(q, k_cache, v_cache, sinks, out)  # what attention refuses, explain refuses too

@@ -160,7 +160,7 @@ def test_auto_passes_over_a_cuda_library_that_fails_to_build(monkeypatch):
         # explain, first in a fresh process state, says what attention runs (it raised the build error)
         monkeypatch.setattr(b, "_build_error", None)
         forget_decisions()
-        monkeypatch.setattr(fmha.api, "validate", lambda *a, **kw: p)
+        monkeypatch.setattr(fmha.api, "validate_cached", lambda *a, **kw: p)
         monkeypatch.setattr(fmha.backends, "num_sms", lambda index: 132)
         with pytest.warns(RuntimeWarning, match=r"backend 'cuda' could not be loaded, auto takes 'triton'"):
             assert str(fmha.explain(q, k, v, sl)).startswith("backend: triton")

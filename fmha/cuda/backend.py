@@ -501,7 +501,8 @@ class CudaBackend(Backend):
                 gathers = self._gathers(p, config, _grid_ctas(p) * num_splits)
             paged = (f"; paged ({p.page_size}-token pages): "
                      + ("the producer warps gather each tile (cp.async)" if gathers else "TMA boxes inside each page"))
-        if self._balanced(p, config, num_splits, index):
+        launch = self._launches.get(id(p))  # (planned already: the schedule it took, as FMHA_CUDA_SCHEDULE said then)
+        if launch[8] if launch is not None and launch[0] is p else self._balanced(p, config, num_splits, index):
             merge = (", the tiles dealt over the CTAs in equal shares by cache length (balanced schedule; the "
                      "pieces of a sequence shared by several CTAs + combine kernel)")
         arch = ""
