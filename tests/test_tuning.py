@@ -37,6 +37,18 @@ def test_nearest_entry_by_grid(monkeypatch):
     assert tuning.lookup(problem(1, 1, 8, 1, 8192, 64), both) is None  # no entry of that head dim
 
 
+def test_no_pick_for_problems_of_another_kind_than_the_table(monkeypatch):
+    """The table times contiguous caches with a V of its own: a paged problem (where the Triton kernel loses far
+    more than cuda) or a latent read once gets no pick from it, and auto falls back to its rules."""
+    import dataclasses
+    monkeypatch.setattr(tuning, "load_table", lambda index: TABLE)
+    both = ["cuda", "triton"]
+    p = problem(1, 1, 8, 1, 8192, 128)
+    assert tuning.lookup(p, both)[0] == "triton"
+    assert tuning.lookup(dataclasses.replace(p, page_size=16, num_blocks=512, max_blocks_per_seq=512), both) is None
+    assert tuning.lookup(dataclasses.replace(p, kv_shared=True), both) is None
+
+
 EAGER = {"cuda": 10.0, "triton": 40.0}
 NOISY = {"path": "tuning/stub.json", "entries": [
     entry(1, 1, 32, 8, 65536, 128, cuda=75.6, triton=70.5),  # 7% apart: a real difference
