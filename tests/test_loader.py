@@ -132,3 +132,23 @@ def test_load_falls_back_to_a_library_of_these_sources_when_it_cannot_build(tmp_
         assert opened == [str(other)]
     finally:
         loader.nvcc_version.cache_clear()
+
+
+def test_a_loaded_library_is_available_whatever_the_build_would_need(monkeypatch):
+    """Once the library is loaded, cuda's availability no longer asks what a build needs (nvcc, the sources'
+    hash: about 3 ms a new call shape, and a deleted cache would have made new shapes pass cuda over)."""
+    import torch
+    from fmha.backends import registry
+    from fmha.cuda import backend as cb, loader
+    b = registry()["cuda"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(b, "_arch", 90)
+    monkeypatch.setattr(cb, "_capability", lambda index: (9, 0))
+    monkeypatch.setattr(b, "_build_error", None)
+    monkeypatch.setattr(loader, "buildable", lambda arch: "nvcc not found")
+    monkeypatch.setattr(b, "_fn", None)
+    assert b.unavailable_reason() == "nvcc not found"
+    monkeypatch.setattr(b, "_fn", lambda address: 0)
+    assert b.unavailable_reason() is None

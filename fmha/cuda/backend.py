@@ -263,6 +263,8 @@ class CudaBackend(Backend):
                     f"found {', '.join(f'{a}.{b}' for a, b in caps)}")
         if self._build_error is not None:
             return f"the CUDA library could not be built or loaded: {self._build_error}"
+        if self._fn is not None:  # loaded: what the build needs (and hashing its sources, ~3 ms) no longer matters
+            return None
         return loader.buildable(_target_arch())
 
     def unsupported_reason(self, p: Problem) -> Optional[str]:
