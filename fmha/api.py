@@ -129,7 +129,9 @@ def _prepare_call(key, q, k_cache, v_cache, cache_seqlens, softmax_scale, causal
     _check_inference_only(q, k_cache, v_cache, sinks, out)
     check_bool("return_lse", return_lse)
     call = (p, _ready_runner(p, backend), None if return_lse else _lse_scratch(p, keep_only=True))
-    if key is not None and len(_CALLS) < _CALLS_MAX:
+    if key is not None:
+        if len(_CALLS) >= _CALLS_MAX:  # full: start over rather than send every new shape the slow way for good
+            _CALLS.clear()
         _CALLS[key] = call
     return call
 

@@ -80,7 +80,9 @@ def decide(p: Problem, backend: str = "auto") -> Decision:
     if d is None:  # only checked names are ever stored, so a hit needs no name check
         check_backend_name(backend)
         d = _decide(p, backend)
-        if key is not None and len(_DECISIONS) < 4096:
+        if key is not None:
+            if len(_DECISIONS) >= 4096:  # full: start over (a decision is cheap to make again)
+                _DECISIONS.clear()
             _DECISIONS[key] = d
     return d
 

@@ -543,7 +543,9 @@ def validate_cached(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None,
     if p is None:
         p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks, window_size,
                      softcap, cache_leftpad)
-        if key is not None and len(_VALIDATED) < _VALIDATED_MAX:
+        if key is not None:
+            if len(_VALIDATED) >= _VALIDATED_MAX:  # full: start over rather than check every new shape in full
+                _VALIDATED.clear()
             p = _VALIDATED.setdefault(key, p)  # a racing thread's entry wins: one object per key
     return p
 

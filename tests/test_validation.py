@@ -394,3 +394,15 @@ def test_lazily_negated_views_are_refused_even_after_a_memo_hit(which):
     args[which] = torch._neg_view(args[which])
     with pytest.raises(ValueError, match=rf"{which}: a lazily negated view .* pass {which}.resolve_neg\(\)"):
         fmha.attention(**args, backend="reference")
+
+
+def test_a_full_memo_starts_over_instead_of_checking_every_new_shape_in_full(monkeypatch):
+    """validate_cached's memo, full, is emptied and takes the new shape: its later calls hit the memo again."""
+    from fmha import problem
+    monkeypatch.setattr(problem, "_VALIDATED", {})
+    monkeypatch.setattr(problem, "_VALIDATED_MAX", 2)
+    shapes = [good(S=16), good(S=17), good(S=18)]
+    for args in shapes:
+        problem.validate_cached(*args)
+    assert len(problem._VALIDATED) == 1
+    assert problem.validate_cached(*shapes[2]) is problem.validate_cached(*shapes[2])
