@@ -563,6 +563,8 @@ def _elements_share_memory(t: torch.Tensor) -> bool:
 
 
 def _aligned_16b(t: torch.Tensor) -> bool:
+    """The CUDA kernels' layout rule: a 16-byte aligned start, and every stride a multiple of 16 bytes below 2^40
+    elements, positive unless its dimension is 1 (the C API checks q's and out's unit dimensions too)."""
     e = t.element_size()
-    return t.data_ptr() % 16 == 0 and all((st * e) % 16 == 0 and (st > 0 or n == 1)
+    return t.data_ptr() % 16 == 0 and all((st * e) % 16 == 0 and (st > 0 or n == 1) and st < 1 << 40
                                           for st, n in zip(t.stride()[:-1], t.shape[:-1]))
