@@ -3,7 +3,9 @@ missing or wrong (FMHA_NVCC, a broken nvcc, a cache folder it cannot write), the
 library, and the message of a process that waits for another one's build."""
 from __future__ import annotations
 
+import _ctypes
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -15,18 +17,24 @@ import pytest
 from fmha.cuda import loader
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="a shell-script nvcc")
+ELF = _ctypes.__file__  # a whole shared object, for the libraries a stand-in nvcc links
 
 
 @pytest.fixture
 def fake_nvcc(tmp_path, monkeypatch):
-    """An nvcc that says it is release 13.0 and writes a placeholder for every -o it is given."""
+    """An nvcc that says it is release 13.0 and writes a placeholder for every -o it is given (a whole shared
+    object where it links)."""
     nvcc = tmp_path / "bin" / "nvcc"
     nvcc.parent.mkdir()
-    nvcc.write_text(textwrap.dedent("""\
+    nvcc.write_text(textwrap.dedent(f"""\
         #!/bin/sh
         if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0; fi
+        shared=0
         while [ $# -gt 0 ]; do
-          if [ "$1" = "-o" ]; then echo placeholder > "$2"; fi
+          if [ "$1" = "--shared" ]; then shared=1; fi
+          if [ "$1" = "-o" ]; then
+            if [ $shared = 1 ]; then cp "{ELF}" "$2"; else echo placeholder > "$2"; fi
+          fi
           shift
         done
         """))
@@ -91,7 +99,7 @@ def test_second_process_says_it_waits_for_the_first_build(fake_nvcc, tmp_path, c
     finally:
         holder.wait(timeout=30)
     err = capsys.readouterr().err
-    assert f"fmha: waiting for another process building {lib.name}..." in err
+    assert f"fmha: waiting for another build of {lib.name} (holding {lib}.lock)..." in err
     assert "building CUDA kernels for sm_90a (one time)... done" in err
 
 
@@ -125,7 +133,7 @@ def test_load_falls_back_to_a_library_of_these_sources_when_it_cannot_build(tmp_
         with pytest.raises(loader.CudaBuildError, match="nvcc failed"):
             loader.load.__wrapped__("sm_90a")
         other = tmp_path / "cache" / f"libfmha_sm_90a_{loader.source_hash('sm_90a')}_0123abcd.so"
-        other.write_text("")
+        shutil.copy(ELF, other)
         with pytest.warns(RuntimeWarning, match=r"nvcc failed .*; loading .*_0123abcd.so, built from the same "
                                                 r"sources by another nvcc"):
             assert loader.load.__wrapped__("sm_90a") == str(other)
@@ -152,3 +160,45 @@ def test_a_loaded_library_is_available_whatever_the_build_would_need(monkeypatch
     assert b.unavailable_reason() == "nvcc not found"
     monkeypatch.setattr(b, "_fn", lambda address: 0)
     assert b.unavailable_reason() is None
+
+
+def test_flags_that_do_not_split_are_a_build_error_naming_the_variable(monkeypatch):
+    monkeypatch.setenv("FMHA_NVCC_FLAGS", '-DX="1')
+    with pytest.raises(loader.CudaBuildError, match=r"FMHA_NVCC_FLAGS='-DX=\"1' does not split into flags"):
+        loader.user_flags()
+
+
+def test_the_cache_key_follows_the_build_not_its_spelling(monkeypatch):
+    """Every spelling of an arch names one library; nvcc's own flag variables and the flags' split change it."""
+    for var in ("FMHA_NVCC_FLAGS", *loader.NVCC_ENV):
+        monkeypatch.delenv(var, raising=False)
+    key = loader.source_hash("sm_90a")
+    assert {loader.source_hash(a) for a in ("90a", "SM_90A", "compute_90a")} == {key}
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "-DFMHA_DISABLE_PDL=1")
+    assert loader.source_hash("sm_90a") != key
+    monkeypatch.delenv("NVCC_APPEND_FLAGS")
+    monkeypatch.setenv("FMHA_NVCC_FLAGS", "-DA=1 -DB=2")
+    two = loader.source_hash("sm_90a")
+    monkeypatch.setenv("FMHA_NVCC_FLAGS", '"-DA=1 -DB=2"')
+    assert loader.source_hash("sm_90a") != two
+
+
+def test_a_library_cut_short_is_refused_by_load_and_rebuilt_by_build(fake_nvcc, tmp_path, monkeypatch):
+    """A library file shorter than its own section headers say (a crash before it reached the disk) would crash
+    the process inside dlopen: load names it instead, and build replaces it."""
+    lib = loader.library_path("sm_90a", tmp_path)
+    lib.write_bytes(Path(ELF).read_bytes()[:4096])
+    assert loader.truncated(Path(ELF)) is None and loader.truncated(lib)
+    with pytest.raises(loader.CudaBuildError, match=r"is cut short .*section headers end at .*--force"):
+        loader._open(lib)
+    assert loader.build("sm_90a", out_dir=tmp_path, quiet=True) == lib and loader.truncated(lib) is None
+
+
+def test_build_jobs_follow_the_variable_or_the_cpus_this_process_may_use(monkeypatch):
+    monkeypatch.setenv("FMHA_BUILD_JOBS", "3")
+    assert loader.build_jobs() == 3
+    monkeypatch.setenv("FMHA_BUILD_JOBS", "0")
+    with pytest.raises(loader.CudaBuildError, match=r"FMHA_BUILD_JOBS='0': expected a positive integer"):
+        loader.build_jobs()
+    monkeypatch.delenv("FMHA_BUILD_JOBS")
+    assert loader.build_jobs() == len(os.sched_getaffinity(0))

@@ -23,7 +23,7 @@ import sys
 import tempfile
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -145,7 +145,15 @@ def check_arch(arch: str) -> str:
 
 def user_flags() -> list:
     """Extra nvcc flags from FMHA_NVCC_FLAGS (e.g. -DFMHA_DISABLE_PDL=1); part of the cache key."""
-    return shlex.split(os.environ.get("FMHA_NVCC_FLAGS", ""))
+    try:
+        return shlex.split(os.environ.get("FMHA_NVCC_FLAGS", ""))
+    except ValueError as e:
+        raise CudaBuildError(f"fmha: FMHA_NVCC_FLAGS={os.environ['FMHA_NVCC_FLAGS']!r} does not split into flags "
+                             f"as a shell would: {e}") from None
+
+
+# Variables nvcc itself reads, which change what a build produces: part of the cache key.
+NVCC_ENV = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
 
 
 def compile_command(nvcc: str, arch: str, unit: Path, output: str, extra_flags: Sequence[str] = ()) -> list:
@@ -160,8 +168,11 @@ def link_command(nvcc: str, objects: Sequence[str], output: str) -> list:
 
 
 def source_hash(arch: str, extra_flags: Sequence[str] = ()) -> str:
+    """The cache key of a build: the arch (however it is spelt), every flag (as separate arguments), the
+    variables nvcc reads and every source file."""
     h = hashlib.sha256()
-    h.update(f"{arch}|{' '.join(BASE_FLAGS)}|{' '.join(extra_flags)}|{' '.join(user_flags())}".encode())
+    h.update(repr((_arch_parts(arch)[1], BASE_FLAGS, tuple(extra_flags), user_flags(),
+                   [os.environ.get(v, "") for v in NVCC_ENV])).encode())
     for f in source_files():
         h.update(str(f.relative_to(CSRC)).encode())
         h.update(f.read_bytes())
@@ -213,19 +224,36 @@ def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str
             except OSError as e:
                 raise CudaBuildError(f"fmha: cannot run nvcc ({nvcc}): {e}") from e
 
-        with ThreadPoolExecutor(max_workers=max(1, jobs or os.cpu_count() or 1)) as pool:
-            results = list(pool.map(run, cmds))
+        with ThreadPoolExecutor(max_workers=jobs or build_jobs()) as pool:
+            futures = {pool.submit(run, cmd): cmd for cmd in cmds}
+            for done in as_completed(futures):  # the first failure ends the build: the queued units are dropped
+                r = done.result()
+                if r.returncode != 0:
+                    for f in futures:
+                        f.cancel()
+                    tail = (r.stderr or r.stdout or "")[-4000:]
+                    raise CudaBuildError(f"fmha: nvcc failed (exit {r.returncode}) building the CUDA kernels.\n"
+                                         f"command: {' '.join(futures[done])}\n{tail}")
+            results = [f.result() for f in futures]
         log = "".join(r.stdout + r.stderr for r in results)
-        for cmd, r in zip(cmds, results):
-            if r.returncode != 0:
-                tail = (r.stderr or r.stdout or "")[-4000:]
-                raise CudaBuildError(f"fmha: nvcc failed (exit {r.returncode}) building the CUDA kernels.\n"
-                                     f"command: {' '.join(cmd)}\n{tail}")
         r = run(link_command(nvcc, objects, output))
         if r.returncode != 0:
             raise CudaBuildError(f"fmha: linking the CUDA kernels failed (exit {r.returncode}).\n"
                                  f"{(r.stderr or r.stdout or '')[-4000:]}")
         return log + r.stdout + r.stderr
+
+
+def build_jobs() -> int:
+    """Units compiled at once: FMHA_BUILD_JOBS, else the CPUs this process may run on."""
+    value = os.environ.get("FMHA_BUILD_JOBS", "")
+    if value:
+        if not value.isdigit() or int(value) < 1:
+            raise CudaBuildError(f"fmha: FMHA_BUILD_JOBS={value!r}: expected a positive integer")
+        return int(value)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # (not Linux)
+        return max(1, os.cpu_count() or 1)
 
 
 def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags: Sequence[str] = (),
@@ -242,12 +270,12 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
     if probe is not None and sm != "sm_90a":
         raise CudaBuildError(f"fmha: probe builds exist for sm_90a only, not {sm}")
     lib = library_path(arch, out_dir, nvcc, extra_flags, probe)
-    if lib.exists() and not force:
+    if lib.exists() and not force and not truncated(lib):
         return lib
     try:
         lock = _acquire_build_lock(lib, quiet)
         try:
-            if lib.exists() and not force:
+            if lib.exists() and not force and not truncated(lib):
                 return lib  # another process built it while we waited
             fd, tmp = tempfile.mkstemp(prefix=lib.name + ".", suffix=".tmp", dir=str(lib.parent))
             os.close(fd)
@@ -258,6 +286,8 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
             try:
                 compile_library(nvcc, arch, tmp, extra_flags, probe)
                 os.chmod(tmp, 0o755 & ~_umask())  # (mkstemp's file is the owner's alone; others share the cache)
+                with open(tmp, "rb+") as f:  # on disk before it takes the name (a crash must not leave it cut short)
+                    os.fsync(f.fileno())
                 os.replace(tmp, lib)
             except BaseException:
                 if os.path.exists(tmp):
@@ -280,12 +310,13 @@ def _acquire_build_lock(lib: Path, quiet: bool):
     from filelock import FileLock, Timeout
 
     lib.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(lib) + ".lock")
+    lock = FileLock(str(lib) + ".lock", mode=0o666 & ~_umask())  # (as shareable as the library itself)
     try:
         lock.acquire(timeout=0)
     except Timeout:
         if not quiet:
-            print(f"fmha: waiting for another process building {lib.name}...", file=sys.stderr, flush=True)
+            print(f"fmha: waiting for another build of {lib.name} (holding {lock.lock_file})...", file=sys.stderr,
+                  flush=True)
         lock.acquire()
     return lock
 
@@ -362,21 +393,45 @@ def load(arch: str = DEFAULT_ARCH) -> ctypes.CDLL:
             raise CudaBuildError("fmha: nvcc not found and no prebuilt CUDA library for these sources in "
                                  f"{cache_dir()} (set CUDA_HOME / FMHA_NVCC, or run "
                                  f"`python -m fmha.cuda.build --arch {check_arch(arch)}` where nvcc exists)")
+    return _open(path)
+
+
+def _open(path: Path) -> ctypes.CDLL:
+    """dlopen `path` once it looks whole (a cut-short file would crash the process with SIGBUS inside dlopen)."""
+    cut = truncated(path)
+    if cut:
+        raise CudaBuildError(f"fmha: {path} is cut short ({cut}); delete it, or rebuild it with "
+                             "`python -m fmha.cuda.build --force`")
     try:
         return _declare(ctypes.CDLL(str(path)))
     except OSError as e:
         raise CudaBuildError(f"fmha: cannot load {path}: {e}") from e
+    except AttributeError as e:  # a library of other sources under this name
+        raise CudaBuildError(f"fmha: {path} lacks the fmha C API ({e}); delete it") from e
+
+
+def truncated(path: Path) -> Optional[str]:
+    """Why the ELF64 file at `path` cannot be whole (its header, or its section header table, which the linker
+    puts at the end, lies past the file's end), or None."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError as e:
+        return str(e)
+    if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+        return f"{size} bytes, not an ELF64 file"
+    order = "little" if head[5] == 1 else "big"
+    shoff = int.from_bytes(head[0x28:0x30], order)
+    end = shoff + int.from_bytes(head[0x3A:0x3C], order) * int.from_bytes(head[0x3C:0x3E], order)
+    return f"{size} bytes where its section headers end at {end}" if end > size else None
 
 
 @functools.lru_cache(maxsize=8)
 def load_probe(mode: str = "timestamps", arch: str = DEFAULT_ARCH, extra_flags: tuple = ()) -> ctypes.CDLL:
     """Build if needed and load a probe library (PROBE_MODES; for tools/, never for the backend): the
     product API plus fmha_probe_layout / fmha_probe_read. Needs nvcc."""
-    path = build(arch, extra_flags=extra_flags, probe=mode)
-    try:
-        return _declare(ctypes.CDLL(str(path)))
-    except OSError as e:
-        raise CudaBuildError(f"fmha: cannot load {path}: {e}") from e
+    return _open(build(arch, extra_flags=extra_flags, probe=mode))
 
 
 def buildable(arch: str = DEFAULT_ARCH) -> Optional[str]:
