@@ -90,6 +90,6 @@ def available_backends() -> list:
 
     "triton" needs a CUDA GPU, or the Triton interpreter on the CPU: TRITON_INTERPRET=1 set before Triton
     is imported, that is before the first fmha call, which imports it to list the backends (a test vehicle,
-    orders of magnitude slower; `python -m fmha` sets it on a machine without a GPU and says so). "cuda" needs a GPU of the architecture its library is built for (Hopper)
-    and nvcc or a prebuilt library. `registry()[name].unavailable_reason()` says why one is missing."""
+    orders of magnitude slower; `python -m fmha` sets it on a machine without a GPU and says so). "cuda" needs
+    a GPU of the architecture its library is built for (Hopper) and nvcc or a prebuilt library. `registry()[name].unavailable_reason()` says why one is missing."""
     return [name for name, b in registry().items() if b.unavailable_reason() is None]

@@ -58,9 +58,9 @@ def _us(t: float) -> str:
 
 def lookup(p, candidates, eager_us=None) -> Optional[TablePick]:
     """The pick for p from the measured table of its GPU, or None (no table, a problem of another kind than the
-    table's, no entry of p's head dim, no time for any candidate). Among candidates within NOISE of the fastest, the one of the lowest eager
-    per-call host time (`eager_us`: name -> microseconds) wins: within noise, graph replay cannot tell them
-    apart, while a loop run eagerly can."""
+    table's, no entry of p's head dim, no time for any candidate). Among candidates within NOISE of the fastest,
+    the one of the lowest eager per-call host time (`eager_us`: name -> microseconds) wins: within noise, graph
+    replay cannot tell them apart, while a loop run eagerly can."""
     if p.has_block_table or p.kv_shared:  # the table's shapes are contiguous caches with V a tensor of its own:
         return None  # paged, the Triton kernel loses far more (1.4-1.6x at B1) than cuda; a latent read once differs
     table = load_table(p.device.index if p.device.index is not None else 0)

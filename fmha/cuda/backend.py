@@ -504,7 +504,8 @@ class CudaBackend(Backend):
             paged = (f"; paged ({p.page_size}-token pages): "
                      + ("the producer warps gather each tile (cp.async)" if gathers else "TMA boxes inside each page"))
         launch = self._launches.get(id(p))  # (planned already: the schedule it took, as FMHA_CUDA_SCHEDULE said then)
-        if launch[8] if launch is not None and launch[0] is p else self._balanced(p, config, num_splits, index):
+        planned = launch is not None and launch[0] is p
+        if launch[-1] if planned else self._balanced(p, config, num_splits, index):  # (its last field: balanced)
             merge = (", the tiles dealt over the CTAs in equal shares by cache length (balanced schedule; the "
                      "pieces of a sequence shared by several CTAs + combine kernel)")
         arch = ""
