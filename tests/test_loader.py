@@ -202,3 +202,20 @@ def test_build_jobs_follow_the_variable_or_the_cpus_this_process_may_use(monkeyp
         loader.build_jobs()
     monkeypatch.delenv("FMHA_BUILD_JOBS")
     assert loader.build_jobs() == len(os.sched_getaffinity(0))
+
+
+def test_a_cuda_home_without_nvcc_is_said_and_the_search_is_named(fake_nvcc, tmp_path, monkeypatch):
+    """CUDA_HOME naming a folder without bin/nvcc: the nvcc found elsewhere is used with a warning; with none
+    found, the error lists where it looked."""
+    monkeypatch.delenv("FMHA_NVCC")
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda-12.8"))
+    monkeypatch.setenv("PATH", str(Path(fake_nvcc).parent))
+    loader._warn_once.cache_clear()
+    with pytest.warns(RuntimeWarning, match=r"CUDA_HOME=.*cuda-12.8 has no executable bin/nvcc; using .*bin/nvcc"):
+        assert loader.find_nvcc() == fake_nvcc
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr(loader.os.path, "isfile", lambda path: False)
+    with pytest.raises(loader.CudaBuildError, match=r"nvcc not found \(looked at .*cuda-12.8/bin/nvcc, nvcc on PATH, "
+                                                    r"/usr/local/cuda/bin/nvcc; set FMHA_NVCC"):
+        loader.build("sm_90a", out_dir=tmp_path)

@@ -86,15 +86,31 @@ def find_nvcc() -> Optional[str]:
         if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
             raise CudaBuildError(f"fmha: FMHA_NVCC={chosen!r} is not an executable file")
         return chosen
-    cands = []
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            cands.append(os.path.join(os.environ[var], "bin", "nvcc"))
-    cands += [shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"]
+    cands = nvcc_candidates()
     for c in cands:
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
+        if os.path.isfile(c) and os.access(c, os.X_OK):
+            unused = [v for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v) and not c.startswith(os.environ[v])]
+            if unused and cands.index(c) >= len(cands) - 2:  # a variable named a folder without bin/nvcc
+                _warn_once(f"fmha: {unused[0]}={os.environ[unused[0]]} has no executable bin/nvcc; using {c}")
             return c
     return None
+
+
+def nvcc_candidates() -> list:
+    """Where find_nvcc looks, in order, after FMHA_NVCC."""
+    cands = [os.path.join(os.environ[var], "bin", "nvcc") for var in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(var)]
+    return cands + [shutil.which("nvcc") or "nvcc on PATH", "/usr/local/cuda/bin/nvcc"]
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_once(message: str) -> None:
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def nvcc_not_found() -> str:
+    """What `nvcc not found` errors say: where it was looked for, and how to name it."""
+    return (f"fmha: nvcc not found (looked at {', '.join(nvcc_candidates())}; set FMHA_NVCC or CUDA_HOME, or put "
+            "nvcc on PATH)")
 
 
 def find_cuobjdump() -> Optional[str]:
@@ -187,7 +203,7 @@ def library_path(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, nvcc:
                  extra_flags: Sequence[str] = (), probe: Optional[str] = None) -> Path:
     nvcc = nvcc or find_nvcc()
     if nvcc is None:
-        raise CudaBuildError("fmha: nvcc not found (set CUDA_HOME or FMHA_NVCC, or put nvcc on PATH)")
+        raise CudaBuildError(nvcc_not_found())
     vh = hashlib.sha256(nvcc_version(nvcc).encode()).hexdigest()[:8]
     _, sm = _arch_parts(arch)
     flags = (*PROBE_MODES[probe], *extra_flags) if probe is not None else tuple(extra_flags)
@@ -263,7 +279,7 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
     sm = check_arch(arch)
     nvcc = find_nvcc()
     if nvcc is None:
-        raise CudaBuildError("fmha: nvcc not found (set CUDA_HOME or FMHA_NVCC, or put nvcc on PATH); "
+        raise CudaBuildError(f"{nvcc_not_found()}; "
                              "it is needed once to build the CUDA kernels")
     if probe is not None and probe not in PROBE_MODES:
         raise CudaBuildError(f"fmha: probe mode {probe!r} unknown (one of {', '.join(PROBE_MODES)})")
@@ -390,9 +406,9 @@ def load(arch: str = DEFAULT_ARCH) -> ctypes.CDLL:
     else:
         path = prebuilt_library(arch)
         if path is None:
-            raise CudaBuildError("fmha: nvcc not found and no prebuilt CUDA library for these sources in "
-                                 f"{cache_dir()} (set CUDA_HOME / FMHA_NVCC, or run "
-                                 f"`python -m fmha.cuda.build --arch {check_arch(arch)}` where nvcc exists)")
+            raise CudaBuildError(f"{nvcc_not_found()}, and no prebuilt CUDA library for these sources in "
+                                 f"{cache_dir()} (run `python -m fmha.cuda.build --arch {check_arch(arch)}` where "
+                                 "nvcc exists)")
     return _open(path)
 
 
@@ -443,5 +459,5 @@ def buildable(arch: str = DEFAULT_ARCH) -> Optional[str]:
         return str(e).removeprefix("fmha: ")
     if prebuilt_library(arch) is not None:
         return None
-    return ("nvcc not found (set CUDA_HOME or FMHA_NVCC) and no prebuilt library in "
-            f"{cache_dir()}; run `python -m fmha.cuda.build --arch {check_arch(arch)}` where nvcc exists")
+    return (f"{nvcc_not_found().removeprefix('fmha: ')}, and no prebuilt library in {cache_dir()}; run "
+            f"`python -m fmha.cuda.build --arch {check_arch(arch)}` where nvcc exists")
