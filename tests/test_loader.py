@@ -219,3 +219,11 @@ def test_a_cuda_home_without_nvcc_is_said_and_the_search_is_named(fake_nvcc, tmp
     with pytest.raises(loader.CudaBuildError, match=r"nvcc not found \(looked at .*cuda-12.8/bin/nvcc, nvcc on PATH, "
                                                     r"/usr/local/cuda/bin/nvcc; set FMHA_NVCC"):
         loader.build("sm_90a", out_dir=tmp_path)
+
+
+def test_a_killed_build_leaves_no_temporary_library_behind_the_next(fake_nvcc, tmp_path):
+    lib = loader.library_path("sm_90a", tmp_path)
+    stale = tmp_path / (lib.name + ".abc123.tmp")
+    stale.write_text("half a library")
+    assert loader.build("sm_90a", out_dir=tmp_path, quiet=True) == lib
+    assert not stale.exists() and list(tmp_path.glob("*.tmp")) == []

@@ -293,6 +293,8 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
         try:
             if lib.exists() and not force and not truncated(lib):
                 return lib  # another process built it while we waited
+            for stale in lib.parent.glob(lib.name + ".*.tmp"):  # a killed build's (only the lock's holder writes one)
+                stale.unlink(missing_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=lib.name + ".", suffix=".tmp", dir=str(lib.parent))
             os.close(fd)
             what = f"the {probe} probe build" if probe else "CUDA kernels"
