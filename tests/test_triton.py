@@ -211,3 +211,20 @@ def test_garbage_past_seqlen_is_ignored(D):
     dirty_ref, dirty_lse = attention_reference(q, k_dirty, v_dirty, sl, D ** -0.5, True)
     assert torch.equal(dirty_ref, ref) and torch.equal(dirty_lse, ref_lse)
     out, lse = check_backend("triton", q, k_dirty, v_dirty, sl)
+
+
+def test_the_spill_tool_compiles_the_kernel_for_sm90():
+    """tools/triton_spills.py compiles one launch configuration ahead of time (no GPU; in a process of its own,
+    without the interpreter) and reads its registers and stack; a small D = 64 tile spills nowhere."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    pytest.importorskip("triton.backends.nvidia")
+    repo = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "tools/triton_spills.py", "--head-dims", "64", "--rows", "1", "--splits", "1",
+                        "--options", "plain"], cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "BLOCK_M=16 BLOCK_N=64" in r.stdout and "0 bytes of stack" in r.stdout, r.stdout
+    assert "0 of 1 configurations spill" in r.stdout, r.stdout
