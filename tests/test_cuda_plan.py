@@ -639,3 +639,24 @@ def test_schedule_env_refuses_an_unknown_schedule(monkeypatch):
     monkeypatch.setenv(cb.SCHEDULE_ENV, "fair")
     with pytest.raises(ValueError, match=r"FMHA_CUDA_SCHEDULE: got 'fair'; allowed: auto, static, balanced"):
         cb.schedule_env()
+
+
+def test_explain_says_the_schedule_a_call_shape_was_planned_with(monkeypatch):
+    """run() keeps the schedule FMHA_CUDA_SCHEDULE gave when a call shape was first planned: explain reports that
+    one after the variable changes, and the current value for a shape not planned yet."""
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered=set())
+    key = (576, Config.LATENT_NARROW)
+    b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = 64, 1, 32
+    monkeypatch.setattr(b, "_arch", 90)
+    monkeypatch.setattr(b, "_balanced_ws_bytes", lambda *args: 1 << 20)
+    monkeypatch.setattr(b, "_balanced_deals", None)
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.LATENT_NARROW, 1))
+    p = dataclasses.replace(problem(160, 1, 16, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
+                            has_cache_seqlens=True)
+    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "static")
+    assert b._launch_constants(p)[-1] is False  # what a first call plans and run() keeps
+    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
+    assert "balanced schedule" not in b.launch_details(p)
+    assert "balanced schedule" in b.launch_details(dataclasses.replace(p))  # (an equal shape, not planned yet)
