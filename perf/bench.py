@@ -439,8 +439,8 @@ def environment(args, argv, device):
 
 
 def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> None:
-    """Rounds 2 .. args.rounds of timing on one shape, every other one in reversed order: at the power cap
-    the GPU's clock drifts over a shape's measurement (a peer took 149.1 and 158.5 µs at 1785 and 1620 MHz
+    """Rounds 2 .. even_rounds(args.rounds) of timing on one shape, every other one in reversed order: at the
+    power cap the GPU's clock drifts over a shape's measurement (a peer took 149.1 and 158.5 µs at 1785 and 1620 MHz
     in two runs minutes apart, H200), so one round favours whichever contender ran at the higher clock.
     Each contender's `us` and `graph_us` become the median over its rounds (`round_us`), its clock the
     median of the rounds' (`round_mhz`); the raw samples and the eager time stay round 1's. A round that

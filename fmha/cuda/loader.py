@@ -86,20 +86,24 @@ def find_nvcc() -> Optional[str]:
         if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
             raise CudaBuildError(f"fmha: FMHA_NVCC={chosen!r} is not an executable file")
         return chosen
-    cands = nvcc_candidates()
-    for c in cands:
+    named = _named_nvccs()
+    for c in nvcc_candidates():
         if os.path.isfile(c) and os.access(c, os.X_OK):
-            unused = [v for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v) and not c.startswith(os.environ[v])]
-            if unused and cands.index(c) >= len(cands) - 2:  # a variable named a folder without bin/nvcc
-                _warn_once(f"fmha: {unused[0]}={os.environ[unused[0]]} has no executable bin/nvcc; using {c}")
+            if named and c not in named.values():  # the variables named folders without bin/nvcc
+                _warn_once(f"fmha: {', '.join(f'{v}={os.environ[v]}' for v in named)} has no executable bin/nvcc; "
+                           f"using {c}")
             return c
     return None
 
 
+def _named_nvccs() -> dict:
+    """{variable: its bin/nvcc} for CUDA_HOME and CUDA_PATH where set."""
+    return {v: os.path.join(os.environ[v], "bin", "nvcc") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)}
+
+
 def nvcc_candidates() -> list:
     """Where find_nvcc looks, in order, after FMHA_NVCC."""
-    cands = [os.path.join(os.environ[var], "bin", "nvcc") for var in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(var)]
-    return cands + [shutil.which("nvcc") or "nvcc on PATH", "/usr/local/cuda/bin/nvcc"]
+    return [*_named_nvccs().values(), shutil.which("nvcc") or "nvcc on PATH", "/usr/local/cuda/bin/nvcc"]
 
 
 @functools.lru_cache(maxsize=None)
