@@ -58,7 +58,7 @@ def parse_args(argv=None):
                          "and power settle on the shape (0: off)")
     ap.add_argument("--rounds", type=int, default=4,
                     help="--preset deepseek and window: time each shape's contenders this many rounds (rounded up "
-                         "to even), in reversed order every other round, and report each one's median over the "
+                         "to even), each round starting one contender later, and report each one's median over the "
                          "rounds (the GPU's clock drifts at its power cap while a shape is measured; perf/clocks.py)")
     ap.add_argument("--rotate-factor", type=float, default=3.0,
                     help="rotating input sets total at least this many L2 caches (default 3)")
@@ -421,7 +421,7 @@ def environment(args, argv, device):
         key = gpu_key(gpu)
     else:
         gpu, key, extra = "CPU (dry run)", "cpu-dry-run", {}
-    from perf.timing import even_rounds, l2_cache_bytes
+    from perf.timing import ROUND_ORDER, even_rounds, l2_cache_bytes
     unavailable = {n: b.unavailable_reason() for n, b in registry().items() if b.unavailable_reason()}
     return {"gpu": gpu, "gpu_key": key, **extra, "l2_bytes": l2_cache_bytes(device),
             "torch": torch.__version__, "triton": triton_version, "fmha": fmha.__version__,
@@ -432,6 +432,7 @@ def environment(args, argv, device):
             "fmha_backends_available": available_backends(), "fmha_backends_unavailable": unavailable,
             "min_cosine": MIN_COSINE, "replays": args.replays, "settle_ms": args.settle_ms,
             "rounds": even_rounds(args.rounds) if args.preset in ("deepseek", "window") else 1,
+            "round_order": ROUND_ORDER,
             "rotate_factor": args.rotate_factor, "separate": args.separate,
             "also_separate": args.also_separate,
             "bandwidth_units": "GB/s = 1e9 bytes/s (decimal)",
@@ -439,9 +440,10 @@ def environment(args, argv, device):
 
 
 def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> None:
-    """Rounds 2 .. even_rounds(args.rounds) of timing on one shape, every other one in reversed order: at the
-    power cap the GPU's clock drifts over a shape's measurement (a peer took 149.1 and 158.5 µs at 1785 and 1620 MHz
-    in two runs minutes apart, H200), so one round favours whichever contender ran at the higher clock.
+    """Rounds 2 .. even_rounds(args.rounds) of timing on one shape, each starting one contender later
+    (perf/timing.py round_order): at the power cap the GPU's clock drifts over a shape's measurement (a peer took
+    149.1 and 158.5 µs at 1785 and 1620 MHz in two runs minutes apart, H200), so one round favours whichever
+    contender ran at the higher clock.
     Each contender's `us` and `graph_us` become the median over its rounds (`round_us`), its clock the
     median of the rounds' (`round_mhz`); the raw samples and the eager time stay round 1's. A round that
     fails is noted (`round_error`) and ends that contender's rounds; its other figures stand."""

@@ -473,7 +473,8 @@ def tables(results) -> tuple:
     rates = ["| shape | latent MB | GFLOP | " + " | ".join(f"{n} GB/s (% read) · TFLOP/s" for n in names) + " |",
              "|---|--:|--:|" + "--:|" * len(names)]
     clocks = ["| shape | " + " | ".join(f"{n} MHz" for n in names) + " |", "|---|" + "--:|" * len(names)]
-    any_clock = False
+    rounds = ["| shape | " + " | ".join(names) + " |", "|---|" + "--:|" * len(names)]
+    any_clock = any_rounds = False
     for rec in results["shapes"]:
         res, row = rec["results"], rows[rec["name"]]
         if rec.get("error"):
@@ -492,7 +493,10 @@ def tables(results) -> tuple:
         cells = [clock_cell(res.get(n)) for n in names]
         any_clock |= any(c != "—" for c in cells)
         clocks.append(f"| {_label(rec)} | " + " | ".join(cells) + " |")
-    return times, rates, (clocks if any_clock else []), notes
+        cells = [rounds_cell(res.get(n)) for n in names]
+        any_rounds |= any(c != "—" for c in cells)
+        rounds.append(f"| {_label(rec)} | " + " | ".join(cells) + " |")
+    return times, rates, (clocks if any_clock else []), (rounds if any_rounds else []), notes
 
 
 def clock_cell(r) -> str:
@@ -503,11 +507,21 @@ def clock_cell(r) -> str:
     return f"{r['sm_mhz']:.0f}" + (f" (cap {capped:.0%})" if capped else "")
 
 
+def rounds_cell(r) -> str:
+    """Each round's time and SM clock in the order they ran, where a result was timed in more than one round."""
+    us = (r or {}).get("round_us") or ()
+    if len(us) < 2:
+        return "—"
+    mhz = r.get("round_mhz") or [None] * len(us)
+    return " · ".join(f"{u:.1f}" + (f" @ {m:.0f}" if m is not None else "") for u, m in zip(us, mhz))
+
+
 def _rounds_text(meta) -> str:
     n = meta.get("rounds") or 1
+    order = ("each round starting one contender later" if meta.get("round_order") == "rotated"
+             else "every other round in reversed order")  # (runs before the order was recorded reversed it)
     return ("one round" if n == 1 else
-            f"the median of {n} such rounds, which time a shape's contenders in turn, every other round in "
-            "reversed order")
+            f"the median of {n} such rounds, which time a shape's contenders in turn, {order}")
 
 
 def markdown(results) -> str:
@@ -528,12 +542,17 @@ def markdown(results) -> str:
           f"{MEMORY_BOUND_ROWS}); >= {TARGET_TFLOPS:.0f} TFLOP/s at 128 heads; >= {TARGET_SEPARATE_SPEEDUP}x "
           "fmha-cuda-separate on the memory-bound V4 shapes. Every output passed the suite's correctness gate "
           f"(cosine >= {meta['min_cosine']} against the fp32 reference) unless marked WRONG.", ""]
-    times, rates, clocks, notes = tables(results)
+    times, rates, clocks, rounds, notes = tables(results)
     L += ["## Time per call", ""] + times + ["", "## Throughput", ""] + rates
     if clocks:
         L += ["", "## SM clock while timed", "",
               "Median SM clock (NVML) over the timed replays, and the share of those samples in which the power "
               "cap held the clock down (perf/clocks.py).", ""] + clocks
+    if rounds:
+        L += ["", "## Rounds", "",
+              "Each round's µs @ median SM MHz, in the order run. Under the power cap the clock moves between "
+              "rounds; a shape the tensor cores bound slows with it, so compare two contenders at a similar "
+              "clock as well as by their medians.", ""] + rounds
     if notes:
         L += ["", "Notes:", ""] + [f"{i + 1}. {n}" for i, n in enumerate(notes)]
     L += ["", "Calls:", ""] + [f"- {n}: {what}" for n, what in results["contenders"].items()]
@@ -601,8 +620,8 @@ def main(args, argv) -> int:
     written = write(results, out_dir)
     mirror_results(args, env, out_dir, written)
     log("")
-    times, _, clocks, notes = tables(results)
-    log("\n".join(times + [""] + clocks))
+    times, _, clocks, rounds, notes = tables(results)
+    log("\n".join(times + [""] + clocks + [""] + rounds))
     for i, n in enumerate(notes):
         log(f"  [{i + 1}] {n}")
     judged = [t for r in results["rows"] for t in r["targets"] if t["met"] is not None]

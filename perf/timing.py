@@ -107,16 +107,22 @@ def comparable(r: dict) -> bool:
 
 
 def even_rounds(n: int) -> int:
-    """n rounds, rounded up to an even count: with round_order each contender then runs as many rounds in each
-    position, so a median over its rounds favours no position (with 3, the first one runs first twice)."""
+    """n rounds, rounded up to an even count: two contenders in round_order then run as many rounds in each
+    position, so a median over their rounds favours neither (with 3, the first one runs first twice)."""
     return max(2, n + n % 2)
 
 
+ROUND_ORDER = "rotated"  # recorded in a run's metadata: how round_order arranges the rounds
+
+
 def round_order(items, k: int) -> list:
-    """The contenders of round k (0-based): every other round in reversed order, so that a clock that drifts
-    over the rounds (an H200 at its power cap) favours no position."""
+    """The contenders of round k (0-based): the list rotated by k, so each round starts one contender later. No
+    contender runs twice in a row across a round boundary, and the slot after a boundary falls to another
+    contender each round: at the H200's power cap the slot after a contender timed twice in a row ran 7-8% slower
+    than its contender's best round. Two contenders alternate as in reversed order."""
     items = list(items)
-    return items if k % 2 == 0 else items[::-1]
+    k %= max(1, len(items))
+    return items[k:] + items[:k]
 
 
 def graph_round(fn, n_sets: int, device, replays: int = 30, settle_s: float = 0.0) -> tuple:

@@ -797,12 +797,33 @@ def test_deepseek_summary_and_targets():
                    "contenders": {n: "call" for n in ("fmha-cuda", "flashinfer-mla", "fmha-cuda-separate")},
                    "shapes": records, "rows": rows})
     assert "## SM clock while timed" in md and "| mla B128 T1 16h S4096 576/512 | 1965 | 1635 (cap 100%) | — |" in md
+    assert "## Rounds" not in md  # one round each
+    records[0]["results"]["fmha-cuda"].update(round_us=[130.04, 129.96], round_mhz=[1965.0, 1980.0])
+    records[0]["results"]["flashinfer-mla"].update(round_us=[150.0, 151.0])  # (no clock recorded)
+    md = markdown({"meta": meta, "ceilings": {"read_gbps": read, "read_source": "read_triton"},
+                   "contenders": {n: "call" for n in ("fmha-cuda", "flashinfer-mla", "fmha-cuda-separate")},
+                   "shapes": records, "rows": rows})
+    assert "## Rounds" in md and "| mla B128 T1 16h S4096 576/512 | 130.0 @ 1965 · 130.0 @ 1980 | 150.0 · 151.0 | — |" in md
 
 
-def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
-    """perf/bench.py more_rounds: rounds 2 .. N (N rounded up to even) time the kept contenders, every other
-    round in reversed order; `us` and the clock become the medians over the rounds; a contender that was not timed
-    is left alone, and one whose round fails keeps the rounds before it, with the error noted."""
+def test_round_order_rotates_without_a_contender_twice_in_a_row():
+    """perf/timing.py round_order: round k is the list rotated by k, so over consecutive rounds no contender is
+    timed twice in a row and the slots after a boundary go to a different contender each time; two alternate."""
+    from perf.timing import even_rounds, round_order
+    names = ["cuda", "paged", "triton", "separate", "flashinfer", "flashmla"]
+    rounds = [round_order(names, k) for k in range(even_rounds(3))]
+    assert rounds[1] == ["paged", "triton", "separate", "flashinfer", "flashmla", "cuda"]
+    run = [n for r in rounds for n in r]
+    assert all(a != b for a, b in zip(run, run[1:]))
+    assert len({r[1] for r in rounds}) == len({r[0] for r in rounds}) == len(rounds)
+    assert [round_order("ab", k) for k in range(4)] == [["a", "b"], ["b", "a"]] * 2
+    assert round_order([], 3) == [] and round_order(["x"], 5) == ["x"]
+
+
+def test_deepseek_rounds_rotate_and_take_the_median(monkeypatch):
+    """perf/bench.py more_rounds: rounds 2 .. N (N rounded up to even) time the kept contenders, each round
+    starting one contender later; `us` and the clock become the medians over the rounds; a contender that was not
+    timed is left alone, and one whose round fails keeps the rounds before it, with the error noted."""
     import types
     import perf.clocks
     import perf.timing
@@ -836,8 +857,8 @@ def test_deepseek_rounds_alternate_and_take_the_median(monkeypatch):
     args = types.SimpleNamespace(rounds=3, replays=30, settle_ms=200.0)
     cpu = types.SimpleNamespace(type="cpu")
     more_rounds(results, contenders, kept, 2, args, cpu, deadline=float("inf"))
-    # 3 rounds run as 4: round 2 reversed, round 3 in order (x fails in it), round 4 reversed
-    assert order == ["x", "b", "a", "a", "b", "x", "b", "a"]
+    # 3 rounds run as 4, of the order a b c x rotated by 1, 2, 3 (x fails in the third)
+    assert order == ["b", "x", "a", "x", "a", "b", "a", "b"]
     assert results["a"]["round_us"] == [100.0, 90.0, 110.0, 120.0] and results["a"]["us"] == 105.0
     assert results["a"]["sm_mhz"] == 1500.0 and abs(results["a"]["power_capped"] - 3 / 4) < 1e-12
     assert results["b"]["us"] == results["b"]["graph_us"] == 197.5 and results["b"]["sm_mhz"] == 1500.0

@@ -12,8 +12,8 @@ probe build
 soon as it lands, split partials are not merged) and plan tokens (@wide, @deep, @stream, @pairs, @seesaw, @split_qk,
 @wide_gather, the @latent_* configurations where V is K's memory, @splits=N; see tools/_cuda.py force_plan). Every
 variant is built into its own library (cached by flags) and loaded side by side in this process. For each shape the
-contenders (every variant, the triton backend and cuDNN SDPA) are timed in turn, round after round (--rounds), every
-other round in reversed order, so slow drifts of the GPU's state (power cap, clocks, temperature) hit them alike: on
+contenders (every variant, the triton backend and cuDNN SDPA) are timed in turn, round after round (--rounds), each
+round starting one contender later, so slow drifts of the GPU's state (power cap, clocks, temperature) hit them alike: on
 an H200 the same kernel timed minutes apart in separate processes moved by up to 12%. Each timing is the median of
 30 CUDA-graph replays over rotating input sets larger than 3x L2; the table shows the median over rounds, the spread
 (max - min) / median and, where NVML answers, the median SM clock the contender was timed at (perf/clocks.py). Every
