@@ -450,13 +450,21 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> No
     import contextlib
     from perf.peers import short_reason
     from perf.timing import even_rounds, graph_round, round_order
+
+    def timed(c) -> bool:
+        r = results.get(c.name)
+        return c.name in kept and bool(r) and r.get("status") in ("ok", "WRONG")
+
+    last = None
     for k in range(1, even_rounds(args.rounds)):
         if time.monotonic() > deadline:
             break
-        for c in round_order(contenders, k):
-            r, fn = results.get(c.name), kept.get(c.name)
-            if fn is None or not r or r.get("status") not in ("ok", "WRONG"):
-                continue
+        order = round_order([c for c in contenders if timed(c)], k)  # (rotated among those still timed)
+        if len(order) > 1 and order[0].name == last:  # (after a failed round shrank the list)
+            order = order[1:] + order[:1]
+        for c in order:
+            r, fn = results[c.name], kept[c.name]
+            last = c.name
             try:
                 with getattr(c, "context", contextlib.nullcontext)():
                     us, clock = graph_round(fn, n_sets, device, args.replays, args.settle_ms / 1e3)

@@ -621,7 +621,7 @@ def main(args, argv) -> int:
     mirror_results(args, env, out_dir, written)
     log("")
     times, _, clocks, rounds, notes = tables(results)
-    log("\n".join(times + [""] + clocks + [""] + rounds))
+    log("\n".join(times + [line for table in (clocks, rounds) if table for line in [""] + table]))
     for i, n in enumerate(notes):
         log(f"  [{i + 1}] {n}")
     judged = [t for r in results["rows"] for t in r["targets"] if t["met"] is not None]

@@ -108,7 +108,9 @@ def comparable(r: dict) -> bool:
 
 def even_rounds(n: int) -> int:
     """n rounds, rounded up to an even count: two contenders in round_order then run as many rounds in each
-    position, so a median over their rounds favours neither (with 3, the first one runs first twice)."""
+    position, so a median over their rounds favours neither (with 3, the first one runs first twice). With
+    more contenders than rounds, some never run first; what the rotation guarantees is no contender timed
+    twice in a row."""
     return max(2, n + n % 2)
 
 

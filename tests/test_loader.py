@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -224,8 +225,90 @@ def test_a_cuda_home_without_nvcc_is_said_and_the_search_is_named(fake_nvcc, tmp
 
 
 def test_a_killed_build_leaves_no_temporary_library_behind_the_next(fake_nvcc, tmp_path):
-    lib = loader.library_path("sm_90a", tmp_path)
-    stale = tmp_path / (lib.name + ".abc123.tmp")
+    """A build killed outright leaves its temporary library and its objects' folder beside the library; the next
+    build removes both (only the lock's holder writes them), and a finished build leaves neither."""
+    out = tmp_path / "cache"
+    out.mkdir()
+    lib = loader.library_path("sm_90a", out)
+    stale = out / (lib.name + ".abc123.tmp")
     stale.write_text("half a library")
-    assert loader.build("sm_90a", out_dir=tmp_path, quiet=True) == lib
-    assert not stale.exists() and list(tmp_path.glob("*.tmp")) == []
+    objects = out / (lib.name + ".abc123.tmp.x7.build")
+    objects.mkdir()
+    (objects / "00_unit.o").write_text("an object")
+    assert loader.build("sm_90a", out_dir=out, quiet=True) == lib
+    assert sorted(p.name for p in out.iterdir()) == [lib.name, lib.name + ".lock"]
+
+
+def _slow_nvcc(tmp_path, monkeypatch, body: str) -> Path:
+    """An nvcc that says it is release 13.0 and runs `body` for each compile, in a child shell it starts (as nvcc
+    starts cicc and ptxas), writing that child's pid to pids/."""
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    (tmp_path / "pids").mkdir()
+    nvcc.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0; fi
+        case "$*" in *--shared*) exit 0;; esac
+        unit=$(echo "$*" | sed 's/.* \\([^ ]*\\.cu\\)$/\\1/')
+        sh -c 'echo $$ > "{tmp_path}/pids/$(basename "$1")"; {body}' child "$unit"
+        """))
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("FMHA_NVCC", str(nvcc))
+    loader.nvcc_version.cache_clear()
+    return tmp_path / "pids"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # (a zombie is dead)
+        return f.read().split(") ")[1][0] != "Z"
+
+
+def test_a_compile_past_the_timeout_is_stopped_with_what_it_ran(tmp_path, monkeypatch):
+    """FMHA_BUILD_TIMEOUT bounds each nvcc call: past it the call and the processes it started are killed, and the
+    error names the variable and the command; a bad value is refused by name."""
+    pids = _slow_nvcc(tmp_path, monkeypatch, "sleep 60")
+    monkeypatch.setenv("FMHA_BUILD_TIMEOUT", "1")
+    monkeypatch.setenv("FMHA_BUILD_JOBS", "2")
+    t0 = time.monotonic()
+    with pytest.raises(loader.CudaBuildError, match=r"nvcc ran past FMHA_BUILD_TIMEOUT=1 s .*\ncommand: .*nvcc"):
+        loader.build("sm_90a", out_dir=tmp_path / "out", quiet=True)
+    assert time.monotonic() - t0 < 20
+    started = [int(p.read_text()) for p in pids.iterdir()]
+    assert 1 <= len(started) <= 2  # the two in flight; the queued units never ran
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in started)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [loader.library_path("sm_90a", tmp_path / "out").name
+                                                              + ".lock"]
+    for bad in ("-1", "soon", "inf", "nan"):
+        monkeypatch.setenv("FMHA_BUILD_TIMEOUT", bad)
+        with pytest.raises(loader.CudaBuildError, match=rf"FMHA_BUILD_TIMEOUT='{bad}': expected a number of seconds"):
+            loader.build_timeout()
+    monkeypatch.setenv("FMHA_BUILD_TIMEOUT", "0")
+    assert loader.build_timeout() is None
+    monkeypatch.delenv("FMHA_BUILD_TIMEOUT")
+    assert loader.build_timeout() == 900.0
+
+
+def test_the_first_failing_unit_stops_the_compiles_in_flight(tmp_path, monkeypatch):
+    """One unit fails at once while the others would run for a minute: the build fails within seconds with that
+    unit's message, and the compiles in flight are killed."""
+    units = loader.units(None, "sm_90a")
+    pids = _slow_nvcc(tmp_path, monkeypatch,
+                      f'if [ "$(basename "$1")" = "{units[1].name}" ]; then echo "{units[1].name}: error: broken" >&2; exit 2; fi; '
+                      "sleep 60")
+    monkeypatch.setenv("FMHA_BUILD_JOBS", "2")
+    t0 = time.monotonic()
+    with pytest.raises(loader.CudaBuildError, match=rf"nvcc failed \(exit 2\)(.|\n)*{units[1].name}: error: broken"):
+        loader.build("sm_90a", out_dir=tmp_path / "out", quiet=True)
+    assert time.monotonic() - t0 < 20
+    started = [int(p.read_text()) for p in pids.iterdir()]
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in started)

@@ -857,7 +857,8 @@ def test_deepseek_rounds_rotate_and_take_the_median(monkeypatch):
     args = types.SimpleNamespace(rounds=3, replays=30, settle_ms=200.0)
     cpu = types.SimpleNamespace(type="cpu")
     more_rounds(results, contenders, kept, 2, args, cpu, deadline=float("inf"))
-    # 3 rounds run as 4, of the order a b c x rotated by 1, 2, 3 (x fails in the third)
+    # 3 rounds run as 4, the timed ones (a b x) rotated by 1 and 2; x fails in the third round, and the fourth
+    # (a b rotated by 3: b a) starts one later, since b ended the round before
     assert order == ["b", "x", "a", "x", "a", "b", "a", "b"]
     assert results["a"]["round_us"] == [100.0, 90.0, 110.0, 120.0] and results["a"]["us"] == 105.0
     assert results["a"]["sm_mhz"] == 1500.0 and abs(results["a"]["power_capped"] - 3 / 4) < 1e-12

@@ -9,11 +9,11 @@ For each shape of `--preset deepseek` (perf/shapes.py) whose name starts with on
 match this checkout's; PATH@TOKEN@... applies plan tokens (a PATH holds no '@'), tools/_cuda.py force_plan: @CONFIG
 runs the shapes that configuration serves with it, @splits=N forces the split count) and FlashInfer's
 `BatchMLAPagedAttentionWrapper` (when importable, on 64-token pages) are timed in --rounds rounds, each starting one
-contender later (perf/timing.py round_order). Each timing is the suite's: the median of 30 CUDA-graph replays over rotating input sets larger
-than 3x L2, after --settle-ms of untimed replays, with the SM clock sampled through NVML (perf/clocks.py). Printed
-per contender: the median over rounds and every round's time and clock. At the H200's power cap the clock drifts by
-100-300 MHz while a shape is measured, so one round of two contenders can rank them either way; several rounds,
-rotating, do not. Each contender's output is checked against the fp32 reference on the first and last sequence
+contender later (perf/timing.py round_order). Each timing is the suite's: the median of 30 CUDA-graph replays over
+rotating input sets larger than 3x L2, after --settle-ms of untimed replays, with the SM clock sampled through NVML
+(perf/clocks.py). Printed per contender: the median over rounds and every round's time and clock. At the H200's
+power cap the clock drifts by 100-300 MHz while a shape is measured, so one round of two contenders can rank them
+either way; several rounds, rotating, do not. Each contender's output is checked against the fp32 reference on the first and last sequence
 (cosine, as the suite's gate). Needs an sm_90a GPU; FlashInfer as for the suite (perf/README.md).
 """
 from __future__ import annotations

@@ -4,10 +4,11 @@ The sources are one translation unit per kernel instantiation (csrc/instantiatio
 compiled in parallel and linked into one shared library with a plain C API (fmha_capi.h).
 Cache: `$FMHA_CACHE_DIR` or `~/.cache/fmha`, one file per (sources, arch, flags, nvcc
 version): `libfmha_<arch>_<src-hash>_<nvcc-hash>.so`. A `filelock.FileLock` serialises
-concurrent first uses; the library is built into a temporary file and renamed into place
-atomically. Where nvcc is absent or cannot build, a library of the same sources built by
-another nvcc is loaded instead (with a warning when nvcc failed). Probe builds (timing
-stamps; tools/) are separate libraries, never the product one.
+concurrent first uses; the library is built into a temporary file (its objects in a folder
+beside it) and renamed into place atomically. Where nvcc is absent or cannot build, a
+library of the same sources built by another nvcc is loaded instead (with a warning when
+nvcc failed). Probe builds (timing stamps; tools/) are separate libraries, never the
+product one.
 """
 from __future__ import annotations
 
@@ -224,43 +225,114 @@ def prebuilt_library(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None) -
 def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str] = (),
                     probe: Optional[str] = None, jobs: Optional[int] = None) -> str:
     """Compile every unit in parallel (`jobs` at once: the CPU count by default) and link them into
-    `output`; return nvcc's messages (ptxas -v output with -Xptxas -v). CudaBuildError on failure."""
+    `output`; return nvcc's messages (ptxas -v output with -Xptxas -v). CudaBuildError on failure. The
+    objects go to a folder `<output>.*.build` beside `output`, removed afterwards (build() removes one that a
+    killed build left); each nvcc call may run `build_timeout()` seconds, and the first failure stops the rest."""
     if probe is not None and probe not in PROBE_MODES:
         raise CudaBuildError(f"fmha: probe mode {probe!r} unknown (one of {', '.join(PROBE_MODES)})")
     flags = (*PROBE_MODES[probe], *extra_flags) if probe is not None else tuple(extra_flags)
     srcs = units(probe, arch)
+    timeout = build_timeout()
+    out = Path(output)
     try:
-        workdir = tempfile.TemporaryDirectory(prefix="fmha_build_")
+        workdir = tempfile.TemporaryDirectory(prefix=out.name + ".", suffix=".build", dir=str(out.parent))
     except OSError as e:
-        raise CudaBuildError(f"fmha: cannot create a build folder in {tempfile.gettempdir()}: {e}; TMPDIR names "
-                             "another") from e
-    with workdir as tmp:
+        raise CudaBuildError(f"fmha: cannot create a build folder in {out.parent}: {e}") from e
+    with workdir as tmp, _Compiles(nvcc, timeout) as compiles:
         objects = [os.path.join(tmp, f"{i:02d}_{u.stem}.o") for i, u in enumerate(srcs)]
         cmds = [compile_command(nvcc, arch, u, o, flags) for u, o in zip(srcs, objects)]
-
-        def run(cmd):
-            try:
-                return subprocess.run(cmd, capture_output=True, text=True)
-            except OSError as e:
-                raise CudaBuildError(f"fmha: cannot run nvcc ({nvcc}): {e}") from e
-
         with ThreadPoolExecutor(max_workers=jobs or build_jobs()) as pool:
-            futures = {pool.submit(run, cmd): cmd for cmd in cmds}
-            for done in as_completed(futures):  # the first failure ends the build: the queued units are dropped
-                r = done.result()
-                if r.returncode != 0:
-                    for f in futures:
-                        f.cancel()
-                    tail = (r.stderr or r.stdout or "")[-4000:]
-                    raise CudaBuildError(f"fmha: nvcc failed (exit {r.returncode}) building the CUDA kernels.\n"
-                                         f"command: {' '.join(futures[done])}\n{tail}")
+            futures = {pool.submit(compiles.run, cmd): cmd for cmd in cmds}
+            try:
+                for done in as_completed(futures):
+                    r = done.result()
+                    if r.returncode != 0:
+                        tail = (r.stderr or r.stdout or "")[-4000:]
+                        raise CudaBuildError(f"fmha: nvcc failed (exit {r.returncode}) building the CUDA kernels."
+                                             f"\ncommand: {' '.join(futures[done])}\n{tail}")
+            except BaseException:  # the queued units are dropped and the running ones killed
+                for f in futures:
+                    f.cancel()
+                compiles.stop()
+                raise
             results = [f.result() for f in futures]
         log = "".join(r.stdout + r.stderr for r in results)
-        r = run(link_command(nvcc, objects, output))
+        r = compiles.run(link_command(nvcc, objects, output))
         if r.returncode != 0:
             raise CudaBuildError(f"fmha: linking the CUDA kernels failed (exit {r.returncode}).\n"
                                  f"{(r.stderr or r.stdout or '')[-4000:]}")
         return log + r.stdout + r.stderr
+
+
+class _Compiles:
+    """The nvcc processes of one build, each in a session of its own so that killing it also kills the cicc and
+    ptxas it started: at `timeout` seconds (CudaBuildError naming FMHA_BUILD_TIMEOUT), or all at once by stop()."""
+
+    def __init__(self, nvcc: str, timeout: Optional[float]):
+        import threading
+        self.nvcc, self.timeout = nvcc, timeout
+        self.running: set = set()
+        self.stopped = False
+        self.guard = threading.Lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def run(self, cmd) -> subprocess.CompletedProcess:
+        with self.guard:
+            if self.stopped:
+                return subprocess.CompletedProcess(cmd, -1, "", "stopped: another unit failed")
+            try:
+                proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                        start_new_session=True)
+            except OSError as e:
+                raise CudaBuildError(f"fmha: cannot run nvcc ({self.nvcc}): {e}") from e
+            self.running.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self._kill(proc)
+            proc.communicate()
+            raise CudaBuildError(f"fmha: nvcc ran past FMHA_BUILD_TIMEOUT={self.timeout:g} s and was stopped "
+                                 f"(0: no limit).\ncommand: {' '.join(cmd)}") from None
+        finally:
+            with self.guard:
+                self.running.discard(proc)
+        return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+
+    def stop(self) -> None:
+        with self.guard:
+            self.stopped = True
+            for proc in self.running:
+                self._kill(proc)
+
+    @staticmethod
+    def _kill(proc) -> None:
+        import signal
+        if proc.returncode is not None:  # reaped: its group id may be another process's by now
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def build_timeout() -> Optional[float]:
+    """Seconds one nvcc call may run: FMHA_BUILD_TIMEOUT (0: no limit), else 900, ample where the longest unit
+    (the probe build's one) compiles in about a minute on two cores."""
+    value = os.environ.get("FMHA_BUILD_TIMEOUT", "")
+    if not value:
+        return 900.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise CudaBuildError(f"fmha: FMHA_BUILD_TIMEOUT={value!r}: expected a number of seconds >= 0 (0: no limit)")
+    return seconds or None
 
 
 def build_jobs() -> int:
@@ -299,6 +371,8 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
                 return lib  # another process built it while we waited
             for stale in lib.parent.glob(lib.name + ".*.tmp"):  # a killed build's (only the lock's holder writes one)
                 stale.unlink(missing_ok=True)
+            for stale in lib.parent.glob(lib.name + ".*.build"):  # its objects' folder, likewise
+                shutil.rmtree(stale, ignore_errors=True)
             fd, tmp = tempfile.mkstemp(prefix=lib.name + ".", suffix=".tmp", dir=str(lib.parent))
             os.close(fd)
             what = f"the {probe} probe build" if probe else "CUDA kernels"
