@@ -260,11 +260,20 @@ def _slow_nvcc(tmp_path, monkeypatch, body: str) -> Path:
 
 def _alive(pid: int) -> bool:
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:  # (a zombie is dead)
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
         return False
-    with open(f"/proc/{pid}/stat") as f:  # (a zombie is dead)
-        return f.read().split(") ")[1][0] != "Z"
+
+
+def _survivors(folder: Path, pattern: str = "*") -> list:
+    """The stand-in's children whose pids are in folder's files (`pattern`) still running 10 s after the build
+    ended (a child killed before it wrote its pid left an empty file)."""
+    started = [int(t) for t in (p.read_text().strip() for p in folder.glob(pattern)) if t]
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in started if _alive(pid)]
 
 
 def test_a_compile_past_the_timeout_is_stopped_with_what_it_ran(tmp_path, monkeypatch):
@@ -277,18 +286,15 @@ def test_a_compile_past_the_timeout_is_stopped_with_what_it_ran(tmp_path, monkey
     with pytest.raises(loader.CudaBuildError, match=r"nvcc ran past FMHA_BUILD_TIMEOUT=1 s .*\ncommand: .*nvcc"):
         loader.build("sm_90a", out_dir=tmp_path / "out", quiet=True)
     assert time.monotonic() - t0 < 20
-    started = [int(p.read_text()) for p in pids.iterdir()]
-    assert 1 <= len(started) <= 2  # the two in flight; the queued units never ran
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_alive(pid) for pid in started)
+    assert 1 <= len(list(pids.iterdir())) <= 2  # the two in flight; the queued units never started
+    assert _survivors(pids) == []
     assert [p.name for p in (tmp_path / "out").iterdir()] == [loader.library_path("sm_90a", tmp_path / "out").name
                                                               + ".lock"]
-    for bad in ("-1", "soon", "inf", "nan"):
+    for bad in ("-1", "soon", "inf", "nan", "1e7"):
         monkeypatch.setenv("FMHA_BUILD_TIMEOUT", bad)
-        with pytest.raises(loader.CudaBuildError, match=rf"FMHA_BUILD_TIMEOUT='{bad}': expected a number of seconds"):
-            loader.build_timeout()
+        with pytest.raises(loader.CudaBuildError, match=rf"FMHA_BUILD_TIMEOUT='{bad}': expected seconds in \[0, "):
+            loader.build("sm_90a", out_dir=tmp_path / "bad", quiet=True)  # (named before the lock is taken)
+    assert not (tmp_path / "bad").exists()
     monkeypatch.setenv("FMHA_BUILD_TIMEOUT", "0")
     assert loader.build_timeout() is None
     monkeypatch.delenv("FMHA_BUILD_TIMEOUT")
@@ -299,16 +305,40 @@ def test_the_first_failing_unit_stops_the_compiles_in_flight(tmp_path, monkeypat
     """One unit fails at once while the others would run for a minute: the build fails within seconds with that
     unit's message, and the compiles in flight are killed."""
     units = loader.units(None, "sm_90a")
-    pids = _slow_nvcc(tmp_path, monkeypatch,
-                      f'if [ "$(basename "$1")" = "{units[1].name}" ]; then echo "{units[1].name}: error: broken" >&2; exit 2; fi; '
-                      "sleep 60")
+    pids = _slow_nvcc(tmp_path, monkeypatch, f'if [ "$(basename "$1")" = "{units[1].name}" ]; then '
+                                             f'echo "{units[1].name}: error: broken" >&2; exit 2; fi; sleep 60')
     monkeypatch.setenv("FMHA_BUILD_JOBS", "2")
     t0 = time.monotonic()
     with pytest.raises(loader.CudaBuildError, match=rf"nvcc failed \(exit 2\)(.|\n)*{units[1].name}: error: broken"):
         loader.build("sm_90a", out_dir=tmp_path / "out", quiet=True)
     assert time.monotonic() - t0 < 20
-    started = [int(p.read_text()) for p in pids.iterdir()]
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_alive(pid) for pid in started)
+    assert _survivors(pids) == []
+
+
+def test_an_interrupted_build_kills_the_nvcc_it_waits_on(tmp_path, monkeypatch):
+    """Ctrl-C while the link runs: nvcc (in a session of its own, so the terminal's SIGINT misses it) is killed
+    by the build on its way out, and no folder is left beside the library."""
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0; fi
+        case "$*" in *--shared*) echo $$ > "{tmp_path}/link.pid"; exec sleep 60;; esac
+        """))
+    nvcc.chmod(0o755)
+    env = {**os.environ, "FMHA_NVCC": str(nvcc)}
+    script = (f"from fmha.cuda import loader\ntry:\n    loader.build('sm_90a', out_dir={str(tmp_path / 'out')!r}, "
+              "quiet=True)\nexcept KeyboardInterrupt:\n    print('interrupted')\n")
+    repo = Path(__file__).resolve().parents[1]
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=repo, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "link.pid").exists() or not (tmp_path / "link.pid").read_text().strip():
+            assert child.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        child.send_signal(2)  # SIGINT
+        assert child.communicate(timeout=30)[0].strip() == "interrupted"
+    finally:
+        child.kill()
+    assert _survivors(tmp_path, "link.pid") == []
+    assert [p.name.endswith(".so.lock") for p in (tmp_path / "out").iterdir()] == [True]  # (the lock alone)

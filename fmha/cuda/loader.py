@@ -238,15 +238,17 @@ def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str
         workdir = tempfile.TemporaryDirectory(prefix=out.name + ".", suffix=".build", dir=str(out.parent))
     except OSError as e:
         raise CudaBuildError(f"fmha: cannot create a build folder in {out.parent}: {e}") from e
-    with workdir as tmp, _Compiles(nvcc, timeout) as compiles:
+    with workdir as tmp, _Compiles(nvcc, timeout, tmp) as compiles:
         objects = [os.path.join(tmp, f"{i:02d}_{u.stem}.o") for i, u in enumerate(srcs)]
         cmds = [compile_command(nvcc, arch, u, o, flags) for u, o in zip(srcs, objects)]
         with ThreadPoolExecutor(max_workers=jobs or build_jobs()) as pool:
-            futures = {pool.submit(compiles.run, cmd): cmd for cmd in cmds}
+            futures = {}
             try:
+                for cmd in cmds:
+                    futures[pool.submit(compiles.run, cmd)] = cmd
                 for done in as_completed(futures):
                     r = done.result()
-                    if r.returncode != 0:
+                    if r.returncode != 0 and not getattr(r, "stopped", False):  # (the failure, not its victims)
                         tail = (r.stderr or r.stdout or "")[-4000:]
                         raise CudaBuildError(f"fmha: nvcc failed (exit {r.returncode}) building the CUDA kernels."
                                              f"\ncommand: {' '.join(futures[done])}\n{tail}")
@@ -265,12 +267,15 @@ def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str
 
 
 class _Compiles:
-    """The nvcc processes of one build, each in a session of its own so that killing it also kills the cicc and
-    ptxas it started: at `timeout` seconds (CudaBuildError naming FMHA_BUILD_TIMEOUT), or all at once by stop()."""
+    """The nvcc processes of one build. Each runs in a session of its own, so that killing it also kills the
+    cicc and ptxas it started, with TMPDIR in the build folder, so that a killed build's intermediates go with
+    it. The first call that fails, runs past `timeout` seconds (CudaBuildError naming FMHA_BUILD_TIMEOUT) or is
+    interrupted kills the others and keeps queued ones from starting; stop() kills them all."""
 
-    def __init__(self, nvcc: str, timeout: Optional[float]):
+    def __init__(self, nvcc: str, timeout: Optional[float], tmpdir: str):
         import threading
         self.nvcc, self.timeout = nvcc, timeout
+        self.env = {**os.environ, "TMPDIR": tmpdir}
         self.running: set = set()
         self.stopped = False
         self.guard = threading.Lock()
@@ -284,40 +289,48 @@ class _Compiles:
     def run(self, cmd) -> subprocess.CompletedProcess:
         with self.guard:
             if self.stopped:
-                return subprocess.CompletedProcess(cmd, -1, "", "stopped: another unit failed")
+                return self._stopped(cmd)
             try:
                 proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                        start_new_session=True)
+                                        env=self.env, start_new_session=True)
             except OSError as e:
                 raise CudaBuildError(f"fmha: cannot run nvcc ({self.nvcc}): {e}") from e
             self.running.add(proc)
         try:
             stdout, stderr = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            self._kill(proc)
+        except BaseException as e:
+            self.stop()
             proc.communicate()
-            raise CudaBuildError(f"fmha: nvcc ran past FMHA_BUILD_TIMEOUT={self.timeout:g} s and was stopped "
-                                 f"(0: no limit).\ncommand: {' '.join(cmd)}") from None
+            if isinstance(e, subprocess.TimeoutExpired):
+                raise CudaBuildError(f"fmha: nvcc ran past FMHA_BUILD_TIMEOUT={self.timeout:g} s and was stopped "
+                                     f"(0: no limit).\ncommand: {' '.join(cmd)}") from None
+            raise
         finally:
             with self.guard:
                 self.running.discard(proc)
+                killed = self.stopped and proc.returncode < 0
+        if killed:
+            return self._stopped(cmd)
+        if proc.returncode != 0:
+            self.stop()
         return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
+    @staticmethod
+    def _stopped(cmd) -> subprocess.CompletedProcess:
+        r = subprocess.CompletedProcess(cmd, -1, "", "stopped: another unit failed")
+        r.stopped = True
+        return r
+
     def stop(self) -> None:
+        import signal
         with self.guard:
             self.stopped = True
             for proc in self.running:
-                self._kill(proc)
-
-    @staticmethod
-    def _kill(proc) -> None:
-        import signal
-        if proc.returncode is not None:  # reaped: its group id may be another process's by now
-            return
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+                if proc.poll() is None:  # (once reaped, its group id may be another process's)
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
 
 
 def build_timeout() -> Optional[float]:
@@ -330,8 +343,8 @@ def build_timeout() -> Optional[float]:
         seconds = float(value)
     except ValueError:
         seconds = -1.0
-    if not seconds >= 0 or seconds == float("inf"):
-        raise CudaBuildError(f"fmha: FMHA_BUILD_TIMEOUT={value!r}: expected a number of seconds >= 0 (0: no limit)")
+    if not 0 <= seconds <= 86400:  # (NaN fails too; a wait of 2^31 ms or more overflows)
+        raise CudaBuildError(f"fmha: FMHA_BUILD_TIMEOUT={value!r}: expected seconds in [0, 86400] (0: no limit)")
     return seconds or None
 
 
@@ -364,6 +377,7 @@ def build(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, extra_flags:
     lib = library_path(arch, out_dir, nvcc, extra_flags, probe)
     if lib.exists() and not force and not truncated(lib):
         return lib
+    build_timeout(), build_jobs()  # (a bad value is named before any wait for the lock)
     try:
         lock = _acquire_build_lock(lib, quiet)
         try:
