@@ -634,7 +634,7 @@ def main(argv=None):
     import torch
     from perf import report
     from perf.shapes import select
-    from perf.timing import measure_ceilings
+    from perf.timing import measure_ceilings, read_again
 
     shapes = select(args.preset, args.shapes)
     device = run_device(args)
@@ -662,6 +662,7 @@ def main(argv=None):
         records = sweep(shapes, contenders, args, device, ceilings, t_start, bar)
     finally:
         bar.close()
+    read_again(device, ceilings)
     if any(c.name == "flashinfer" for c in contenders):
         from perf.paged import flashinfer_version
         env["flashinfer"] = flashinfer_version()

@@ -36,6 +36,7 @@ from perf import paged
 from perf.paged import (FLASHINFER_WORKSPACE_BYTES, FlashInferPaged, _cell, _note, _ok_us, _run,
                         flashinfer_plan_args, flashinfer_version, import_flashinfer, log, page_pools)
 from perf.peers import FmhaBackendContender, PeerLibraryContender, Unsupported
+from perf.timing import ceiling_text
 
 CONTENDERS = ("fmha-cuda", "fmha-cuda-paged64", "fmha-triton", "fmha-cuda-separate", "flashinfer-mla", "flashmla")
 PAGE_SIZE = 64
@@ -535,7 +536,7 @@ def markdown(results) -> str:
           "and flashinfer-mla. "
           "fmha-cuda-separate is today's D = 512 call (q, K and V of 512 columns, K and V separate tensors). "
           "GB/s: latent bytes (B x S x D_qk x 2, read once) per second, decimal, for every contender; % of the "
-          f"measured read ceiling ({ceil['read_gbps']:.0f} GB/s, {ceil['read_source']}). TFLOP/s: 2 x B x Hq x "
+          f"measured read ceiling ({ceiling_text(ceil)}). TFLOP/s: 2 x B x Hq x "
           "(D_qk + D_v) x the keys each query row sees (causal rows see fewer), of the contender's own head dims. "
           f"Targets (issue 27), on fmha-cuda: faster than flashinfer-mla on the mla shapes; >= "
           f"{TARGET_READ_FRACTION:.0%} of the read ceiling on the memory-bound mla shapes (Hq x T <= "
@@ -573,7 +574,7 @@ def write(results, out_dir) -> list:
 
 def main(args, argv) -> int:
     from perf.bench import FmhaContender, environment, mirror_results, prewarm, results_dir, run_device
-    from perf.timing import measure_ceilings
+    from perf.timing import measure_ceilings, read_again
     t_start = time.monotonic()
     shapes = cases(args)
     device = run_device(args)
@@ -604,6 +605,7 @@ def main(args, argv) -> int:
     log(f"HBM ceilings (GB/s, decimal): copy {ceilings['copy_gbps']:.0f}, read {ceilings['read_gbps']:.0f} "
         f"({ceilings['read_source']}); {time.monotonic() - t0:.1f} s")
     records = sweep(shapes, contenders, args, device, ceilings, t_start)
+    read_again(device, ceilings)
     env["flashinfer"] = flashinfer_version()
     env["flashinfer_unavailable"] = paged._FLASHINFER.get("reason")
     env["flash_mla"] = flash_mla_version()

@@ -33,6 +33,7 @@ from types import SimpleNamespace
 import torch
 
 from perf.peers import FmhaBackendContender, PeerLibraryContender, Unsupported
+from perf.timing import ceiling_text
 
 PAGED_CONTENDERS = ("cuda", "triton", "sdpa-cudnn", "flashinfer")
 FMHA_BACKENDS = ("cuda", "triton")
@@ -670,7 +671,7 @@ def markdown(results) -> str:
           "behind a block table that is a random permutation of the pages; the contiguous fmha calls get the "
           "same `cache_seqlens` (all S), cuDNN SDPA runs the contiguous problem as the suite runs it. "
           "GB/s: q + K + V + out bytes (the block table not counted) per second, decimal; % of the measured "
-          f"read ceiling ({ceil['read_gbps']:.0f} GB/s, {ceil['read_source']}). Targets (issue 26): paged / "
+          f"read ceiling ({ceiling_text(ceil)}). Targets (issue 26): paged / "
           "contiguous time <= 1.03 for pages of 64 tokens or more, <= 1/0.9 = 1.11 for 16, page size 1 "
           "measured only. Every output passed the suite's correctness gate (cosine >= "
           f"{meta['min_cosine']} against the fp32 reference) unless marked WRONG.", ""]
@@ -722,7 +723,7 @@ def write(results, out_dir) -> list:
 
 def main(args, argv) -> int:
     from perf.bench import FmhaContender, environment, mirror_results, prewarm, results_dir, run_device
-    from perf.timing import measure_ceilings
+    from perf.timing import measure_ceilings, read_again
     t_start = time.monotonic()
     case_list = cases(args)
     device = run_device(args)
@@ -747,6 +748,7 @@ def main(args, argv) -> int:
     log(f"HBM ceilings (GB/s, decimal): copy {ceilings['copy_gbps']:.0f}, read {ceilings['read_gbps']:.0f} "
         f"({ceilings['read_source']}); {time.monotonic() - t0:.1f} s")
     records = sweep(case_list, contiguous, paged, args, device, ceilings, t_start)
+    read_again(device, ceilings)
     env["flashinfer"] = flashinfer_version()
     env["flashinfer_unavailable"] = _FLASHINFER.get("reason")
     results = {"meta": {**env, "elapsed_s": round(time.monotonic() - t_start, 1)},

@@ -15,7 +15,7 @@ import copy
 import json
 import os
 
-from perf.timing import comparable
+from perf.timing import ceiling_text, comparable
 
 RAW_KEYS = ("graph_raw_us", "eager_raw_us", "raw_us", "separate_raw_us")
 PLOTS = ("bandwidth_vs_cache_tokens.png", "bandwidth_by_shape.png", "speedup_vs_best_peer.png")
@@ -151,7 +151,7 @@ def markdown(results: dict) -> str:
             L.append(f"| {e['what']}{cfg} | {e['gbps']:.0f} | {e['bytes'] / 1e9:.2f} GB | {e['median_us']:.1f} |")
         else:
             L.append(f"| {e['what']} | failed: {e.get('error', '')[:80]} | | |")
-    L += ["", f"Read ceiling used for %: {ceil['read_gbps']:.0f} GB/s ({ceil['read_source']}).", ""]
+    L += ["", f"Read ceiling used for %: {ceiling_text(ceil)}.", ""]
 
     head = ["shape", "MB moved", "sets"] + names + ["best peer"] + [f"{n} vs best peer" for n in fmha_names]
     L += ["## Per call, CUDA graph", "", "| " + " | ".join(head) + " |",

@@ -301,3 +301,34 @@ def measure_ceilings(device, gib: float = 4.0, triton_kernel: bool = True, log=p
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return res
+
+
+def read_again(device, ceilings: dict) -> None:
+    """Time the read ceiling's source once more (after the shapes, at the GPU's warmth then) into
+    ceilings["read_after"] and ["read_after_gbps"]; the percentages keep the first figure. A failure is noted."""
+    src = ceilings.get(ceilings.get("read_source")) or {}
+    n = ceilings["tensor_bytes"] // 2
+    try:
+        x = torch.empty(n, dtype=torch.bfloat16, device=device).uniform_(-1, 1)
+        if ceilings["read_source"] == "read_triton":
+            cfg = src["config"]
+            op = lambda: triton_read(x, cfg["BLOCK"], cfg["num_warps"], cfg["programs"])  # noqa: E731
+        else:
+            op = lambda: torch.sum(x, dtype=torch.float32)  # noqa: E731
+        entry = _entry(ceilings["tensor_bytes"], _time_op(op, device), src.get("what", "") + ", after the shapes")
+        ceilings["read_after"], ceilings["read_after_gbps"] = entry, entry["gbps"]
+    except Exception as e:  # (out of memory included) the run's figures stand
+        ceilings["read_after"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    finally:
+        x = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def ceiling_text(ceilings: dict) -> str:
+    """The read ceiling as the results state it: the figure the percentages use, its source, and the same read
+    timed after the shapes where it was."""
+    text = f"{ceilings['read_gbps']:.0f} GB/s, {ceilings['read_source']}"
+    if ceilings.get("read_after_gbps"):
+        text += f"; {ceilings['read_after_gbps']:.0f} GB/s when timed again after the shapes"
+    return text

@@ -32,9 +32,26 @@ def test_dry_run_writes_both_regimes(tmp_path):
     assert "## Per call, CUDA graph" in md and "each call followed by a one-element add" in md, md
     res = json.loads((out / "results.json").read_text())
     assert res["meta"]["also_separate"] is True
+    ceil = res["ceilings"]  # the read ceiling timed again after the shapes, beside the figure % uses
+    assert ceil["read_after_gbps"] > 0 and ceil["read_after"]["what"].endswith(", after the shapes")
+    assert "when timed again after the shapes" in md
     (shape,) = res["shapes"]
     triton = shape["results"]["triton"]
     assert triton["status"] == "ok" and triton["us"] > 0 and triton["separate_us"] > 0, (triton, log)
+
+
+def test_ceiling_text_and_a_failed_second_read():
+    """The results state the read ceiling % uses and, where it was timed again after the shapes, that figure; a
+    second read that fails is noted and changes nothing."""
+    from perf.timing import ceiling_text, read_again
+    ceil = {"read_gbps": 4555.2, "read_source": "read_triton"}
+    assert ceiling_text(ceil) == "4555 GB/s, read_triton"
+    ceil["read_after_gbps"] = 4490.4
+    assert ceiling_text(ceil) == "4555 GB/s, read_triton; 4490 GB/s when timed again after the shapes"
+    broken = {"read_gbps": 1.0, "read_source": "read_triton", "tensor_bytes": 64, "read_triton": {}}
+    read_again(torch.device("cpu"), broken)  # (no config recorded: KeyError)
+    assert broken["read_after"]["error"].startswith("KeyError") and "read_after_gbps" not in broken
+    assert ceiling_text(broken) == "1 GB/s, read_triton"
 
 
 def test_separate_and_also_separate_exclude_each_other():
