@@ -179,6 +179,14 @@ def make_problem(B, T, Hq, Hkv, S, D, device="cpu", dtype=torch.bfloat16):
                    device=torch.device(device), causal=True, softmax_scale=D ** -0.5, has_cache_seqlens=False)
 
 
+def on_gpu(p):
+    """A Problem validated from CPU tensors, as if its tensors were on the first GPU: for dispatch tests with
+    conftest's cuda_as_if_present."""
+    import dataclasses
+
+    return dataclasses.replace(p, device=torch.device("cuda", 0))
+
+
 def force_launch_plan(monkeypatch, config, num_splits):
     """Make the cuda backend launch every problem with this configuration (a fmha.cuda.backend.Config name in
     lower case: "wide", "deep", "stream", "kv_head_pairs", "seesaw", "split_qk", "latent_seesaw",

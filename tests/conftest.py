@@ -7,6 +7,7 @@ grid; with a GPU the full grids run.
 import os
 import sys
 
+import pytest
 import torch
 
 HAS_GPU = torch.cuda.is_available()
@@ -16,3 +17,20 @@ if not HAS_GPU:
 sys.path.insert(0, os.path.dirname(__file__))  # tests/_util.py
 
 DEVICE = "cuda" if HAS_GPU else "cpu"
+
+
+@pytest.fixture
+def cuda_as_if_present(monkeypatch):
+    """The cuda backend as on a Hopper machine (no GPU needed): available, the device of its build. A Problem
+    made from CPU tensors plans for it once its device says cuda (_util.on_gpu)."""
+    from fmha.backends import registry
+    from fmha.cuda import backend as cb
+    from fmha.dispatch import forget_decisions
+
+    b = registry()["cuda"]
+    cap = b.capability  # read before the patch: the property itself asks _capability on a GPU machine
+    monkeypatch.setattr(cb, "_capability", lambda index: cap)
+    monkeypatch.setattr(b, "unavailable_reason", lambda: None)
+    forget_decisions()
+    yield b
+    forget_decisions()

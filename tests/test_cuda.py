@@ -1,6 +1,7 @@
-"""Backend "cuda" (sm_90a TMA + WGMMA kernel) against the fp32 reference, and against Triton.
+"""Backend "cuda" (the sm_90a TMA + WGMMA kernel, or sm_100a's) against the fp32 reference, and against Triton.
 
-GPU only: skipped unless a compute-capability-9.0 device is present.
+GPU only: skipped unless a device of compute capability 9.0 or 10.0 is present (tests of sm_90a's own kernels
+are marked sm90_only).
 """
 from __future__ import annotations
 

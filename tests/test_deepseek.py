@@ -343,7 +343,7 @@ def test_explain_says_whether_the_latent_is_read_once():
 
 cuda_kernel = pytest.mark.skipif(not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP)
 sm90_kernel = pytest.mark.skipif(not (has_cuda_kernel() and torch.cuda.get_device_capability() == (9, 0)),
-                                 reason="the shared-latent ring is sm_90a's")
+                                 reason=CUDA_KERNEL_SKIP if not has_cuda_kernel() else "an sm_90a kernel's")
 
 
 def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, seqlens=None, dtype=bf16):
@@ -560,16 +560,10 @@ def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, pa
     units) a tile in sequence 0, which the 64-key seesaw's lazy reference follows only every few tiles (P up
     to 2^8), and by about 23 a tile in sequence 1, past the slack every time."""
     force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
-    g = torch.Generator().manual_seed(7)
-    B, T, Hq, S, Dqk = 2, 2, 64, 1000, 576
-    u = torch.full((Dqk,), Dqk ** -0.5)
-    q = (4 * u + 0.3 * torch.randn(B, T, Hq, Dqk, generator=g)).to(dtype)
-    step = torch.tensor([0.2, 1.5])[:, None, None, None]  # r_j = step * j: about 15 step (log2) a 64-key tile
-    r = step * torch.arange(S, dtype=torch.float32)[None, :, None, None]
-    k = (0.3 * torch.randn(B, S, 1, Dqk, generator=g) + r * u).to(dtype)
-    q, k = q.cuda(), k.cuda()
+    S = 1000
+    q, k = climbing_scores(2, 2, 64, S, dtype, "cuda")
     sl = torch.tensor([S, 700], dtype=torch.int32, device="cuda")
-    ref, ref_lse = attention_reference(q, k, k[..., :512], sl, Dqk ** -0.5, True)
+    ref, ref_lse = attention_reference(q, k, k[..., :512], sl, 576 ** -0.5, True)
     if page_size is None:
         k_in, _ = with_nan_past_lengths(k, k[..., :512], sl, "slice")
         table = None
@@ -579,6 +573,37 @@ def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, pa
     for b, n in enumerate(sl.tolist()):  # each sequence on its own tolerance: their magnitudes differ 8x
         compare(out[b], lse[b], ref[b], ref_lse[b], dtype, vmax=k[b, :n, ..., :512].float().abs().max().item(),
                 what=f"climbing scores, sequence {b}, {num_splits} splits, page {page_size}, {dtype}")
+
+
+def climbing_scores(B, T, Hq, S, dtype, device):
+    """q and a [B, S, 1, 576] latent whose scores climb along the sequence, by about 0.2 x 15 (log2 units) a
+    64-key tile in sequence 0 and 1.5 x 15 in sequence 1, so that the rows' max moves on every tile."""
+    g = torch.Generator().manual_seed(7)
+    u = torch.full((576,), 576 ** -0.5)
+    q = (4 * u + 0.3 * torch.randn(B, T, Hq, 576, generator=g)).to(dtype)
+    step = torch.tensor([0.2, 1.5])[:, None, None, None]
+    r = step * torch.arange(S, dtype=torch.float32)[None, :, None, None]
+    k = (0.3 * torch.randn(B, S, 1, 576, generator=g) + r * u).to(dtype)
+    return q.to(device), k.to(device)
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_triton_running_max_that_keeps_moving(num_splits):
+    """The same climbing scores through Triton's online softmax and its split merge, poisoned out and LSE."""
+    from fmha.triton.decode import decode_attention
+    S = 300
+    q, k = climbing_scores(2, 2, 4, S, bf16, DEVICE)
+    sl = torch.tensor([S, 200], dtype=torch.int32, device=DEVICE)
+    k_in, _ = with_nan_past_lengths(k, k[..., :512], sl, "slice")
+    out = torch.full((2, 2, 4, 512), float("nan"), dtype=bf16, device=DEVICE)
+    lse = torch.full((2, 4, 2), float("nan"), device=DEVICE)
+    used = decode_attention(validate(q, k_in, k_in[..., :512], sl, out=out), q, k_in, k_in[..., :512], sl, out, lse,
+                            num_splits=num_splits)
+    assert used == num_splits
+    ref, ref_lse = attention_reference(q, k, k[..., :512], sl, 576 ** -0.5, True)
+    for b, n in enumerate(sl.tolist()):
+        compare(out[b], lse[b], ref[b], ref_lse[b], bf16, vmax=k[b, :n, ..., :512].float().abs().max().item(),
+                what=f"climbing scores, sequence {b}, {num_splits} splits")
 
 
 @cuda_kernel
@@ -719,17 +744,17 @@ def test_cuda_balanced_schedule_in_a_graph(monkeypatch):
         compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=f"graph replay {lengths}")
 
 
-@cuda_kernel
-@pytest.mark.gpu
-def test_cuda_latent_views_of_one_kv_head():
+@pytest.mark.parametrize("backend", ["triton", pytest.param("cuda", marks=[cuda_kernel, pytest.mark.gpu])])
+def test_latent_views_of_one_kv_head(backend):
     """k and v as unsqueezed views of one [B, S, 576] latent: the single head's strides differ (576 vs 512) but
-    address nothing, so the latent is still shared, and the kernel reads it once."""
-    q, kv, _, sl = latent_inputs(2, 1, 16, 1, 300, 576, 512, "slice", [300, 129], device="cuda")
+    address nothing, so the latent is still shared, and the backend reads it once."""
+    device = "cuda" if backend == "cuda" else DEVICE
+    q, kv, _, sl = latent_inputs(2, 1, 16, 1, 300, 576, 512, "slice", [300, 129], device=device)
     flat = kv[:, :, 0]
     k, v = flat.unsqueeze(2), flat[..., :512].unsqueeze(2)
     assert k.stride(2) != v.stride(2) and validate(q, k, v, sl).kv_shared
-    assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend="cuda"))
-    out, lse = run_poisoned("cuda", q, k, v, sl)
+    assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend=backend))
+    out, lse = run_poisoned(backend, q, k, v, sl)
     ref, ref_lse = attention_reference(q, k, v, sl, 576 ** -0.5, True)
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what="unsqueezed latent")
 
@@ -790,22 +815,6 @@ def test_cuda_run_needs_the_sinks_of_its_problem():
     p = validate(*latent_inputs(1, 1, 4, 1, 8, 64, 64, "separate", [8]))
     with pytest.raises(ValueError, match=r"sinks: given for a problem without sinks"):
         registry()["cuda"].run(p, None, None, None, None, None, None, sinks=torch.zeros(4))
-
-
-@pytest.fixture
-def cuda_as_if_present(monkeypatch):
-    """The cuda backend as on a Hopper machine (no GPU needed): available, the device of its build."""
-    from fmha.backends import registry
-    from fmha.cuda import backend as cb
-    from fmha.dispatch import forget_decisions
-
-    b = registry()["cuda"]
-    cap = b.capability  # read before the patch: the property itself asks _capability on a GPU machine
-    monkeypatch.setattr(cb, "_capability", lambda index: cap)
-    monkeypatch.setattr(b, "unavailable_reason", lambda: None)
-    forget_decisions()
-    yield b
-    forget_decisions()
 
 
 # ---- refusals, before anything runs ---------------------------------------------------------------------

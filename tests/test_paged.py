@@ -15,7 +15,7 @@ import torch
 import fmha
 from conftest import DEVICE, HAS_GPU
 from _util import (CUDA_KERNEL_SKIP, PAGED_LAYOUTS, check_backend, compare, has_cuda_kernel, make_inputs,
-                   make_paged, poisoned_out, tolerance)
+                   make_paged, on_gpu, poisoned_out, tolerance)
 from fmha.cuda.backend import Config
 from fmha.problem import metadata_key, validate, validate_cached
 from fmha.reference import attention_reference
@@ -339,12 +339,15 @@ def test_paged_pools_need_not_match_the_batch():
     assert (p.batch, p.num_blocks, p.page_size, p.max_blocks_per_seq, p.seqlen_k) == (2, 11, 8, 4, 32)
 
 
-@gpu
 def test_block_table_device_must_match():
+    """A table on another device than q is refused by name (the meta device stands for a GPU on any machine)."""
     q, kp, vp, sl, bt = _paged_args()
-    q, kp, vp, sl = q.cuda(), kp.cuda(), vp.cuda(), sl.cuda()
-    with pytest.raises(ValueError, match=r"block_table: on device cpu but q is on cuda:0"):
-        fmha.attention(q, kp, vp, sl, block_table=bt)
+    with pytest.raises(ValueError, match=r"block_table: on device meta but q is on cpu"):
+        fmha.attention(q, kp, vp, sl, block_table=bt.to("meta"))
+    if torch.cuda.is_available():
+        q, kp, vp, sl = q.cuda(), kp.cuda(), vp.cuda(), sl.cuda()
+        with pytest.raises(ValueError, match=r"block_table: on device cpu but q is on cuda:0"):
+            fmha.attention(q, kp, vp, sl, block_table=bt)
 
 
 # ---- GPU: the cuda backend (and Triton compiled) against the reference ---------------------------------
@@ -474,6 +477,18 @@ def test_cuda_out_of_range_ids(page_size):
         good = [0, 2]
         compare(out[good], lse[good], ref[good], ref_lse[good], q.dtype, vmax=v.abs().max().item(),
                 what="valid sequences beside out-of-range ids")
+
+
+def test_cuda_declines_overlapping_table_rows_and_auto_moves_on(cuda_as_if_present):
+    """The plan on any machine: rows of the table that overlap (an expanded row) are refused by name for cuda, and
+    auto takes another backend rather than reading the wrong rows."""
+    from fmha.dispatch import decide
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 64, 128, seqlens=[64, 30])
+    kp, vp, bt = make_paged(k[:1], v[:1], 16)
+    p = on_gpu(validate(q, kp, vp, sl, block_table=bt.expand(2, -1)))
+    with pytest.raises(NotImplementedError, match="block_table rows overlap"):
+        decide(p, "cuda")
+    assert decide(p, "auto").backend != "cuda"
 
 
 @hopper

@@ -12,7 +12,7 @@ import torch
 import fmha
 
 from conftest import DEVICE, HAS_GPU
-from _util import check_backend, compare, has_cuda_kernel, make_inputs, make_problem, poisoned_out
+from _util import CUDA_KERNEL_SKIP, check_backend, compare, has_cuda_kernel, make_inputs, make_problem, poisoned_out
 from fmha.backends import registry
 from fmha.dispatch import decide
 from fmha.problem import validate
@@ -117,16 +117,27 @@ def test_forced_split_kv(D, num_splits):
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"split={used}")
 
 
+LONG_CACHES = [(1, 1, 32, 8, 65536, 128), (2, 4, 16, 1, 8192, 512), (1, 16, 32, 8, 8192, 128)]
+
+
+@pytest.mark.parametrize("B,T,Hq,Hkv,S,D", LONG_CACHES)
+def test_long_cache_plans_splits(B, T, Hq, Hkv, S, D):
+    """Grids of at most 16 CTAs over long caches split the keys until the CTAs cover most of the SMs (the plan
+    alone: any machine)."""
+    from fmha.triton.decode import plan
+    _, m_blocks, splits = plan(make_problem(B, T, Hq, Hkv, S, D), 132)
+    assert splits > 1 and 132 / 2 < m_blocks * B * Hkv * splits <= 132, (m_blocks, splits)
+
+
 @pytest.mark.skipif(not HAS_GPU, reason="long caches are too slow for the interpreter")
-@pytest.mark.parametrize("B,T,Hq,Hkv,S,D", [(1, 1, 32, 8, 65536, 128), (2, 4, 16, 1, 8192, 512),
-                                            (1, 16, 32, 8, 8192, 128)])
+@pytest.mark.parametrize("B,T,Hq,Hkv,S,D", LONG_CACHES)
 def test_long_cache_heuristic_split(B, T, Hq, Hkv, S, D):
     q, k, v, _ = make_inputs(B, T, Hq, Hkv, S, D, device=DEVICE)
     check_backend("triton", q, k, v)
 
 
 @pytest.mark.parametrize("backend", ["triton", pytest.param("cuda", marks=pytest.mark.skipif(
-    not has_cuda_kernel(), reason="needs the CUDA kernel (an sm_90a GPU and nvcc)"))])
+    not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP))])
 def test_token_major_q_and_out_past_2_31_elements(backend):
     """q and out whose token stride times the last query token passes 2^31 elements (a token-major [T, B, H, D]
     layout permuted to [B, T, H, D] at large B x H x D): their addresses are formed in 64 bits (Triton's OFFS_64;

@@ -40,10 +40,12 @@ def test_mixed_dtypes():
     raises(TypeError, r"v_cache: dtype torch.float16 differs from q's torch.bfloat16", q, k, v.half())
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device (a CUDA GPU)")
 def test_different_devices():
     q, k, v = good()
-    raises(ValueError, r"k_cache: on device cuda:0 but q is on cpu", q, k.cuda(), v)
+    raises(ValueError, r"k_cache: on device meta but q is on cpu", q, k.to("meta"), v)  # (meta: a second device)
+    raises(ValueError, r"v_cache: on device meta but q is on cpu", q, k, v.to("meta"))
+    if torch.cuda.is_available():
+        raises(ValueError, r"k_cache: on device cuda:0 but q is on cpu", q, k.cuda(), v)
 
 
 def test_not_divisible_heads():
@@ -81,12 +83,14 @@ def test_cache_seqlens_checks():
            q, k, v, [1, 2])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a second device (a CUDA GPU)")
 def test_cache_seqlens_device():
     q, k, v = good()
-    q, k, v = q.cuda(), k.cuda(), v.cuda()
-    raises(ValueError, r"cache_seqlens: on device cpu but q is on cuda:0", q, k, v,
-           torch.tensor([1, 2], dtype=torch.int32))
+    raises(ValueError, r"cache_seqlens: on device meta but q is on cpu", q, k, v,
+           torch.tensor([1, 2], dtype=torch.int32, device="meta"))
+    if torch.cuda.is_available():
+        q, k, v = q.cuda(), k.cuda(), v.cuda()
+        raises(ValueError, r"cache_seqlens: on device cpu but q is on cuda:0", q, k, v,
+               torch.tensor([1, 2], dtype=torch.int32))
 
 
 def test_out_checks():

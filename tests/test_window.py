@@ -7,7 +7,7 @@ import torch
 
 import fmha
 from conftest import DEVICE, HAS_GPU
-from _util import compare, has_cuda_kernel, make_inputs, make_paged, poisoned_out
+from _util import compare, has_cuda_kernel, make_inputs, make_paged, on_gpu, poisoned_out
 from fmha.problem import validate
 from fmha.reference import attention_reference, visible_mask
 
@@ -202,6 +202,14 @@ def test_torch_compile_fullgraph_with_a_window():
 
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(call, fullgraph=True)(q, k, v, sl), call(q, k, v, sl), atol=0, rtol=0)
+
+
+def test_auto_plans_triton_for_a_window_where_cuda_is_present(cuda_as_if_present):
+    """The plan on any machine: a sliding window on a GPU goes to Triton, and cuda's reason names the window."""
+    from fmha.dispatch import decide
+    q, k, v, sl = make_inputs(4, 1, 32, 8, 64, 128, seqlens=[64, 10, 1, 0])
+    d = decide(on_gpu(validate(q, k, v, sl, window_size=(16, -1))), "auto")
+    assert d.backend == "triton" and "sliding window" in dict(d.considered)["cuda"], d
 
 
 @pytest.mark.gpu
