@@ -480,6 +480,34 @@ def test_cuda_latent_q_views(monkeypatch, config, layout, T, heads, num_splits):
             what=f"{config}: Q {layout} T={T} {Hq}/{Hkv} splits={num_splits}")
 
 
+@pytest.mark.parametrize("layout,T,heads", [("wide", 3, (28, 4)), ("token_major", 2, (16, 1))])
+def test_triton_latent_q_and_out_views(layout, T, heads):
+    """Triton's 576/512 latent with q and out as views whose rows are not dense (a wider buffer, or token-major
+    memory), sinks, NaN past every length: results as the reference, and the buffer's columns past D_v
+    untouched."""
+    Hq, Hkv = heads
+    B, S, Dqk = 2, 129, 576
+    q, k, v, sl = latent_inputs(B, T, Hq, Hkv, S, Dqk, 512, "slice", [S, 70], seed=T + Hq)
+    sinks = sinks_for(Hq)
+    if layout == "token_major":
+        q_view = q.transpose(0, 1).contiguous().transpose(0, 1)
+        buf = torch.full((T, B, Hq, 512), float("nan"), dtype=q.dtype, device=DEVICE)
+        out = buf.transpose(0, 1)
+    else:
+        q_view = torch.full((B, T, Hq, 640), float("nan"), dtype=q.dtype, device=DEVICE)[..., :Dqk]
+        q_view.copy_(q)
+        buf = torch.full((B, T, Hq, 640), float("nan"), dtype=q.dtype, device=DEVICE)
+        out = buf[..., :512]
+    assert torch.equal(q_view, q) and not q_view.is_contiguous() and not out.is_contiguous()
+    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
+    k_in, v_in = with_nan_past_lengths(k, v, sl, "slice")
+    res, lse = fmha.attention(q_view, k_in, v_in, sl, return_lse=True, backend="triton", out=out, sinks=sinks)
+    assert res.data_ptr() == out.data_ptr()
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=f"triton views {layout}")
+    if layout == "wide":
+        assert torch.isnan(buf[..., 512:]).all(), "columns past D_v were written"
+
+
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("layout,T,heads,use_sinks,dtype", [
