@@ -578,6 +578,18 @@ def test_cuda_combine_rows_past_the_last_cta(monkeypatch, Dqk, use_sinks):
     check_cuda_case(Dqk, 512, v_mode, 1, (7, 1), 260, None, use_sinks, seed=Dqk + 1, seqlens=seqlens)
 
 
+def climbing_scores(B, T, Hq, S, dtype, device):
+    """q and a [B, S, 1, 576] latent whose scores climb along the sequence, by about 0.2 x 15 (log2 units) a
+    64-key tile in sequence 0 and 1.5 x 15 in sequence 1, so that the rows' max moves on every tile."""
+    g = torch.Generator().manual_seed(7)
+    u = torch.full((576,), 576 ** -0.5)
+    q = (4 * u + 0.3 * torch.randn(B, T, Hq, 576, generator=g)).to(dtype)
+    step = torch.tensor([0.2, 1.5])[:, None, None, None]
+    r = step * torch.arange(S, dtype=torch.float32)[None, :, None, None]
+    k = (0.3 * torch.randn(B, S, 1, 576, generator=g) + r * u).to(dtype)
+    return q.to(device), k.to(device)
+
+
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
@@ -601,18 +613,6 @@ def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, pa
     for b, n in enumerate(sl.tolist()):  # each sequence on its own tolerance: their magnitudes differ 8x
         compare(out[b], lse[b], ref[b], ref_lse[b], dtype, vmax=k[b, :n, ..., :512].float().abs().max().item(),
                 what=f"climbing scores, sequence {b}, {num_splits} splits, page {page_size}, {dtype}")
-
-
-def climbing_scores(B, T, Hq, S, dtype, device):
-    """q and a [B, S, 1, 576] latent whose scores climb along the sequence, by about 0.2 x 15 (log2 units) a
-    64-key tile in sequence 0 and 1.5 x 15 in sequence 1, so that the rows' max moves on every tile."""
-    g = torch.Generator().manual_seed(7)
-    u = torch.full((576,), 576 ** -0.5)
-    q = (4 * u + 0.3 * torch.randn(B, T, Hq, 576, generator=g)).to(dtype)
-    step = torch.tensor([0.2, 1.5])[:, None, None, None]
-    r = step * torch.arange(S, dtype=torch.float32)[None, :, None, None]
-    k = (0.3 * torch.randn(B, S, 1, 576, generator=g) + r * u).to(dtype)
-    return q.to(device), k.to(device)
 
 
 @pytest.mark.parametrize("num_splits", [1, 3])
