@@ -285,6 +285,59 @@ def test_compare_flags_a_zeroed_or_negated_output_that_fits_the_absolute_bound(m
     assert report.tolerance < 0.1 and report.results[0].status.startswith("DISAGREES: max abs err"), str(report)
 
 
+def test_compare_judges_each_sequence_on_its_own_keys(monkeypatch):
+    """A sequence of large values (or junk before a left pad, which no row reads) must not widen another
+    sequence's bound or hide its error in a batch-wide cosine: a backend that reads 16 wrong keys of sequence 3
+    is flagged, naming it."""
+    from fmha.backends import registry
+    real = registry()["triton"].run
+
+    def wrong_keys(p, q, k, v, sl, out, lse, **kw):
+        v = v.clone()
+        v[3, 256:272] = v[3, :16]  # sequence 3 reads 16 of its keys' values from elsewhere
+        real(p, q, k, v, sl, out, lse, **kw)
+    monkeypatch.setattr(registry()["triton"], "run", wrong_keys)
+    q, k, v, sl = make_inputs(4, 3, 28, 4, 300, 128, device=DEVICE, seqlens=[20, 300, 40, 300], seed=5)
+    v[0] *= 30
+    r = fmha.compare(q, k, v, sl, backends=["triton"], timing=False).results[0]
+    assert r.status.startswith("DISAGREES: max abs err") and "in sequence 3" in r.status, r.status
+    monkeypatch.setattr(registry()["triton"], "run", real)
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 30], seed=6)
+    lp = torch.tensor([0, 10], dtype=torch.int32, device=DEVICE)
+    v[1, :10] = 1e4  # before sequence 1's left pad: never read
+    report = fmha.compare(q, k, v, sl, cache_leftpad=lp, backends=["triton"], timing=False)
+    assert report.ok and report.tolerance < 0.1, str(report)
+
+
+def test_compare_is_not_ok_for_what_did_not_run(monkeypatch):
+    """ok needs every named backend to have run and agreed (a window is no problem of the cuda kernel's, on any
+    machine); FMHA_BACKEND naming a backend that cannot serve the problem does not stop the comparison."""
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 17])
+    report = fmha.compare(q, k, v, sl, window_size=(8, -1), backends=["cuda"], timing=False)
+    assert report.results[0].status.startswith("unsupported") and not report.ok
+    monkeypatch.setenv("FMHA_BACKEND", "cuda")
+    report = fmha.compare(q, k, v, sl, window_size=(8, -1), backends=["triton", "reference"], timing=False)
+    assert report.ok and report.auto_backend.startswith("none (backend 'cuda' cannot serve"), str(report)
+
+
+def test_compare_names_nan_in_the_keys_a_row_reads_and_scales_the_lse_bound():
+    """NaN in a key a row attends to is the inputs' fault, said before any backend runs; a large LSE (scores of
+    1e4) is held to a bound that grows with it, as fp32 arithmetic does."""
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 17])
+    bad = v.clone()
+    bad[1, 5, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"q, k_cache, v_cache: the fp32 reference's output of sequence\(s\) \[1\] is "
+                                         r"NaN"):
+        fmha.compare(q, k, bad, sl, timing=False)
+    bad = v.clone()
+    bad[1, 30:] = float("nan")  # past the length: fine
+    assert fmha.compare(q, k, bad, sl, backends=["triton"], timing=False).ok
+    from fmha.compare import LSE_ATOL, lse_tolerance
+    assert lse_tolerance(torch.tensor([0.0, 16724.0])).tolist() == pytest.approx([LSE_ATOL, LSE_ATOL + 4 * 2 ** -23 * 16724])
+    q60, k60 = (q.float() * 60).to(q.dtype), (k.float() * 60).to(k.dtype)
+    assert fmha.compare(q60, k60, v, sl, backends=["triton"], timing=False).ok
+
+
 def test_compare_refuses_bad_arguments_before_running():
     q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
     for kwargs, exc, said in (({"reps": 0}, ValueError, r"reps: expected an int >= 1"),
