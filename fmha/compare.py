@@ -1,6 +1,7 @@
 """A/B comparison of backends on the same inputs: `fmha.compare(...)`.
 
-Every backend runs into a NaN-poisoned output buffer; each sequence's output
+Every backend runs into a NaN-poisoned output buffer, and once more into
+NaN-filled out and LSE, which must give the same bits; each sequence's output
 is checked against the fp32 reference with the tolerance that follows from the
 arithmetic (see `tolerance`; max |v| over the keys that sequence's rows attend
 to) and a cosine of at least MIN_COSINE, and the LSE within `lse_tolerance`;
@@ -251,6 +252,10 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         r = _errors(name, out, lse, ref, ref_lse, tols)
         if not r.status.startswith("DISAGREES: NaN"):
             outputs[name] = out
+        if r.status == "ok" and not _reproduced(name, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table,
+                                                sinks, cache_leftpad):
+            r.status = ("DISAGREES: a second run into NaN-filled out and LSE gave other bits (a race, or entries "
+                        "the first run left as the allocator had them)")
         if timing:
             def call(name=name, out=out):
                 attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table,
@@ -266,6 +271,15 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         for b in kernels[i + 1:]:
             report.pairwise[(a, b)] = (outputs[a].float() - outputs[b].float()).abs().max().item()
     return report
+
+
+def _reproduced(name, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks, cache_leftpad) -> bool:
+    """The backend's runner once more, into NaN-filled out and LSE (attention's LSE is a fresh allocation, which
+    may hold an earlier call's values): the same bits."""
+    out2, lse2 = torch.full_like(out, float("nan")), torch.full_like(lse, float("nan"))
+    registry()[name].run(p, q, k_cache, v_cache, cache_seqlens, out2, lse2, block_table=block_table, sinks=sinks,
+                         cache_leftpad=cache_leftpad)
+    return torch.equal(out2, out) and torch.equal(lse2, lse)
 
 
 def _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table, cache_leftpad=None) -> list:

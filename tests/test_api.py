@@ -309,6 +309,31 @@ def test_compare_judges_each_sequence_on_its_own_keys(monkeypatch):
     assert report.ok and report.tolerance < 0.1, str(report)
 
 
+def test_compare_flags_a_backend_whose_second_run_differs(monkeypatch):
+    """Bits that move between two runs (a race) or LSE entries a backend never writes are flagged, even inside
+    the tolerance: the second run goes into NaN-filled out and LSE."""
+    from fmha.backends import registry
+    real = registry()["triton"].run
+    calls = []
+
+    def racy(p, q, k, v, sl, out, lse, **kw):
+        real(p, q, k, v, sl, out, lse, **kw)
+        calls.append(1)
+        out[0, 0, 0, 0] += 2 ** -7 * len(calls)  # a last-bit change, run to run
+    monkeypatch.setattr(registry()["triton"], "run", racy)
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 17])
+    r = fmha.compare(q, k, v, sl, backends=["triton"], timing=False).results[0]
+    assert r.status.startswith("DISAGREES: a second run into NaN-filled out and LSE gave other bits"), r.status
+
+    def lazy_lse(p, q, k, v, sl, out, lse, **kw):
+        keep = lse.clone()
+        real(p, q, k, v, sl, out, lse, **kw)
+        lse[1].copy_(keep[1])  # sequence 1's entries left as they were
+    monkeypatch.setattr(registry()["triton"], "run", lazy_lse)
+    r = fmha.compare(q, k, v, sl, backends=["triton"], timing=False).results[0]
+    assert r.status.startswith("DISAGREES"), r.status
+
+
 def test_compare_is_not_ok_for_what_did_not_run(monkeypatch):
     """ok needs every named backend to have run and agreed (a window is no problem of the cuda kernel's, on any
     machine); FMHA_BACKEND naming a backend that cannot serve the problem does not stop the comparison."""
