@@ -306,8 +306,8 @@ def _attention_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   block_table: Optional[torch.Tensor] = None, sinks: Optional[torch.Tensor] = None,
                   window_left: int = -1, window_right: int = -1, softcap: float = 0.0,
                   cache_leftpad: Optional[torch.Tensor] = None) -> None:
-    p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
-                 (window_left, window_right), softcap, cache_leftpad)
+    p = validate_cached(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, out, block_table, sinks,
+                        (window_left, window_right), softcap, cache_leftpad)  # (the eager calls' memo)
     check_out_disjoint(p, q, k_cache, v_cache, out, cache_seqlens, block_table, sinks, cache_leftpad)
     if (tuple(lse.shape) != (p.batch, p.heads_q, p.seqlen_q) or lse.dtype != torch.float32
             or not lse.is_contiguous() or lse.device != q.device):

@@ -79,10 +79,16 @@ class TritonBackend(Backend):
                          cache_leftpad=cache_leftpad)
 
 
+# The backends' names, in the order `auto` prefers them when no table decides (a constant: torch.compile traces
+# the name checks without calling registry()).
+BACKEND_NAMES = ("cuda", "triton", "reference")
+
+
 @functools.lru_cache(maxsize=None)
 def registry() -> dict:
-    """name -> Backend, in the order `auto` prefers them when no table decides."""
-    return {"cuda": CudaBackend(), "triton": TritonBackend(), "reference": ReferenceBackend()}
+    """name -> Backend, in BACKEND_NAMES's order."""
+    backends = {"cuda": CudaBackend(), "triton": TritonBackend(), "reference": ReferenceBackend()}
+    return {name: backends[name] for name in BACKEND_NAMES}
 
 
 def available_backends() -> list:

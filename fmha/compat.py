@@ -165,10 +165,15 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
             raise TypeError(f"{name}: dtype {t.dtype} differs from the cache's {cache.dtype}")
         if t.device != cache.device:
             raise ValueError(f"{name}: on {t.device}, the cache is on {cache.device}")
-        if _elements_share_memory(cache):
-            cname = "k_cache" if name == "k" else "v_cache"
-            raise ValueError(f"{cname}: strides {tuple(cache.stride())} make several of its elements share memory "
-                             f"(an expanded view); new tokens cannot be written into it")
+        if not torch.compiler.is_compiling():  # (symbolic strides do not sort: the op checks when the graph runs)
+            _check_writable("k_cache" if name == "k" else "v_cache", cache)
+
+
+def _check_writable(name: str, cache: torch.Tensor) -> None:
+    """A cache new tokens are written into: no two of its elements may share memory."""
+    if _elements_share_memory(cache):
+        raise ValueError(f"{name}: strides {tuple(cache.stride())} make several of its elements share memory "
+                         f"(an expanded view); new tokens cannot be written into it")
 
 
 def _check_rotary(cos, sin, q, k, k_cache, block_table) -> int:
@@ -243,6 +248,8 @@ def _append_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k:
                softmax_scale: Optional[float], causal: bool, window_left: int, window_right: int, softcap: float,
                cache_leftpad: Optional[torch.Tensor], backend: str) -> None:
     """The append as torch.compile sees it: checked, then written, when the graph runs."""
+    _check_writable("k_cache", k_cache)
+    _check_writable("v_cache", v_cache)
     _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
                     (window_left, window_right), softcap, cache_leftpad, backend)
 

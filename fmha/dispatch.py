@@ -19,7 +19,7 @@ import os
 from dataclasses import dataclass
 
 from . import tuning
-from .backends import registry
+from .backends import BACKEND_NAMES, registry
 from .base import decision_memo, forget_decisions  # noqa: F401  (part of this module's interface)
 from .problem import Problem
 
@@ -48,11 +48,11 @@ class Decision:
 
 
 def valid_names() -> list:
-    return ["auto"] + list(registry())
+    return ["auto", *BACKEND_NAMES]
 
 
 def check_backend_name(backend, origin: str = "backend") -> None:
-    if not isinstance(backend, str) or not (backend == "auto" or backend in registry()):
+    if not isinstance(backend, str) or not (backend == "auto" or backend in BACKEND_NAMES):
         raise ValueError(f"{origin}: unknown backend {backend!r}; valid names: {', '.join(valid_names())}")
 
 

@@ -206,10 +206,14 @@ def check_cache_seqlens(cache_seqlens, q, name: str = "cache_seqlens") -> None:
 
 
 def check_softcap(softcap) -> float:
-    """softcap: 0 (scores not capped) or a cap in [MIN_SOFTMAX_SCALE, MAX_SOFTCAP], as a float."""
-    if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real):
+    """softcap: 0 (scores not capped) or a cap in [MIN_SOFTMAX_SCALE, MAX_SOFTCAP], as a float. While torch.compile
+    traces, only its type: with dynamic=True it may be symbolic, and the custom op checks its value when the graph
+    runs."""
+    if isinstance(softcap, bool) or not isinstance(softcap, (numbers.Real, torch.SymFloat)):
         raise TypeError(f"softcap: expected a real number >= 0 (0.0: no cap), got {type(softcap).__name__} "
                         f"{softcap!r}")
+    if torch.compiler.is_compiling():
+        return softcap
     try:
         value = float(softcap)
     except OverflowError:

@@ -194,6 +194,21 @@ def test_torch_compile_fullgraph(backend):
     assert torch.allclose(got_lse, want_lse, atol=1e-5)
 
 
+def test_torch_compile_dynamic_with_the_default_softcap():
+    """dynamic=True makes Python floats symbolic, the default softcap among them: attention and sdpa still trace
+    in one graph, their value checked by the op when the graph runs."""
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 24, 64, device=DEVICE, seqlens=[24, 9])
+    torch._dynamo.reset()
+    step = torch.compile(lambda q, k, v, sl: fmha.attention(q, k, v, sl, backend="reference"), fullgraph=True,
+                         dynamic=True, backend="eager")
+    assert torch.equal(step(q, k, v, sl), fmha.attention(q, k, v, sl, backend="reference"))
+    qh, kh, vh = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, L, E]
+    torch._dynamo.reset()
+    sdpa = torch.compile(lambda q, k, v: fmha.sdpa(q, k, v, enable_gqa=True, backend="reference"), fullgraph=True,
+                         dynamic=True, backend="eager")
+    assert torch.equal(sdpa(qh, kh, vh), fmha.sdpa(qh, kh, vh, enable_gqa=True, backend="reference"))
+
+
 def test_torch_compile_refuses_what_eager_refuses():
     """Under torch.compile an out inside q's memory is refused by the custom op (on real tensors), and a
     non-bool causal by the traced wrapper (dynamo reports the raise it traced)."""

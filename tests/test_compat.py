@@ -494,6 +494,28 @@ def test_torch_compile_fullgraph_appends_and_checks_first():
         assert torch.equal(v_c, v_e)
 
 
+def test_torch_compile_fullgraph_append_with_dynamic_shapes():
+    """A serving engine's compiled step meets a new batch size and cache length: one graph with dynamic shapes
+    (the caches' strides are symbolic, so the expanded-cache check runs in the op), the same caches and output
+    as eager, and an expanded cache still refused by name."""
+    def call(q, k, v, k_new, v_new, sl):
+        return fmha.flash_attn_with_kvcache(q, k, v, k_new, v_new, cache_seqlens=sl, causal=True,
+                                            backend="reference")
+
+    torch._dynamo.reset()
+    compiled = torch.compile(call, fullgraph=True, dynamic=True, backend="eager")
+    with torch.no_grad():
+        for B, S in ((2, 32), (3, 48)):
+            q, k, v, sl = make_inputs(B, 1, 8, 2, S, 64, device=DEVICE, seqlens=[S // 2] * B, seed=B)
+            _, k_new, v_new, _ = make_inputs(B, 1, 8, 2, 1, 64, device=DEVICE, seed=B + 1)
+            k_c, v_c, k_e, v_e = k.clone(), v.clone(), k.clone(), v.clone()
+            assert torch.equal(compiled(q, k_c, v_c, k_new, v_new, sl), call(q, k_e, v_e, k_new, v_new, sl))
+            assert torch.equal(k_c, k_e) and torch.equal(v_c, v_e)
+        expanded = k[:1].expand(B, -1, -1, -1)
+        with pytest.raises(ValueError, match=r"k_cache: strides .* share memory"):
+            compiled(q, expanded, v.clone(), k_new, v_new, sl)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("backend", [b for b in BACKENDS if b != "reference"])
