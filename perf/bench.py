@@ -439,9 +439,9 @@ def environment(args, argv, device):
             "bytes_moved": "q + k_cache + v_cache + out, as fmha.Problem.bytes_moved()"}
 
 
-def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> None:
-    """Rounds 2 .. even_rounds(args.rounds) of timing on one shape, each starting one contender later
-    (perf/timing.py round_order): at the power cap the GPU's clock drifts over a shape's measurement (a peer took
+def more_rounds(results, contenders, kept, n_sets, args, device, deadline, start: int = 0) -> None:
+    """Rounds 2 .. even_rounds(args.rounds) of timing on one shape, each starting one contender later than the
+    one before (perf/timing.py round_order; round 1 ran in the order rotated by `start`): at the power cap the GPU's clock drifts over a shape's measurement (a peer took
     149.1 and 158.5 µs at 1785 and 1620 MHz in two runs minutes apart, H200), so one round favours whichever
     contender ran at the higher clock.
     Each contender's `us` and `graph_us` become the median over its rounds (`round_us`), its clock the
@@ -459,7 +459,7 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline) -> No
     for k in range(1, even_rounds(args.rounds)):
         if time.monotonic() > deadline:
             break
-        order = round_order([c for c in contenders if timed(c)], k)  # (rotated among those still timed)
+        order = round_order([c for c in contenders if timed(c)], start + k)  # (rotated among those still timed)
         if len(order) > 1 and order[0].name == last:  # (after a failed round shrank the list)
             order = order[1:] + order[:1]
         for c in order:
@@ -522,7 +522,7 @@ def shape_line(rec) -> str:
 
 def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
     import torch
-    from perf.timing import l2_cache_bytes, rotation_count
+    from perf.timing import l2_cache_bytes, round_order, rotation_count
     l2 = l2_cache_bytes(device)
     deadline = t_start + args.budget_s
     compile_times = []
@@ -546,7 +546,7 @@ def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
             rows, ref = reference_rows(inputs)
             rec["checked_rows"] = rows
             kept = {} if args.preset == "window" else None  # (its ratios are a few percent: timed in rounds)
-            for c in contenders:
+            for c in round_order(contenders, si):  # (no contender always the first after the reference)
                 bar.set_postfix_str(c.name, refresh=False)
                 left = deadline - time.monotonic()
                 skip = None
@@ -565,8 +565,9 @@ def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
                 rec["results"][c.name] = r
                 bar.update(1)
                 done += 1
+            rec["results"] = {c.name: rec["results"][c.name] for c in contenders}  # (the tables' order)
             if kept:
-                more_rounds(rec["results"], contenders, kept, n_sets, args, device, deadline)
+                more_rounds(rec["results"], contenders, kept, n_sets, args, device, deadline, start=si)
             del kept
         except torch.cuda.OutOfMemoryError as e:
             for c in contenders:

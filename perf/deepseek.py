@@ -348,7 +348,7 @@ def _line(name, r) -> str:
 
 def sweep(shapes, contenders, args, device, ceilings, t_start) -> list:
     from perf.bench import DTYPES, more_rounds
-    from perf.timing import gbps, l2_cache_bytes, rotation_count
+    from perf.timing import gbps, l2_cache_bytes, round_order, rotation_count
     l2 = l2_cache_bytes(device)
     deadline = t_start + args.budget_s
     dtype_name = DTYPES[args.dtype]
@@ -377,10 +377,11 @@ def sweep(shapes, contenders, args, device, ceilings, t_start) -> list:
             rows, refs = inputs.references()
             rec["checked_rows"] = rows
             kept = {}
-            for c in contenders:
+            for c in round_order(contenders, si):  # (no contender always the first after the reference)
                 rec["results"][c.name] = _run(c, inputs, rows, refs[c.reference], args, device, deadline,
                                               keep=kept)
-            more_rounds(rec["results"], contenders, kept, inputs.n_sets, args, device, deadline)
+            rec["results"] = {c.name: rec["results"][c.name] for c in contenders}  # (the tables' order)
+            more_rounds(rec["results"], contenders, kept, inputs.n_sets, args, device, deadline, start=si)
             del kept
         except torch.cuda.OutOfMemoryError as e:
             rec["error"] = f"out of memory building inputs ({e})"[:300]
