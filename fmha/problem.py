@@ -213,7 +213,7 @@ def check_softcap(softcap) -> float:
         raise TypeError(f"softcap: expected a real number >= 0 (0.0: no cap), got {type(softcap).__name__} "
                         f"{softcap!r}")
     if torch.compiler.is_compiling():
-        return softcap
+        return float(softcap)  # (traced: a symbolic float stays symbolic)
     try:
         value = float(softcap)
     except OverflowError:

@@ -455,12 +455,13 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline, start
         r = results.get(c.name)
         return c.name in kept and bool(r) and r.get("status") in ("ok", "WRONG")
 
-    last = None
+    first = [c for c in round_order(contenders, start) if timed(c)]  # (round 1's order)
+    last = first[-1].name if first else None
     for k in range(1, even_rounds(args.rounds)):
         if time.monotonic() > deadline:
             break
         order = round_order([c for c in contenders if timed(c)], start + k)  # (rotated among those still timed)
-        if len(order) > 1 and order[0].name == last:  # (after a failed round shrank the list)
+        if len(order) > 1 and order[0].name == last:  # (where the timed ones are fewer than the contenders)
             order = order[1:] + order[:1]
         for c in order:
             r, fn = results[c.name], kept[c.name]

@@ -349,12 +349,35 @@ def test_compare_flags_a_backend_whose_second_run_differs(monkeypatch):
     assert r.status.startswith("DISAGREES"), r.status
 
 
+def test_compare_reports_a_second_run_that_raises_and_passes_tiny_outputs(monkeypatch):
+    """A second run that raises is reported as failed, never raised; a sequence whose outputs lie within its own
+    bound of zero (fp16 values near the subnormals) is judged by that bound, not by a cosine of rounding noise."""
+    from fmha.backends import registry
+    real = registry()["triton"].run
+    calls = []
+
+    def once(p, q, k, v, sl, out, lse, **kw):
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        real(p, q, k, v, sl, out, lse, **kw)
+    monkeypatch.setattr(registry()["triton"], "run", once)
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 17])
+    r = fmha.compare(q, k, v, sl, backends=["triton"], timing=False).results[0]
+    assert r.status.startswith("failed: second run: RuntimeError: CUDA error"), r.status
+    monkeypatch.setattr(registry()["triton"], "run", real)
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 40, 64, dtype=torch.float16, device=DEVICE, seqlens=[40, 17])
+    v[1] *= 3e-6
+    assert fmha.compare(q, k, v, sl, backends=["triton", "reference"], timing=False).ok
+
+
 def test_compare_is_not_ok_for_what_did_not_run(monkeypatch):
     """ok needs every named backend to have run and agreed (a window is no problem of the cuda kernel's, on any
     machine); FMHA_BACKEND naming a backend that cannot serve the problem does not stop the comparison."""
     q, k, v, sl = make_inputs(2, 1, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 17])
     report = fmha.compare(q, k, v, sl, window_size=(8, -1), backends=["cuda"], timing=False)
     assert report.results[0].status.startswith("unsupported") and not report.ok
+    assert "ok is False: a backend named in backends= did not run" in str(report)
     monkeypatch.setenv("FMHA_BACKEND", "cuda")
     report = fmha.compare(q, k, v, sl, window_size=(8, -1), backends=["triton", "reference"], timing=False)
     assert report.ok and report.auto_backend.startswith("none (backend 'cuda' cannot serve"), str(report)

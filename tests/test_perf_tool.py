@@ -886,11 +886,12 @@ def test_deepseek_rounds_rotate_and_take_the_median(monkeypatch):
     order.clear()
     more_rounds(results, contenders, kept, 2, types.SimpleNamespace(rounds=1, replays=30, settle_ms=0.0), cpu, 0.0)
     assert order == []
-    # a shape whose first round ran rotated by 1: its next rounds go on from there (a b timed: rotated by 2, 3, 4,
-    # each moved on by one where it would start with the contender that ended the round before)
+    # a shape whose first round ran rotated by 1 (b c x a: a ended it): its next rounds go on from there, the
+    # timed ones (a b) rotated by 2, 3 and 4, each moved on by one where it would start with the contender that
+    # ended the round before, so that two contenders alternate
     times.update(a=iter([1.0] * 3), b=iter([1.0] * 3))
     more_rounds(results, contenders, kept, 2, args, cpu, deadline=float("inf"), start=1)
-    assert order == ["a", "b", "a", "b", "a", "b"]
+    assert order == ["b", "a", "b", "a", "b", "a"]
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusals of a machine without a GPU")
