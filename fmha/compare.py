@@ -179,12 +179,17 @@ def time_call(fn, device: torch.device, reps: int = 20) -> tuple:
 
 def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
             backends=None, timing=True, reps: int = 20, sinks=None, window_size=(-1, -1), softcap=0.0,
-            cache_leftpad=None) -> CompareReport:
+            cache_leftpad=None, others=None) -> CompareReport:
     """Run `backends` (default: all available) on the same inputs and report errors, agreement and time.
 
     With `block_table`, k_cache and v_cache are page pools; `sinks`, `window_size`, `softcap` and `cache_leftpad`
     are as in `fmha.attention`. An unknown name in `backends` raises ValueError before anything runs, as
-    `fmha.attention` does."""
+    `fmha.attention` does.
+    others: {name: fn}, implementations of your own judged and timed beside the backends (the one you are
+    replacing, say). Each is called as fn(q, k_cache, v_cache, cache_seqlens, block_table=..., softmax_scale=...,
+    causal=..., sinks=..., window_size=..., softcap=..., cache_leftpad=...) (softmax_scale resolved, the rest as
+    given) and returns out [B, T, Hq, D_v], or (out, lse) with lse float32 [B, Hq, T]; its bits are not required
+    to repeat between runs."""
     p = validate(q, k_cache, v_cache, cache_seqlens, softmax_scale, causal, None, block_table, sinks, window_size,
                  softcap, cache_leftpad)
     extra = dict(sinks=sinks, window_size=(p.window_left, p.window_right), softcap=p.softcap,
@@ -195,6 +200,7 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
         raise ValueError(f"reps: expected an int >= 1 (timed calls per backend), got {reps!r}")
     if q.is_meta:
         raise ValueError("q: a meta tensor has no data; compare runs every backend on real inputs")
+    others = _check_others(others)
     if backends is None:
         names = available_backends()
     else:
@@ -275,11 +281,59 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
             except Exception as e:
                 r.status += f" (timing failed: {type(e).__name__}: {e})"
         report.results.append(r)
+    options = dict(block_table=block_table, softmax_scale=p.softmax_scale, causal=p.causal, **extra)
+    for name, fn in others.items():
+        r, out = _run_other(name, fn, p, (q, k_cache, v_cache, cache_seqlens), options, ref, ref_lse, tols)
+        if out is not None:
+            outputs[name] = out
+            if timing:
+                try:
+                    r.median_us, r.timing = time_call(lambda fn=fn: fn(q, k_cache, v_cache, cache_seqlens, **options),
+                                                      q.device, reps)
+                    r.gbps = nbytes / (r.median_us * 1e-6) / 1e9
+                except Exception as e:
+                    r.status += f" (timing failed: {type(e).__name__}: {e})"
+        report.results.append(r)
     kernels = [n for n in outputs if n != "reference"]
     for i, a in enumerate(kernels):
         for b in kernels[i + 1:]:
             report.pairwise[(a, b)] = (outputs[a].float() - outputs[b].float()).abs().max().item()
     return report
+
+
+def _check_others(others) -> dict:
+    """others= as a {name: callable} dict whose names are not the backends' (refused by name otherwise)."""
+    if others is None:
+        return {}
+    if not isinstance(others, dict):
+        raise TypeError(f"others: expected a dict {{name: callable}}, got {type(others).__name__}")
+    for name, fn in others.items():
+        if not isinstance(name, str) or name in registry() or name == "auto":
+            raise ValueError(f"others: name {name!r} must be a str other than a backend's ({', '.join(registry())})")
+        if not callable(fn):
+            raise TypeError(f"others: {name!r} is {type(fn).__name__}, not a callable")
+    return others
+
+
+def _run_other(name, fn, p, inputs, options, ref, ref_lse, tols) -> tuple:
+    """(its BackendResult, its output or None): one of others= run once and judged as the backends are, its LSE
+    only where it returns one."""
+    try:
+        got = fn(*inputs, **options)
+    except Exception as e:  # reported, never hidden
+        return BackendResult(name, f"failed: {type(e).__name__}: {e}"), None
+    out, lse = got if isinstance(got, tuple) and len(got) == 2 else (got, None)
+    want = (p.batch, p.seqlen_q, p.heads_q, p.head_dim_v)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != want:
+        shape = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        return BackendResult(name, f"failed: returned {shape}; expected out {list(want)} or (out, lse)"), None
+    if lse is not None and (not isinstance(lse, torch.Tensor) or tuple(lse.shape) != tuple(ref_lse.shape)):
+        shape = list(lse.shape) if isinstance(lse, torch.Tensor) else type(lse).__name__
+        return BackendResult(name, f"failed: returned an lse of {shape}; expected {list(ref_lse.shape)}"), None
+    r = _errors(name, out, ref_lse if lse is None else lse.float(), ref, ref_lse, tols)
+    if lse is None:  # (none returned: nothing of it judged)
+        r.lse_max_err = None
+    return r, out
 
 
 def _reproduced(name, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks, cache_leftpad) -> bool:

@@ -371,6 +371,36 @@ def test_compare_reports_a_second_run_that_raises_and_passes_tiny_outputs(monkey
     assert fmha.compare(q, k, v, sl, backends=["triton", "reference"], timing=False).ok
 
 
+def test_compare_judges_implementations_of_your_own():
+    """others= runs your own implementations beside the backends, judged against the same reference (LSE where
+    returned), timed, and refused by name where they cannot be told apart from a backend."""
+    from fmha.reference import attention_reference
+    q, k, v, sl = make_inputs(2, 3, 8, 2, 40, 64, device=DEVICE, seqlens=[40, 17])
+    seen = {}
+
+    def mine(q, k_cache, v_cache, cache_seqlens, **options):
+        seen.update(options)
+        out, lse = attention_reference(q, k_cache, v_cache, cache_seqlens, options["softmax_scale"],
+                                       options["causal"])
+        return out.to(q.dtype), lse
+
+    def off(q, k_cache, v_cache, cache_seqlens, **options):
+        return mine(q, k_cache, v_cache, cache_seqlens, **options)[0] + 0.1  # out only, wrong
+
+    report = fmha.compare(q, k, v, sl, backends=["triton"], timing=True, reps=2,
+                          others={"mine": mine, "off": off, "narrow": lambda *args, **options: q[..., :32]})
+    r = {x.backend: x for x in report.results}
+    assert r["mine"].status == "ok" and r["mine"].lse_max_err is not None and r["mine"].median_us > 0
+    assert r["off"].status.startswith("DISAGREES: max abs err") and r["off"].lse_max_err is None
+    assert r["narrow"].status == "failed: returned [2, 3, 8, 32]; expected out [2, 3, 8, 64] or (out, lse)"
+    assert seen["softmax_scale"] == 64 ** -0.5 and seen["causal"] is True and seen["block_table"] is None
+    assert ("triton", "mine") in report.pairwise and not report.ok
+    with pytest.raises(ValueError, match=r"others: name 'triton' must be a str other than a backend's"):
+        fmha.compare(q, k, v, sl, others={"triton": mine})
+    with pytest.raises(TypeError, match=r"others: 'mine' is int, not a callable"):
+        fmha.compare(q, k, v, sl, others={"mine": 3})
+
+
 def test_compare_is_not_ok_for_what_did_not_run(monkeypatch):
     """ok needs every named backend to have run and agreed (a window is no problem of the cuda kernel's, on any
     machine); FMHA_BACKEND naming a backend that cannot serve the problem does not stop the comparison."""
