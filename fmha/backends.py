@@ -87,8 +87,7 @@ BACKEND_NAMES = ("cuda", "triton", "reference")
 @functools.lru_cache(maxsize=None)
 def registry() -> dict:
     """name -> Backend, in BACKEND_NAMES's order."""
-    backends = {"cuda": CudaBackend(), "triton": TritonBackend(), "reference": ReferenceBackend()}
-    return {name: backends[name] for name in BACKEND_NAMES}
+    return dict(zip(BACKEND_NAMES, (CudaBackend(), TritonBackend(), ReferenceBackend())))
 
 
 def available_backends() -> list:

@@ -222,8 +222,8 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
     if bad:
         raise ValueError(f"q, k_cache, v_cache: the fp32 reference's output of sequence(s) {bad[:8]} is NaN: NaN or "
                          "inf in q or in keys or values their rows attend to; compare needs finite inputs there")
-    tols = [tolerance(p.dtype, vmax) for vmax in _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table,
-                                                                       cache_leftpad)]
+    key_ranges = _visible_key_ranges(p, cache_seqlens, cache_leftpad)
+    tols = [tolerance(p.dtype, vmax) for vmax in _vmax_of_visible_keys(p, v_cache, block_table, key_ranges)]
     try:
         auto = decide(p, "auto")
     except (NotImplementedError, ValueError) as e:  # (FMHA_BACKEND naming one that cannot serve: compare anyway)
@@ -233,15 +233,8 @@ def compare(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softma
                            tolerance=max(tols), auto_within_noise=bool(auto and auto.within_noise),
                            auto_reason=auto.reason if auto else "", on_gpu=q.device.type == "cuda",
                            named=backends is not None)
-    # The keys each sequence really has (a host sync, once): what a kernel reads of the cache.
-    lengths = (torch.full((p.batch,), p.seqlen_k) if cache_seqlens is None
-               else cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k))
-    if cache_leftpad is not None:  # no key before each sequence's start is read
-        lengths = (lengths - cache_leftpad.to(device=lengths.device, dtype=torch.int64).clamp(min=0)).clamp(min=0)
-    if p.window_left >= 0:  # a window reads at most its span of keys (and the rows' spread, T - 1)
-        lengths = lengths.clamp(max=p.window_left + p.seqlen_q)
     whole = cache_seqlens is None and cache_leftpad is None and p.window_left < 0
-    kv_tokens = None if whole else int(lengths.sum())
+    kv_tokens = None if whole else sum(hi - lo for lo, hi in key_ranges)  # (what a kernel reads of the cache)
     nbytes = p.bytes_moved(kv_tokens)
     outputs = {}
     for name in names:
@@ -345,32 +338,33 @@ def _reproduced(name, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_tab
     return torch.equal(out2, out) and torch.equal(lse2, lse)
 
 
-def _vmax_of_visible_keys(p, v_cache, cache_seqlens, block_table, cache_leftpad=None) -> list:
-    """max |v| of each sequence over the keys its rows attend to (what its tolerance scales with): slots past a
-    length or before a left pad, keys left of every row's window and pages no sequence uses may hold anything,
-    large values included. One sequence at a time (no full-size copy); lengths, pads and the table come to the host
-    once."""
-    S = p.page_size if block_table is not None else p.seqlen_k
-    lengths = ([p.seqlen_k] * p.batch if cache_seqlens is None
-               else cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k).tolist())
+def _visible_key_ranges(p, cache_seqlens, cache_leftpad) -> list:
+    """Each sequence's keys [lo, hi) that some row attends to (a host sync, once): from its left pad, or from the
+    first row's window bound (row t of T sees keys from hi - T + t - left), to its length."""
+    ends = ([p.seqlen_k] * p.batch if cache_seqlens is None
+            else cache_seqlens.to(torch.int64).clamp(0, p.seqlen_k).tolist())
     starts = [0] * p.batch if cache_leftpad is None else cache_leftpad.to(torch.int64).clamp(min=0).tolist()
+    if p.window_left >= 0:
+        starts = [max(lo, hi - p.seqlen_q - p.window_left) for lo, hi in zip(starts, ends)]
+    return [(min(lo, hi), hi) for lo, hi in zip(starts, ends)]
+
+
+def _vmax_of_visible_keys(p, v_cache, block_table, key_ranges) -> list:
+    """max |v| of each sequence over its visible keys (what its tolerance scales with): slots past a length or
+    before a left pad, keys left of every row's window and pages no sequence uses may hold anything, large values
+    included. One sequence at a time (no full-size copy); the table comes to the host once."""
+    S = p.page_size if block_table is not None else p.seqlen_k
     table = None if block_table is None else block_table.to(torch.int64).clamp(0, p.num_blocks - 1).cpu()
     vmaxes = []
-    for b, n in enumerate(lengths):
-        lo = starts[b]
-        if p.window_left >= 0:  # row t sees keys from n - T + t - left: the first row's bound is the lowest
-            lo = max(lo, n - p.seqlen_q - p.window_left)
-        vmax = 0.0
-        if lo < n:
-            if table is None:
-                rows = [v_cache[b, lo:n]]
-            else:  # the pages of [lo, n), whole, then cut to the keys
-                ids = table[b, lo // S:-(-n // S)].to(v_cache.device)
-                rows = [v_cache[ids].flatten(0, 1)[lo % S:lo % S + n - lo]]
-            for r in rows:
-                if r.numel():
-                    vmax = torch.nan_to_num(r, nan=0.0, posinf=0.0, neginf=0.0).abs().max().item()
-        vmaxes.append(vmax)
+    for b, (lo, n) in enumerate(key_ranges):
+        if lo == n:
+            vmaxes.append(0.0)
+            continue
+        if table is None:
+            keys = v_cache[b, lo:n]
+        else:  # the pages of [lo, n), whole, then cut to the keys
+            keys = v_cache[table[b, lo // S:-(-n // S)].to(v_cache.device)].flatten(0, 1)[lo % S:lo % S + n - lo]
+        vmaxes.append(torch.nan_to_num(keys, nan=0.0, posinf=0.0, neginf=0.0).abs().max().item())
     return vmaxes
 
 

@@ -267,7 +267,7 @@ def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str
 
 
 class _Compiles:
-    """The nvcc processes of one build. Each runs in a session of its own, so that killing it also kills the
+    """The nvcc processes of one build. Each leads a process group of its own, so that killing it also kills the
     cicc and ptxas it started, with TMPDIR in the build folder, so that a killed build's intermediates go with
     it. The first call that fails, runs past `timeout` seconds (CudaBuildError naming FMHA_BUILD_TIMEOUT) or is
     interrupted kills the others and keeps queued ones from starting; stop() kills them all."""
