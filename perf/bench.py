@@ -1,6 +1,6 @@
 """The decode benchmark: every fmha backend against PyTorch SDPA and FlexAttention.
 
-    python -m perf [--preset full|quick|paged|deepseek] [--shapes SUBSTR,...] [--out DIR] [--write-tuning]
+    python -m perf [--preset full|quick|paged|deepseek|window] [--shapes SUBSTR,...] [--out DIR] [--write-tuning]
     python -m perf --dry-run          # CPU smoke run of the whole pipeline, tiny shapes
 
 For each shape the sweep builds N rotating input sets (together > 3x L2), checks
@@ -43,7 +43,7 @@ def parse_args(argv=None):
                     help="keep shapes whose name contains any of these comma-separated substrings")
     ap.add_argument("--contenders", default=None,
                     help="comma-separated subset of contenders (cuda, triton, sdpa-flash, sdpa-efficient, "
-                         "sdpa-cudnn, flex; --preset paged and deepseek name their own); default all")
+                         "sdpa-cudnn, flex; --preset window adds flashinfer; paged and deepseek name their own); default all")
     ap.add_argument("--no-flex", action="store_true", help="leave FlexAttention out (no torch.compile)")
     ap.add_argument("--out", default=None,
                     help="output folder (default perf/results/<gpu-key>-<date>/); when given, the results "
@@ -65,7 +65,7 @@ def parse_args(argv=None):
     ap.add_argument("--ceiling-gib", type=float, default=4.0, help="size of the ceiling tensors in GiB")
     ap.add_argument("--budget-s", type=float, default=None,
                     help="soft time budget: past it, peers are skipped (marked so); flex is skipped earlier "
-                         "when its compile would not fit (default 500 full, 300 quick)")
+                         "when its compile would not fit (default 500 full, 300 quick and deepseek, 360 paged, 400 window)")
     ap.add_argument("--no-graph", action="store_true", help="eager timing only")
     ap.add_argument("--separate", action="store_true",
                     help="follow every timed call by a one-element add, a kernel launched without PDL as the "

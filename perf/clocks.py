@@ -4,7 +4,7 @@ An H200 holds most DeepSeek shapes of the suite at its 700 W cap, at 1.3-1.8 GHz
 clock at a given moment depends on what ran before and for how long (the GPU's temperature): a peer took
 149.1 and 158.5 µs at 1785 and 1620 MHz in two runs minutes apart (H200, 2026-12-03). The suite records
 the clock each contender was timed at, so that a reader can tell a kernel's gain from a warmer or cooler
-GPU, and the deepseek and window presets time each shape in rounds of alternating order (perf/bench.py
+GPU, and the deepseek and window presets time each shape in rounds of rotated order (perf/bench.py
 more_rounds).
 
 NVML (libnvidia-ml.so.1, shipped with the driver) is read through ctypes, so nothing needs installing;
