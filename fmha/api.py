@@ -10,9 +10,10 @@ from typing import Optional
 import torch
 
 from .backends import registry
-from .dispatch import Decision, backend_env, decide, decision_memo
-from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_tensor, check_bool, check_out_disjoint,
-                      check_softcap, check_window, metadata_key, validate, validate_cached)
+from .dispatch import Decision, backend_env, check_backend_name, decide, decision_memo
+from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, check_bool,
+                      check_out_disjoint, check_softcap, check_softmax_scale, check_window, metadata_key, validate,
+                      validate_cached)
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
@@ -236,6 +237,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor [B, H, L, E], got {type(t).__name__}")
+        _check_dense(name, t, "a dense (torch.strided) tensor [B, H, L, E]")
         if t.dim() != 4:
             raise ValueError(f"{name}: expected a 4-D tensor [B, H, L, E], got {t.dim()}-D")
         if t.dtype != query.dtype:
@@ -277,14 +279,20 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
              and (key.shape[1] > 0 or Hq == 0))
     result = torch.empty(B, Hq, L, value.shape[3], dtype=query.dtype, device=query.device)
     try:
-        if empty:  # nothing to attend to: SDPA's zeros (attention refuses empty dims)
+        if empty:  # nothing to attend to: SDPA's zeros (attention refuses empty dims), after its other checks
+            check_backend_name(backend)
+            check_softmax_scale(scale, E)
+            for name, t in (("key", key), ("value", value)):
+                if t.device != query.device:
+                    raise ValueError(f"{name}: on device {t.device} but query is on {query.device}")
             _check_inference_only(query, key, value)
             return result.zero_()
         attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
                   softmax_scale=scale, causal=is_causal, backend=backend, out=result.transpose(1, 2))
     except (ValueError, TypeError) as e:  # name the SDPA arguments, not attention's
         msg = str(e)
-        for ours, theirs in (("q:", "query:"), ("q's", "query's"), ("q is on", "query is on"), ("k_cache", "key"),
+        for ours, theirs in (("q:", "query:"), ("q's", "query's"), ("q is on", "query is on"),
+                             ("q.resolve_neg", "query.resolve_neg"), ("k_cache", "key"),
                              ("v_cache", "value"), ("softmax_scale", "scale")):
             msg = msg.replace(ours, theirs)
         if _MENTIONS_SHAPES.search(msg):  # a shape or strides listed in attention's [B, L, H, E] order

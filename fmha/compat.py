@@ -23,8 +23,9 @@ import torch
 
 from .api import _check_inference_only, _ready_runner, attention
 from .dispatch import check_backend_name
-from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _check_tensor, _elements_share_memory, check_bool,
-                      check_cache_seqlens, check_softcap, check_window, validate, validate_cached)
+from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, _elements_share_memory, check_bool,
+                      check_cache_seqlens, check_softcap, check_window, check_writable_in_place, validate,
+                      validate_cached)
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -75,6 +76,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     check_backend_name(backend)  # (before anything is written; the append checks what the backend can serve)
     if not isinstance(q, torch.Tensor):
         raise TypeError(f"q: expected a torch.Tensor [B, T, Hq, D], got {type(q).__name__}")
+    _check_dense("q", q, "a dense (torch.strided) tensor [B, T, Hq, D]")
     if q.dim() != 4:
         raise ValueError(f"q: expected a 4-D tensor [B, T, Hq, D], got {list(q.shape)}")
     B = q.shape[0]
@@ -82,6 +84,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         check_cache_seqlens(cache_leftpad, q, "cache_leftpad")
     extra = dict(window_size=window_size, softcap=softcap, cache_leftpad=cache_leftpad)
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
+        if not 0 <= cache_seqlens < 2 ** 31:
+            raise ValueError(f"cache_seqlens: got {cache_seqlens}; allowed: an int in [0, 2^31) or an int32 tensor [B]")
         cache_seqlens = torch.full((B,), int(cache_seqlens), dtype=torch.int32, device=q.device)
     if cache_batch_idx is not None:  # each sequence's cache row as the one page, of S tokens, of a page table
         block_table = _batch_idx_as_table(cache_batch_idx, block_table, q, k_cache, v_cache)
@@ -103,11 +107,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise TypeError(f"cache_seqlens: got {got} with k and v; the new tokens are written after each sequence's "
                         "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
     _check_new_tokens(k, v, q, k_cache, v_cache)
+    if rotary_cos is not None or not torch.compiler.is_compiling():  # (traced: the op checks it when the graph runs)
+        check_cache_seqlens(cache_seqlens, q)  # (as given: the attention call checks cache_seqlens + T_new)
     if rotary_cos is not None:
         capacity = _check_rotary(rotary_cos, rotary_sin, q, k, k_cache, block_table)
     _check_inference_only(q, k_cache, v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin)
     if rotary_cos is not None:
-        check_cache_seqlens(cache_seqlens, q)  # (the rotation reads it; validate checks the rest)
         # FlashAttention's "causal or local", a side of at least the cache's capacity counting as none
         local = causal or 0 <= window_left < capacity or 0 <= window_right < capacity
         q, k = _rotated(q, k, cache_seqlens, rotary_cos, rotary_sin, local, rotary_interleaved)
@@ -138,6 +143,7 @@ def _batch_idx_as_table(cache_batch_idx, block_table, q, k_cache, v_cache) -> to
     if not isinstance(cache_batch_idx, torch.Tensor) or cache_batch_idx.dtype != torch.int32:
         got = cache_batch_idx.dtype if isinstance(cache_batch_idx, torch.Tensor) else type(cache_batch_idx).__name__
         raise TypeError(f"cache_batch_idx: expected an int32 tensor [B], got {got}")
+    _check_dense("cache_batch_idx", cache_batch_idx, "a dense (torch.strided) int32 tensor [B]")
     B = q.shape[0]
     if tuple(cache_batch_idx.shape) != (B,) or cache_batch_idx.device != q.device:
         raise ValueError(f"cache_batch_idx: expected shape [{B}] on {q.device}, got {list(cache_batch_idx.shape)} "
@@ -153,6 +159,7 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected a torch.Tensor [B, T_new, Hkv, D] of new tokens, got "
                             f"{type(t).__name__}")
+        _check_dense(name, t, "a dense (torch.strided) tensor [B, T_new, Hkv, D] of new tokens")
         if t.dim() != 4:
             raise ValueError(f"{name}: expected a 4-D tensor [B, T_new, Hkv, D] of new tokens, got {list(t.shape)}")
         if not isinstance(cache, torch.Tensor) or cache.dim() != 4:
@@ -235,10 +242,7 @@ def _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_tab
               cache_leftpad)
     _ready_runner(p, backend)
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):  # (on real tensors: not traceable)
-        if cache.is_inference() and not torch.is_inference_mode_enabled():
-            raise ValueError(f"{name}: an inference tensor (made under torch.inference_mode()), which torch lets "
-                             "nobody write in place outside inference mode; call with the new tokens under "
-                             "torch.inference_mode()")
+        check_writable_in_place(name, cache, "call with the new tokens under torch.inference_mode()")
     _append(k_cache, v_cache, k, v, cache_seqlens, block_table)
 
 
@@ -250,6 +254,7 @@ def _append_op(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k:
     """The append as torch.compile sees it: checked, then written, when the graph runs."""
     _check_writable("k_cache", k_cache)
     _check_writable("v_cache", v_cache)
+    check_cache_seqlens(cache_seqlens, q)
     _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_scale, causal,
                     (window_left, window_right), softcap, cache_leftpad, backend)
 
@@ -312,6 +317,7 @@ def flash_mla_with_kvcache(q, k_cache, block_table, cache_seqlens, head_dim_v, t
     if not isinstance(k_cache, torch.Tensor):
         raise TypeError(f"k_cache: expected a torch.Tensor [num_blocks, page_size, Hkv, D_qk], got "
                         f"{type(k_cache).__name__}")
+    _check_dense("k_cache", k_cache, "a dense (torch.strided) latent cache [num_blocks, page_size, Hkv, D_qk]")
     if k_cache.dim() != 4:
         raise ValueError(f"k_cache: expected a 4-D latent cache [num_blocks, page_size, Hkv, D_qk] (or [B, S, Hkv, "
                          f"D_qk] without block_table), got {k_cache.dim()}-D")

@@ -238,6 +238,29 @@ def check_scale_over_softcap(softmax_scale: float, softcap: float) -> None:
 NO_WINDOW = (-1, -1)
 
 
+def check_softmax_scale(softmax_scale, D: int) -> float:
+    """softmax_scale: None (1 / sqrt(D)) or a real number in [MIN_SOFTMAX_SCALE, MAX_SOFTMAX_SCALE], as a float."""
+    if softmax_scale is None:
+        return 1.0 / math.sqrt(D)
+    if isinstance(softmax_scale, torch.Tensor):
+        raise TypeError("softmax_scale: expected a real number (a Python float or int) or None, got a torch.Tensor "
+                        "(reading it would need a device sync)")
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
+        raise TypeError(f"softmax_scale: expected a real number (a Python float or int; a bool is not one) or None, "
+                        f"got {type(softmax_scale).__name__} {softmax_scale!r}")
+    try:
+        softmax_scale = float(softmax_scale)
+    except OverflowError:
+        raise ValueError(f"softmax_scale: got {softmax_scale!r}, beyond a float; expected a finite positive "
+                         f"float of at most {MAX_SOFTMAX_SCALE:.3g}") from None
+    if not math.isfinite(softmax_scale) or softmax_scale <= 0:
+        raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale}")
+    if not MIN_SOFTMAX_SCALE <= softmax_scale <= MAX_SOFTMAX_SCALE:
+        raise ValueError(f"softmax_scale: got {softmax_scale:g}; the kernels scale the scores in float32 "
+                         f"(times log2(e)), so it must lie in [{MIN_SOFTMAX_SCALE:.3g}, {MAX_SOFTMAX_SCALE:.3g}]")
+    return softmax_scale
+
+
 def check_window(window_size, causal: bool) -> tuple:
     """window_size (left, right): ints >= -1 (-1: no bound), as FlashAttention's; with causal the right edge is
     the diagonal, so right must be -1 or 0. Returns (left, right) with right = -1 where causal, each at most
@@ -328,25 +351,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     check_bool("causal", causal)
     window_left, window_right = check_window(window_size, causal)
     softcap = check_softcap(softcap)
-    if softmax_scale is None:
-        softmax_scale = 1.0 / math.sqrt(D)
-    elif isinstance(softmax_scale, torch.Tensor):
-        raise TypeError("softmax_scale: expected a real number (a Python float or int) or None, got a torch.Tensor "
-                        "(reading it would need a device sync)")
-    elif isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
-        raise TypeError(f"softmax_scale: expected a real number (a Python float or int; a bool is not one) or None, "
-                        f"got {type(softmax_scale).__name__} {softmax_scale!r}")
-    else:
-        try:
-            softmax_scale = float(softmax_scale)
-        except OverflowError:
-            raise ValueError(f"softmax_scale: got {softmax_scale!r}, beyond a float; expected a finite positive "
-                             f"float of at most {MAX_SOFTMAX_SCALE:.3g}") from None
-        if not math.isfinite(softmax_scale) or softmax_scale <= 0:
-            raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale}")
-        if not MIN_SOFTMAX_SCALE <= softmax_scale <= MAX_SOFTMAX_SCALE:
-            raise ValueError(f"softmax_scale: got {softmax_scale:g}; the kernels scale the scores in float32 "
-                             f"(times log2(e)), so it must lie in [{MIN_SOFTMAX_SCALE:.3g}, {MAX_SOFTMAX_SCALE:.3g}]")
+    softmax_scale = check_softmax_scale(softmax_scale, D)
     check_scale_over_softcap(softmax_scale, softcap)
     if out is not None:
         if not isinstance(out, torch.Tensor):
@@ -393,11 +398,21 @@ def _span_bytes(t: torch.Tensor) -> int:
     return (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
+def check_writable_in_place(name: str, t: torch.Tensor, fix: str) -> None:
+    """t is written in place: not an inference tensor outside inference mode, which torch forbids writing (`fix`:
+    what the caller can do instead)."""
+    if t.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(f"{name}: an inference tensor (made under torch.inference_mode()), which torch lets nobody "
+                         f"write in place outside inference mode; {fix}")
+
+
 def check_out_disjoint(p: Problem, q, k_cache, v_cache, out, cache_seqlens=None, block_table=None,
                        sinks=None, cache_leftpad=None) -> None:
     """out is written while q, k_cache, v_cache (and cache_seqlens, block_table, sinks, cache_leftpad) are read: their
     memory ranges must not meet (out=q included). Per call (the data pointers are not part of the validation memo's
-    key); ranges, so an out interleaved with an input without sharing an element is refused too."""
+    key); ranges, so an out interleaved with an input without sharing an element is refused too. Nor may out be
+    an inference tensor outside inference mode."""
+    check_writable_in_place("out", out, "call under torch.inference_mode(), or pass an out made outside it")
     o, s = out.data_ptr(), p.spans
     o_end = o + s[3]
     qa, ka, va = q.data_ptr(), k_cache.data_ptr(), v_cache.data_ptr()

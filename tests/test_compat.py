@@ -316,6 +316,14 @@ def _refusals():
         (dict(cache_seqlens=[3, 4]), TypeError, r"cache_seqlens: got list with k and v"),
         (dict(window_size=4), TypeError, r"window_size: expected a pair of ints"),
         (dict(cache_seqlens=sl.long()), TypeError, r"cache_seqlens: dtype torch.int64 is not allowed"),
+        # cache_seqlens as given, not the lengths after the append
+        (dict(cache_seqlens=sl.bool()), TypeError, r"cache_seqlens: dtype torch.bool is not allowed"),
+        (dict(cache_seqlens=torch.stack((sl, sl), 1)[:, 0]), ValueError, r"cache_seqlens: must be contiguous"),
+        (dict(cache_seqlens=2 ** 31), ValueError, r"cache_seqlens: got 2147483648; allowed: an int in \[0, 2\^31\)"),
+        (dict(cache_seqlens=-1), ValueError, r"cache_seqlens: got -1"),
+        (dict(k=k_new.to_sparse()), TypeError, r"k: layout torch.sparse_coo is not allowed"),
+        (dict(cache_batch_idx=torch.zeros(2, dtype=torch.int32, device=DEVICE)._neg_view()), ValueError,
+         r"cache_batch_idx: a lazily negated view"),
         (dict(v=v_new[:, :, :, :32]), ValueError, r"v: expected shape \[2, 1, 1, 64\]"),
         (dict(k=k_new.half()), TypeError, r"k: dtype torch.float16 differs from the cache's torch.bfloat16"),
         (dict(k=[1]), TypeError, r"k: expected a torch.Tensor \[B, T_new, Hkv, D\] of new tokens, got list"),
@@ -459,6 +467,15 @@ def test_flash_mla_call_names_a_k_cache_that_is_not_a_latent_cache():
         fmha.flash_mla_with_kvcache(q, None, None, sl, 512, *fmha.get_mla_metadata())
     with pytest.raises(ValueError, match=r"k_cache: expected a 4-D latent cache .* got 3-D"):
         fmha.flash_mla_with_kvcache(q, q[0], None, sl, 512, *fmha.get_mla_metadata())
+    with pytest.raises(TypeError, match=r"k_cache: layout torch.sparse_coo is not allowed"):
+        fmha.flash_mla_with_kvcache(q, q.to_sparse(), None, sl, 512)
+
+
+def test_nested_q_is_named():
+    q = torch.randn(2, 1, 4, 64, dtype=torch.bfloat16)
+    k = torch.randn(2, 8, 1, 64, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"q: a nested tensor is not allowed"):
+        fmha.flash_attn_with_kvcache(torch.nested.nested_tensor([q[0], q[1]]), k, k)
 
 
 def test_torch_compile_fullgraph_appends_and_checks_first():

@@ -159,6 +159,26 @@ def test_nested_and_sparse_tensors_are_named():
     raises(TypeError, r"cache_seqlens: a nested tensor is not allowed", q, k, v, lengths)
     raises(TypeError, r"out: layout torch.sparse_coo is not allowed", q, k, v, out=torch.zeros(2, 1, 8, 64,
            dtype=bf16).to_sparse(), backend="reference")
+    for name, args in (("query", (q.transpose(1, 2).to_sparse(), k, k)),
+                       ("key", (q.transpose(1, 2), torch.nested.nested_tensor([k[0], k[1]]), k))):
+        with pytest.raises(TypeError, match=name + r": (layout torch.sparse_coo|a nested tensor) is not allowed"):
+            fmha.sdpa(*args, enable_gqa=True)
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference"])
+def test_out_made_under_inference_mode_is_refused_outside_it(backend):
+    """torch forbids writing an inference tensor in place outside inference mode: refused by name before any
+    kernel (and by explain), accepted inside the mode."""
+    q, k, v = good()
+    with torch.inference_mode():
+        out = torch.empty(2, 1, 8, 64, dtype=bf16)
+    for _ in range(2):  # (the second call takes the memo)
+        raises(ValueError, r"out: an inference tensor .* under torch.inference_mode\(\)", q, k, v, out=out,
+               backend=backend)
+    with pytest.raises(ValueError, match=r"out: an inference tensor"):
+        fmha.explain(q, k, v, out=out, backend=backend)
+    with torch.inference_mode():
+        assert fmha.attention(q, k, v, out=out, backend=backend) is out
 
 
 def test_softmax_scale_accepts_real_numbers():
@@ -243,6 +263,15 @@ def test_sdpa_rejects_what_it_cannot_honour():
         fmha.sdpa(q, k, k, enable_gqa=1)
     with pytest.raises(ValueError, match=r"key: on device meta but query is on cpu"):
         fmha.sdpa(q, k.to("meta"), k.to("meta"), enable_gqa=True)
+    empty = k[:, :, :0]  # (SDPA's zeros, after the same checks)
+    with pytest.raises(ValueError, match=r"backend: unknown backend 'bogus'"):
+        fmha.sdpa(q, empty, empty, enable_gqa=True, backend="bogus")
+    with pytest.raises(ValueError, match=r"scale: expected a finite positive float, got -1.0"):
+        fmha.sdpa(q, empty, empty, enable_gqa=True, scale=-1.0)
+    with pytest.raises(ValueError, match=r"key: on device meta but query is on cpu"):
+        fmha.sdpa(q, empty.to("meta"), empty.to("meta"), enable_gqa=True)
+    with pytest.raises(ValueError, match=r"query: a lazily negated view .* pass query.resolve_neg\(\)"):
+        fmha.sdpa(q._neg_view(), k, k, enable_gqa=True)
 
 
 def test_sdpa_errors_name_sdpa_arguments():
