@@ -27,7 +27,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     (k_cache[..., :512]), and a backend may then read the latent once (docs/deepseek.md).
     cache_seqlens: int32 [B] valid cache tokens per sequence (default S; values are clamped to
     [0, S]). causal: bottom-right aligned, query t sees keys j <= cache_seqlens[b] - T + t.
-    softmax_scale: 1 / sqrt(D) by default, else a float in [1e-37, 1e38] (the kernels scale in float32).
+    softmax_scale: 1 / sqrt(D) by default, else a float in [1e-37, 1e38] (the kernels scale in float32, so
+    softmax_scale * q.k must stay finite in float32: past that a row's result is undefined).
     Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, a memory range that meets
     none of the other tensors') and, with return_lse, lse [B, Hq, T] float32 (natural log;
     -inf and a zero output for a row with no visible key).
@@ -50,7 +51,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     and Triton backends (the CUDA kernels attend to the whole cache, so `auto` takes Triton).
     softcap: 0.0, or a cap c in [1e-37, 1e4] on every score: s = c * tanh(softmax_scale * q.k / c) (Gemma 2's).
     cache_leftpad: int32 [B] or None, the index of each sequence's first key (left-padded caches): keys before
-    it are not attended, and the causal and window alignment stays on cache_seqlens. Both served by the
+    it are not attended, and the causal and window alignment stays on cache_seqlens (device data, not clamped: a
+    negative start counts as 0, one at or past cache_seqlens[b] leaves the row no key). Both served by the
     reference and Triton backends only, as windows are.
     backend: "auto" or a name from fmha.available_backends().
     """
