@@ -30,7 +30,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     softmax_scale: 1 / sqrt(D) by default, else a float in [1e-37, 1e38] (the kernels scale in float32, so
     softmax_scale * q.k must stay finite in float32: past that a row's result is undefined).
     Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, a memory range that meets
-    none of the other tensors') and, with return_lse, lse [B, Hq, T] float32 (natural log;
+    none of the other tensors', and not an inference tensor outside torch.inference_mode()) and, with return_lse, lse [B, Hq, T] float32 (natural log;
     -inf and a zero output for a row with no visible key).
     sinks: float32 [Hq] on q's device, or None (-inf, or finite below 1e38 in magnitude: device data, never
     checked; the kernels take them times log2(e) in float32): one logit per query head that joins every
@@ -282,19 +282,19 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     result = torch.empty(B, Hq, L, value.shape[3], dtype=query.dtype, device=query.device)
     try:
         if empty:  # nothing to attend to: SDPA's zeros (attention refuses empty dims), after its other checks
-            check_backend_name(backend)
-            check_softmax_scale(scale, E)
             for name, t in (("key", key), ("value", value)):
                 if t.device != query.device:
-                    raise ValueError(f"{name}: on device {t.device} but query is on {query.device}")
+                    raise ValueError(f"{name}: on device {t.device} but query is on {query.device}; all tensors "
+                                     "must share a device")
+            check_softmax_scale(scale, E)
             _check_inference_only(query, key, value)
+            check_backend_name(backend)
             return result.zero_()
         attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
                   softmax_scale=scale, causal=is_causal, backend=backend, out=result.transpose(1, 2))
     except (ValueError, TypeError) as e:  # name the SDPA arguments, not attention's
         msg = str(e)
-        for ours, theirs in (("q:", "query:"), ("q's", "query's"), ("q is on", "query is on"),
-                             ("q.resolve_neg", "query.resolve_neg"), ("k_cache", "key"),
+        for ours, theirs in (("q:", "query:"), ("q's", "query's"), ("q is on", "query is on"), ("k_cache", "key"),
                              ("v_cache", "value"), ("softmax_scale", "scale")):
             msg = msg.replace(ours, theirs)
         if _MENTIONS_SHAPES.search(msg):  # a shape or strides listed in attention's [B, L, H, E] order

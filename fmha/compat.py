@@ -41,7 +41,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 
     cache_batch_idx: int32 [B], the cache row of each sequence (k_cache / v_cache [B_cache, S, Hkv, D]; ids are
     clamped into [0, B_cache) on the device); not with a block_table.
-    cache_seqlens: int or int32 [B], the tokens each sequence has in the cache (None: all S). With k and v
+    cache_seqlens: int in [0, 2^31) or contiguous int32 [B], the tokens each sequence has in the cache (None: all
+    S). With k and v
     ([B, T_new, Hkv, D] and [B, T_new, Hkv, D_v]), those are first written into the caches in place at positions
     cache_seqlens .. cache_seqlens + T_new - 1 of each sequence, and the attention reads cache_seqlens + T_new
     tokens. Positions past the cache's capacity and page ids outside the pool are clamped into it (device data:
@@ -85,7 +86,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     extra = dict(window_size=window_size, softcap=softcap, cache_leftpad=cache_leftpad)
     if isinstance(cache_seqlens, numbers.Integral) and not isinstance(cache_seqlens, bool):
         if not 0 <= cache_seqlens < 2 ** 31:
-            raise ValueError(f"cache_seqlens: got {cache_seqlens}; allowed: an int in [0, 2^31) or an int32 tensor [B]")
+            raise ValueError(f"cache_seqlens: got {cache_seqlens}; allowed: an int in [0, 2^31) or a contiguous "
+                             "int32 tensor [B]")
         cache_seqlens = torch.full((B,), int(cache_seqlens), dtype=torch.int32, device=q.device)
     if cache_batch_idx is not None:  # each sequence's cache row as the one page, of S tokens, of a page table
         block_table = _batch_idx_as_table(cache_batch_idx, block_table, q, k_cache, v_cache)
@@ -107,8 +109,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise TypeError(f"cache_seqlens: got {got} with k and v; the new tokens are written after each sequence's "
                         "cache_seqlens tokens, so they are needed (an int or an int32 tensor [B])")
     _check_new_tokens(k, v, q, k_cache, v_cache)
-    if rotary_cos is not None or not torch.compiler.is_compiling():  # (traced: the op checks it when the graph runs)
-        check_cache_seqlens(cache_seqlens, q)  # (as given: the attention call checks cache_seqlens + T_new)
+    # cache_seqlens as given, whose dtype and strides cache_seqlens + T_new would hide from the attention call's
+    # checks (in full where the rotation reads it or the quick test fails; traced: the op checks it when it runs)
+    if rotary_cos is not None or not (torch.compiler.is_compiling() or (
+            cache_seqlens.dtype == torch.int32 and cache_seqlens.layout == torch.strided
+            and cache_seqlens.is_contiguous())):
+        check_cache_seqlens(cache_seqlens, q)
     if rotary_cos is not None:
         capacity = _check_rotary(rotary_cos, rotary_sin, q, k, k_cache, block_table)
     _check_inference_only(q, k_cache, v_cache, k=k, v=v, rotary_cos=rotary_cos, rotary_sin=rotary_sin)
