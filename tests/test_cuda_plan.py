@@ -660,3 +660,30 @@ def test_explain_says_the_schedule_a_call_shape_was_planned_with(monkeypatch):
     monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
     assert "balanced schedule" not in b.launch_details(p)
     assert "balanced schedule" in b.launch_details(dataclasses.replace(p))  # (an equal shape, not planned yet)
+
+
+@pytest.mark.parametrize("D", (512, 576))
+@pytest.mark.parametrize("B,T,Hq,S,expected", (
+    (66, 1, 128, 4096, (Config.LATENT_SEESAW64, 1)),   # 132 CTAs: one wave
+    (67, 1, 128, 4096, (Config.LATENT_SEESAW64, 3)),   # 134: just past it
+    (85, 1, 128, 4096, (Config.LATENT_SEESAW64, 3)),   # 170: up to 1.3 waves
+    (86, 1, 128, 4096, (Config.LATENT_SEESAW64, 1)),   # 172: past them
+    (67, 1, 128, 2048, (Config.LATENT_SEESAW64, 1)),   # 32 tiles a CTA: too short to gain
+    (67, 1, 128, 4032, (Config.LATENT_SEESAW64, 1)),   # 63 tiles a CTA
+    (67, 1, 128, 4033, (Config.LATENT_SEESAW64, 3)),   # 64, the last of one key
+    (66, 2, 64, 4096, (Config.LATENT_SEESAW64, 1)),    # 132 CTAs of 128 rows each: one wave
+    (166, 1, 64, 8192, (Config.LATENT_SEESAW64, 3)),   # 166 CTAs of 128 tiles
+    (140, 1, 16, 4096, (Config.LATENT_NARROW, 1)),     # the narrow loop deals such grids itself (balanced)
+))
+def test_latent_seesaw64_grids_past_one_wave_split(monkeypatch, D, B, T, Hq, S, expected):
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered=set())
+    b._arch = 90
+    for config, tile_n in ((Config.LATENT_SEESAW64, 64), (Config.LATENT_NARROW, 32), (Config.LATENT_SPLIT_QK, 32)):
+        key = (D, config)
+        b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = tile_n, 1, 32 if config == Config.LATENT_NARROW else 0
+    p = dataclasses.replace(problem(B, T, Hq, 1, S, D, device="cuda:0"), head_dim_v=512, kv_shared=True)
+    assert b.launch_plan(p, 0) == expected
+    b._arch = 100  # sm_100a's one latent kernel keeps such grids whole
+    assert b.launch_plan(p, 0)[1] == 1

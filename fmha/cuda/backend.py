@@ -140,6 +140,14 @@ LATENT_NARROW_ROWS = 32  # the latent narrow loop's widest N (fmha_config_narrow
 # (docs/deepseek.md).
 LATENT_NARROW_ANY_GRID_ROWS = 16
 LATENT_NARROW32_MIN_FILL = 0.875
+# A LATENT_SEESAW64 CTA streams at the pace of its own hand-off chain, so a grid of a few more CTAs than SMs runs a
+# second wave nearly as long as the first (B67 Hq128 took 1.7x B66's). Such grids, up to PAST_WAVE_MAX_FILL waves
+# and of at least PAST_WAVE_MIN_TILES 64-key tiles a CTA, run in PAST_WAVE_SPLITS splits: 5-16% faster on the
+# H200, where two or four splits were at most 3% better than three, and longer grids or shorter caches gained
+# under 4% or lost (docs/deepseek.md, "Splits for grids just past one wave").
+PAST_WAVE_SPLITS = 3
+PAST_WAVE_MAX_FILL = 1.3
+PAST_WAVE_MIN_TILES = 64
 
 
 # Which schedule latent narrow launches with cache lengths take: "static" (each sequence and KV head split over the
@@ -348,7 +356,8 @@ class CudaBackend(Backend):
         merge inside clusters (clustered_splits). That grid, unsplit or split, runs the shallow ring where it
         is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and gives each CTA at least
         SHALLOW_RING_MIN_KEYS keys, else DEEP: one CTA per SM with the deeper ring. D = 512 plans its splits
-        the same way and runs the configuration of its row count (d512_config), split or not. Paged D = 128
+        the same way and runs the configuration of its row count (d512_config), split or not; its LATENT_SEESAW64
+        grids just past one wave split as _past_wave_splits says. Paged D = 128
         problems run DEEP where they gather or have more CTAs than SMs (GATHER_DEEP_HEAD_DIMS, sm_90a), except
         narrow grids of more CTAs than SMs that STREAM holds in one wave (_paged_stream); paged D = 64 runs as
         pairs only through TMA boxes (_head_pairs).
@@ -363,7 +372,8 @@ class CudaBackend(Backend):
             ctas > num_sms(index) or self._gathers(p, Config.DEEP, 0))
         if ctas > num_sms(index):
             if p.head_dim >= 512:
-                return d512_config(p, self._arch), 1
+                config = d512_config(p, self._arch)
+                return config, self._past_wave_splits(p, index, config, ctas)
             if gather_deep and self._paged_stream(p, index, ctas):
                 return Config.STREAM, 1
             return self._wide_gather(p, Config.DEEP if gather_deep else Config.WIDE, ctas), 1
@@ -373,6 +383,14 @@ class CudaBackend(Backend):
             return d512_config(p, self._arch, num_sms(index) if splits == 1 else None), splits
         shallow = None if gather_deep else self._shallow_ring_config(p, index, splits)
         return (Config.DEEP if shallow is None else self._wide_gather(p, shallow, ctas * splits)), splits
+
+    def _past_wave_splits(self, p: Problem, index: int, config: Config, ctas: int) -> int:
+        """PAST_WAVE_SPLITS for a LATENT_SEESAW64 grid of more CTAs than SMs, up to PAST_WAVE_MAX_FILL waves of
+        them, whose CTAs have at least PAST_WAVE_MIN_TILES tiles; else 1 (every other configuration of such grids
+        included)."""
+        if config != Config.LATENT_SEESAW64 or ctas > PAST_WAVE_MAX_FILL * num_sms(index):
+            return 1
+        return PAST_WAVE_SPLITS if cdiv(p.seqlen_k, self._tile_n[(p.head_dim, config)]) >= PAST_WAVE_MIN_TILES else 1
 
     def _wide_gather(self, p: Problem, config: Config, ctas: int) -> Config:
         """WIDE_GATHER for a D = 64 WIDE launch that gathers (sm_90a): its four gathering warps outpace WIDE's two,
