@@ -30,8 +30,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     softmax_scale: 1 / sqrt(D) by default, else a float in [1e-37, 1e38] (the kernels scale in float32, so
     softmax_scale * q.k must stay finite in float32: past that a row's result is undefined).
     Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, a memory range that meets
-    none of the other tensors', and not an inference tensor outside torch.inference_mode()) and, with return_lse, lse [B, Hq, T] float32 (natural log;
-    -inf and a zero output for a row with no visible key).
+    none of the other tensors', and not an inference tensor outside torch.inference_mode()) and, with
+    return_lse, lse [B, Hq, T] float32 (natural log; -inf and a zero output for a row with no visible key).
     sinks: float32 [Hq] on q's device, or None (-inf, or finite below 1e38 in magnitude: device data, never
     checked; the kernels take them times log2(e) in float32): one logit per query head that joins every
     row's softmax denominator and attends to nothing,

@@ -42,11 +42,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_batch_idx: int32 [B], the cache row of each sequence (k_cache / v_cache [B_cache, S, Hkv, D]; ids are
     clamped into [0, B_cache) on the device); not with a block_table.
     cache_seqlens: int in [0, 2^31) or contiguous int32 [B], the tokens each sequence has in the cache (None: all
-    S). With k and v
-    ([B, T_new, Hkv, D] and [B, T_new, Hkv, D_v]), those are first written into the caches in place at positions
-    cache_seqlens .. cache_seqlens + T_new - 1 of each sequence, and the attention reads cache_seqlens + T_new
-    tokens. Positions past the cache's capacity and page ids outside the pool are clamped into it (device data:
-    checking them would need a sync), so such a write lands inside the cache and its result is undefined.
+    S). With k and v ([B, T_new, Hkv, D] and [B, T_new, Hkv, D_v]), those are first written into the caches in
+    place at positions cache_seqlens .. cache_seqlens + T_new - 1 of each sequence, and the attention reads
+    cache_seqlens + T_new tokens. Positions past the cache's capacity and page ids outside the pool are clamped
+    into it (device data: checking them would need a sync), so such a write lands inside the cache and its result
+    is undefined.
     causal: bottom-right aligned, as FlashAttention's. Returns out [B, T, Hq, D_v], and with return_softmax_lse
     also the LSE [B, Hq, T] (float32, natural log). backend: as fmha.attention's.
     rotary_cos / rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype or float32, seqlen_ro at least the cache's

@@ -141,10 +141,10 @@ LATENT_NARROW_ROWS = 32  # the latent narrow loop's widest N (fmha_config_narrow
 LATENT_NARROW_ANY_GRID_ROWS = 16
 LATENT_NARROW32_MIN_FILL = 0.875
 # A LATENT_SEESAW64 CTA streams at the pace of its own hand-off chain, so a grid of a few more CTAs than SMs runs a
-# second wave nearly as long as the first (B67 Hq128 took 1.7x B66's). Such grids, up to PAST_WAVE_MAX_FILL waves
-# and of at least PAST_WAVE_MIN_TILES 64-key tiles a CTA, run in PAST_WAVE_SPLITS splits: 5-16% faster on the
-# H200, where two or four splits were at most 3% better than three, and longer grids or shorter caches gained
-# under 4% or lost (docs/deepseek.md, "Splits for grids just past one wave").
+# second wave nearly as long as the first. Such grids, up to PAST_WAVE_MAX_FILL waves and of at least
+# PAST_WAVE_MIN_TILES 64-key tiles a CTA, run in PAST_WAVE_SPLITS splits (3-17% faster on the H200; two or four
+# splits were no better, longer grids and shorter caches gained little or lost: docs/deepseek.md, "Splits for
+# grids just past one wave").
 PAST_WAVE_SPLITS = 3
 PAST_WAVE_MAX_FILL = 1.3
 PAST_WAVE_MIN_TILES = 64
