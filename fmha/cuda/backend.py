@@ -141,13 +141,11 @@ LATENT_NARROW_ROWS = 32  # the latent narrow loop's widest N (fmha_config_narrow
 LATENT_NARROW_ANY_GRID_ROWS = 16
 LATENT_NARROW32_MIN_FILL = 0.875
 # A LATENT_SEESAW64 CTA streams at the pace of its own hand-off chain, so a grid of a few more CTAs than SMs runs a
-# second wave nearly as long as the first. Such grids, up to PAST_WAVE_MAX_FILL waves and of at least
-# PAST_WAVE_MIN_TILES 64-key tiles a CTA, run in PAST_WAVE_SPLITS splits (3-17% faster on the H200; two or four
-# splits were no better, longer grids and shorter caches gained little or lost: docs/deepseek.md, "Splits for
-# grids just past one wave").
-PAST_WAVE_SPLITS = 3
-PAST_WAVE_MAX_FILL = 1.3
-PAST_WAVE_MIN_TILES = 64
+# second wave nearly as long as the first; split, every CTA is shorter (docs/deepseek.md, "Splits for grids just
+# past one wave").
+PAST_WAVE_SPLITS = 3  # two or four were no faster
+PAST_WAVE_MAX_FILL = 1.3  # past this many waves of CTAs, the waves a split adds outweigh what it takes off each
+PAST_WAVE_MIN_TILES = 64  # shorter CTAs save less than the merge costs
 
 
 # Which schedule latent narrow launches with cache lengths take: "static" (each sequence and KV head split over the
