@@ -410,6 +410,17 @@ def _verdict(label, met, figure) -> dict:
     return {"target": label, "met": met, "figure": figure}
 
 
+def _figure(value, bound, digits) -> str:
+    """value to `digits` decimals, or one more where those would round it onto the target's bound (a miss then
+    reads as one: 0.999x, not 1.00x)."""
+    text = f"{value:.{digits}f}"
+    return f"{value:.{digits + 1}f}" if float(text) == bound and value != bound else text
+
+
+def _times(ratio, bound=1.0) -> str:
+    return _figure(ratio, bound, 2) + "x"
+
+
 def targets(rec, read_gbps) -> list:
     """Issue 27's targets that apply to a shape, judged on fmha-cuda: [{target, met, figure}], met None
     when a time it needs is missing."""
@@ -421,12 +432,12 @@ def targets(rec, read_gbps) -> list:
     if rec["family"] == "mla":
         fi = _ok_us(res.get("flashinfer-mla"))
         out.append(_verdict("faster than flashinfer-mla", us < fi if us and fi else None,
-                            f"{fi / us:.2f}x" if us and fi else (why if not us else "no flashinfer-mla time")))
+                            _times(fi / us) if us and fi else (why if not us else "no flashinfer-mla time")))
         if rec["memory_bound"]:
             limit_us = rec["latent_bytes"] / (TARGET_READ_FRACTION * read_gbps * 1e3)
-            out.append(_verdict(f">= {TARGET_READ_FRACTION:.0%} of the read ceiling (<= {limit_us:.0f} µs)",
+            out.append(_verdict(f">= {TARGET_READ_FRACTION:.0%} of the read ceiling (<= {limit_us:.1f} µs)",
                                 us <= limit_us if us else None,
-                                f"{cuda['pct_read_ceiling']:.0f}%, {us:.1f} µs" if us else why))
+                                f"{_figure(cuda['pct_read_ceiling'], 100 * TARGET_READ_FRACTION, 1)}%, {us:.1f} µs" if us else why))
     if rec["Hq"] == 128:
         out.append(_verdict(f">= {TARGET_TFLOPS:.0f} TFLOP/s", cuda["tflops"] >= TARGET_TFLOPS if us else None,
                             f"{cuda['tflops']:.0f} TFLOP/s" if us else why))
@@ -434,7 +445,7 @@ def targets(rec, read_gbps) -> list:
         sep = _ok_us(res.get("fmha-cuda-separate"))
         out.append(_verdict(f">= {TARGET_SEPARATE_SPEEDUP}x fmha-cuda-separate",
                             sep / us >= TARGET_SEPARATE_SPEEDUP if us and sep else None,
-                            f"{sep / us:.2f}x" if us and sep else (why if not us else "no fmha-cuda-separate time")))
+                            _times(sep / us, TARGET_SEPARATE_SPEEDUP) if us and sep else (why if not us else "no fmha-cuda-separate time")))
     return out
 
 
@@ -482,7 +493,8 @@ def tables(results) -> tuple:
         if rec.get("error"):
             times.append(f"| {_label(rec)} | error: {rec['error'][:60]} [{_note(rec['error'], notes)}] |")
             continue
-        ratios = [f"{row[k]:.2f}x" if row[k] else "—" for k in ("speedup_vs_flashinfer", "speedup_vs_separate")]
+        ratios = [_times(row[k], bound) if row[k] else "—"
+                  for k, bound in (("speedup_vs_flashinfer", 1.0), ("speedup_vs_separate", TARGET_SEPARATE_SPEEDUP))]
         times.append(f"| {_label(rec)} | " + " | ".join(_cell(res.get(n), notes) for n in names)
                      + f" | {ratios[0]} | {ratios[1]} | {_targets_cell(row)} |")
         cells = []

@@ -794,12 +794,21 @@ def test_deepseek_summary_and_targets():
                                        "flashinfer-mla": ok(150.0)}),
                rec("d", "v4", 64, 1, {"fmha-cuda": ok(100.0), "fmha-cuda-separate": ok(190.0)})]
     a, b, c, d = rows = summary_rows(records, read)
-    assert [(t["met"], t["figure"]) for t in a["targets"]] == [(True, "1.15x"), (True, "100%, 130.0 µs")]
-    assert "<= 137 µs" in a["targets"][1]["target"]
+    assert [(t["met"], t["figure"]) for t in a["targets"]] == [(True, "1.15x"), (True, "99.9%, 130.0 µs")]
+    assert "<= 136.7 µs" in a["targets"][1]["target"]
     assert [t["met"] for t in b["targets"]] == [False, False] and b["targets"][1]["figure"] == "550 TFLOP/s"
     assert [t["met"] for t in c["targets"]] == [None, None] and c["targets"][0]["figure"] == "fmha-cuda unsupported"
     assert [(t["met"], t["figure"]) for t in d["targets"]] == [(True, "1.90x")]
     assert abs(d["speedup_vs_separate"] - 1.9) < 1e-9 and abs(a["speedup_vs_flashinfer"] - 150 / 130) < 1e-9
+    # Near a bound the figures say which side of it a miss lies: 0.999x, not 1.00x; 1.797x, not 1.80x; and the
+    # time limit and the share of the ceiling with a decimal.
+    near = [rec("e", "mla", 16, 4, {"fmha-cuda": ok(137.0), "flashinfer-mla": ok(136.9)}),
+            rec("f", "v4", 64, 1, {"fmha-cuda": ok(100.0), "fmha-cuda-separate": ok(179.7)})]
+    near.append(rec("g", "mla", 16, 1, {"fmha-cuda": ok(136.7), "flashinfer-mla": ok(150.0)}))  # 94.98%
+    e, f, g = summary_rows(near, read)
+    assert g["targets"][1]["met"] is False and g["targets"][1]["figure"] == "94.98%, 136.7 µs"
+    assert [(t["met"], t["figure"]) for t in e["targets"]] == [(False, "0.999x"), (False, "94.8%, 137.0 µs")]
+    assert [(t["met"], t["figure"]) for t in f["targets"]] == [(False, "1.797x")]
     meta = {"gpu": "X", "date": "d", "command": "c", "torch": "t", "triton": "t", "fmha": "f", "elapsed_s": 1,
             "replays": 30, "settle_ms": 200, "min_cosine": 0.9999}
     md = markdown({"meta": meta, "ceilings": {"read_gbps": read, "read_source": "read_triton"},
