@@ -135,6 +135,11 @@ CASES = [
     (512, 512, "self", 1, (16, 1), 1000, None, False),
     (576, 512, "slice", 1, (16, 1), 1, None, True),
     (576, 512, "separate", 2, (8, 2), 129, 64, True),
+    # GQA 28/4 at T = 3 over one key and over seven (paged); one query head a KV head; 512 with a V of its own, paged
+    (576, 512, "slice", 3, (28, 4), 1, None, True),
+    (576, 512, "slice", 3, (28, 4), 7, 16, True),
+    (576, 512, "slice", 2, (4, 4), 129, 16, True),
+    (512, 512, "separate", 3, (28, 4), 129, 32, True),
 ]
 
 
@@ -337,6 +342,12 @@ def test_explain_says_whether_the_latent_is_read_once():
     ref = str(fmha.explain(q5, k5, k5, backend="reference"))
     assert "reference reads the latent twice" in ref, ref
     assert "K/V reads" not in str(fmha.explain(q5, k5, k5.clone(), backend="triton"))
+    # the cuda backend's ring reads a K = V cache twice below D = 512 (what its explain says, on any machine)
+    from fmha.api import _kv_reads
+    from fmha.backends import registry
+    q6, k6, _, _ = latent_inputs(1, 1, 4, 1, 8, 64, 64, "self", [8])
+    assert "cuda reads the latent twice" in _kv_reads(validate(q6, k6, k6), "cuda", registry()["cuda"])
+    assert "cuda reads the latent once" in _kv_reads(validate(q5, k5, k5), "cuda", registry()["cuda"])
 
 
 # ---- the cuda backend: the latent ring (sm_90a) and sinks, against the reference ------------------------------
@@ -391,6 +402,10 @@ LATENT_CUDA_CASES = [
     # GQA 28/4 at T = 3 with sinks through 64-token pages; the 512-wide latent of one key
     (576, "slice", 3, (28, 4), 1000, 64, True),
     (512, "self", 1, (16, 1), 1, None, True),
+    # GQA 28/4 at T = 3 over one key and over seven (gathered pages); one query head a KV head
+    (576, "slice", 3, (28, 4), 1, None, True),
+    (576, "slice", 3, (28, 4), 7, 16, True),
+    (576, "slice", 2, (4, 4), 129, 16, True),
 ]
 
 
@@ -814,13 +829,17 @@ def test_latent_views_of_one_kv_head(backend):
 # own split plans; test_cuda_sinks_merge_inside_clusters names the merge).
 @cuda_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("D,T,heads,S,seqlens", [
-    (64, 1, (8, 2), 1000, None), (64, 1, (64, 64), 129, [129] * 70),  # pairs: many KV heads side by side
-    (128, 3, (28, 4), 1000, None), (128, 1, (8, 8), 65536, [65536, 0, 7]),  # split-KV
-    (256, 3, (16, 8), 129, None), (512, 1, (16, 1), 7, None), (512, 2, (128, 1), 129, None)])
+@pytest.mark.parametrize("D,T,heads,S,seqlens,page_size", [
+    (64, 1, (8, 2), 1000, None, None), (64, 1, (64, 64), 129, [129] * 70, None),  # pairs: many KV heads side by side
+    (128, 3, (28, 4), 1000, None, None), (128, 1, (8, 8), 65536, [65536, 0, 7], None),  # split-KV
+    (256, 3, (16, 8), 129, None, None), (512, 1, (16, 1), 7, None, None), (512, 2, (128, 1), 129, None, None),
+    (64, 4, (8, 2), 1, None, None), (128, 2, (28, 4), 7, None, None),  # one key and seven, T = 4 and 2
+    # paged: TMA boxes (64) and gathered (5, 16)
+    (128, 3, (28, 4), 1000, None, 64), (64, 1, (8, 2), 129, None, 5), (256, 3, (16, 8), 129, None, 64),
+    (512, 1, (16, 1), 7, None, 16)])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_cuda_sinks_against_reference(D, T, heads, S, seqlens, dtype):
-    check_cuda_case(D, D, "separate", T, heads, S, None, True, seed=D + T + S, seqlens=seqlens, dtype=dtype)
+def test_cuda_sinks_against_reference(D, T, heads, S, seqlens, page_size, dtype):
+    check_cuda_case(D, D, "separate", T, heads, S, page_size, True, seed=D + T + S, seqlens=seqlens, dtype=dtype)
 
 
 @sm90_kernel
@@ -906,18 +925,19 @@ def _bad_calls():
     ]
 
 
+@pytest.mark.parametrize("backend", ["auto", "reference", "triton", "cuda"])
 @pytest.mark.parametrize("case", range(len(_bad_calls())))
-def test_refusals_name_the_argument(case, monkeypatch):
+def test_refusals_name_the_argument(case, backend, monkeypatch):
     from fmha.backends import registry
 
     args, kwargs, exc, match = _bad_calls()[case]
-    for name in ("reference", "triton"):  # nothing may run
-        monkeypatch.setattr(registry()[name], "run", lambda *a, **k: pytest.fail("a backend ran"))
+    for b in registry().values():  # nothing may run, whichever backend is named
+        monkeypatch.setattr(b, "run", lambda *a, **k: pytest.fail("a backend ran"))
     with pytest.raises(exc, match=match):
-        fmha.attention(*args, **kwargs)
+        fmha.attention(*args, backend=backend, **kwargs)
     if "sinks" not in kwargs or "requires_grad" not in match:  # explain runs the same checks
         with pytest.raises(exc, match=match):
-            fmha.explain(*args, **kwargs)
+            fmha.explain(*args, backend=backend, **kwargs)
 
 
 def test_paged_pools_must_hold_the_same_pages():

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+from conftest import DEVICE
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -358,25 +359,26 @@ def test_sinks_beside_flashinfer_flex_and_sdpa(T):
     s = Shape("swa", B=2, S=64, T=T, Hq=4, Hkv=2, D=64, window=20, sinks=True)
     assert s.name.endswith("-W20-sinks")
     args = parse_args(["--preset", "window", "--dry-run", "--no-graph"])
-    inp = ShapeInputs(s, 2, torch.device("cpu"), 0, torch.bfloat16)
+    dev = torch.device(DEVICE)  # (the Triton contender takes CPU tensors only under the interpreter)
+    inp = ShapeInputs(s, 2, dev, 0, torch.bfloat16)
     assert inp.sinks.shape == (4,) and inp.sinks.dtype == torch.float32
     assert 3 <= inp.sinks.min() and inp.sinks.max() <= 7
     rows, ref = reference_rows(inp)
     fake = _FakeFlashInfer()
     for c in (FlashInferContiguous(page_size=16, loader=lambda: fake, require_cuda=False),
               FlexContender(compile=False), FmhaContender("triton")):
-        r = run_contender(c, inp, rows, ref, args, torch.device("cpu"))
+        r = run_contender(c, inp, rows, ref, args, dev)
         assert r["status"] == "ok" and r["cosine"] >= 0.9999, (c.name, r)
     inits = [x for x in fake.calls if x[0] == "init"]
     assert inits and all(k == "sink" and kw["window_left"] == 20 and kw["head_dim_qk"] == 64 and kw["backend"] == "fa2"
                          for _, k, _, kw in inits)
     runs = [x for x in fake.calls if x[0] == "run"]
     assert all(x[4][0] is inp.sinks for x in runs)
-    r = run_contender(SdpaContender("sdpa-cudnn"), inp, rows, ref, args, torch.device("cpu"))
+    r = run_contender(SdpaContender("sdpa-cudnn"), inp, rows, ref, args, dev)
     assert r["status"] == "unsupported" and "sinks" in r["reason"], r
-    no_sinks = ShapeInputs(s, 2, torch.device("cpu"), 0, torch.bfloat16)
+    no_sinks = ShapeInputs(s, 2, dev, 0, torch.bfloat16)
     no_sinks.sinks = None  # a contender that dropped them: the gate catches it
-    r = run_contender(FlexContender(compile=False), no_sinks, rows, ref, args, torch.device("cpu"))
+    r = run_contender(FlexContender(compile=False), no_sinks, rows, ref, args, dev)
     assert r["status"] == "WRONG" and r["cosine"] < 0.9999, r
 
 
