@@ -101,7 +101,8 @@ inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
 // [2 C][rows][D_v] and lse_partial [2 C][rows] (the sizes of 2 num_splits splits' workspace), then from the next
 // 16-byte boundary the units' descriptors, int32 [B * Hkv][4]. Slot of piece k of a unit whose pieces start at CTA
 // first_cta (first_mid: the unit starts inside that CTA's share): 2c for the visit that starts CTA c's share,
-// 2c + 1 for one that starts inside it.
+// 2c + 1 for one that starts inside it. The descriptors come from the running sums of the clamped lengths and the
+// host never launches more than C CTAs (launch.cuh), so every slot a descriptor names lies below 2 C.
 inline int64_t balanced_desc_offset_bytes(int B, int T, int Hq, int Dv, int num_splits) {
   const int64_t slots = 2 * static_cast<int64_t>(num_splits);
   const int64_t bytes = 4 * (workspace_o_elems(B, T, Hq, Dv, 1) + workspace_lse_elems(B, T, Hq, 1)) * slots;

@@ -258,7 +258,8 @@ __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, 
 }
 
 // The balanced grid's entry (the host launches it where DecodeParams::balanced holds): decode_kernel's grid
-// (num_splits, Hkv, B), or a 1-D grid of as many CTAs as the SMs hold where that is more, every CTA one share
+// (num_splits, Hkv, B), or a 1-D grid of as many CTAs as the SMs hold where the plan's has more (never more CTAs
+// than the plan's: the workspace has two piece slots for each of those, params.h), every CTA one share
 // (BalancedWalk); the same ring, Q and narrow loop as decode_kernel's latent
 // narrow instantiation (tmap_q: Q's map, in the slot where that kernel takes it), in a kernel of its own so that
 // this code leaves that kernel's registers alone.
