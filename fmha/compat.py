@@ -146,6 +146,8 @@ def _batch_idx_as_table(cache_batch_idx, block_table, q, k_cache, v_cache) -> to
     if k_cache.shape[:3] != v_cache.shape[:3]:
         raise ValueError(f"v_cache: [B_cache, S, Hkv] = {list(v_cache.shape[:3])} differs from k_cache's "
                          f"{list(k_cache.shape[:3])}")
+    if 0 in k_cache.shape[:3]:  # (the page pool it becomes would name num_blocks and page_size)
+        raise ValueError(f"k_cache: B_cache, S and Hkv must be >= 1, got shape {list(k_cache.shape)}")
     if not isinstance(cache_batch_idx, torch.Tensor) or cache_batch_idx.dtype != torch.int32:
         got = cache_batch_idx.dtype if isinstance(cache_batch_idx, torch.Tensor) else type(cache_batch_idx).__name__
         raise TypeError(f"cache_batch_idx: expected an int32 tensor [B], got {got}")
@@ -168,8 +170,14 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
         _check_dense(name, t, "a dense (torch.strided) tensor [B, T_new, Hkv, D] of new tokens")
         if t.dim() != 4:
             raise ValueError(f"{name}: expected a 4-D tensor [B, T_new, Hkv, D] of new tokens, got {list(t.shape)}")
-        if not isinstance(cache, torch.Tensor) or cache.dim() != 4:
+        cache_name = "k_cache" if name == "k" else "v_cache"
+        if not isinstance(cache, torch.Tensor):  # (before anything reads its attributes)
+            raise TypeError(f"{cache_name}: expected a torch.Tensor, the cache the new tokens are written into, got "
+                            f"{type(cache).__name__}")
+        if cache.dim() != 4:
             return  # (validate names the cache)
+        if name == "k" and cache.shape[-1] != q.shape[-1]:  # (before the rotation reads q's head dim)
+            raise ValueError(f"k_cache: head_dim {cache.shape[-1]} differs from q's head_dim {q.shape[-1]}")
         want = (q.shape[0], k.shape[1], *cache.shape[2:])
         if tuple(t.shape) != want:
             raise ValueError(f"{name}: expected shape {list(want)} ([B, T_new] of q and k, [Hkv, D] of the cache), "
@@ -179,7 +187,7 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
         if t.device != cache.device:
             raise ValueError(f"{name}: on {t.device}, the cache is on {cache.device}")
         if not torch.compiler.is_compiling():  # (symbolic strides do not sort: the op checks when the graph runs)
-            _check_writable("k_cache" if name == "k" else "v_cache", cache)
+            _check_writable(cache_name, cache)
 
 
 def _check_writable(name: str, cache: torch.Tensor) -> None:
@@ -194,6 +202,8 @@ def _check_rotary(cos, sin, q, k, k_cache, block_table) -> int:
     head dim, seqlen_ro at least the cache's capacity (FlashAttention's rule: every position that can be written).
     Returns that capacity (tokens a sequence's cache holds), or 2^31 where the caches are not yet checked."""
     for name, t in (("rotary_cos", cos), ("rotary_sin", sin)):
+        if isinstance(t, torch.Tensor):
+            _check_dense(name, t, "a dense (torch.strided) tensor [seqlen_ro, rotary_dim / 2]")
         if not isinstance(t, torch.Tensor) or t.dim() != 2 or t.shape[1] == 0:
             got = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
             raise ValueError(f"{name}: expected a 2-D tensor [seqlen_ro, rotary_dim / 2] with rotary_dim >= 2, "

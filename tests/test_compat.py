@@ -335,6 +335,17 @@ def _refusals():
         (dict(backend="nope"), ValueError, r"backend: unknown backend 'nope'"),
         (dict(backend=["reference"]), ValueError, r"backend: unknown backend \['reference'\]"),
         (dict(backend="cuda", softcap=30.0), NotImplementedError, r"backend 'cuda' cannot serve"),
+        # what is named before the rotation and the append read it
+        (dict(kv_as=lambda k, v: (k, [0.0])), TypeError, r"v_cache: expected a torch.Tensor, .* got list"),
+        (dict(kv_as=lambda k, v: (3.0, v)), TypeError, r"k_cache: expected a torch.Tensor, .* got float"),
+        (dict(q_as=lambda q: q[..., :32], rotary_cos=cos.new_ones(8, 32), rotary_sin=cos.new_ones(8, 32)),
+         ValueError, r"k_cache: head_dim 64 differs from q's head_dim 32"),
+        (dict(rotary_cos=cos.to_sparse(), rotary_sin=cos), TypeError, r"rotary_cos: layout torch.sparse_coo"),
+        (dict(rotary_cos=cos, rotary_sin=torch.nested.nested_tensor([cos])), TypeError,
+         r"rotary_sin: a nested tensor is not allowed"),
+        (dict(kv_as=lambda k, v: (k[:, :0], v[:, :0]), cache_batch_idx=torch.zeros(2, dtype=torch.int32,
+                                                                                     device=DEVICE)),
+         ValueError, r"k_cache: B_cache, S and Hkv must be >= 1, got shape \[2, 0, 1, 64\]"),
     ]
 
 
@@ -349,8 +360,10 @@ def test_refusals_name_the_argument_and_write_nothing(case):
     if "v_trim" in args:  # a V cache of fewer tokens than K's
         v = v[:, :args.pop("v_trim")]
     k_before, v_before = k.clone(), v.clone()
+    k_call, v_call = args.pop("kv_as", lambda k, v: (k, v))(k, v)  # (caches of the wrong kind)
+    q_call = args.pop("q_as", lambda q: q)(q)
     with pytest.raises(error, match=match):
-        fmha.flash_attn_with_kvcache(q, k, v, **args)
+        fmha.flash_attn_with_kvcache(q_call, k_call, v_call, **args)
     assert torch.equal(k, k_before) and torch.equal(v, v_before)
 
 
