@@ -523,7 +523,7 @@ def shape_line(rec) -> str:
 
 def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
     import torch
-    from perf.timing import l2_cache_bytes, round_order, rotation_count
+    from perf.timing import free_inputs, l2_cache_bytes, round_order, rotation_count
     l2 = l2_cache_bytes(device)
     deadline = t_start + args.budget_s
     compile_times = []
@@ -576,11 +576,8 @@ def sweep(shapes, contenders, args, device, ceilings, t_start, bar):
                                                    "reason": f"out of memory building inputs ({e})"[:200]})
             bar.update(len(contenders) - done)
         finally:
-            if inputs is not None:
-                inputs.release()
+            free_inputs(inputs, device)
             del inputs
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
         summarize(rec, ceilings)
         bar.write(shape_line(rec))
         records.append(rec)

@@ -348,7 +348,7 @@ def _line(name, r) -> str:
 
 def sweep(shapes, contenders, args, device, ceilings, t_start) -> list:
     from perf.bench import DTYPES, more_rounds
-    from perf.timing import gbps, l2_cache_bytes, round_order, rotation_count
+    from perf.timing import free_inputs, gbps, l2_cache_bytes, round_order, rotation_count
     l2 = l2_cache_bytes(device)
     deadline = t_start + args.budget_s
     dtype_name = DTYPES[args.dtype]
@@ -387,11 +387,8 @@ def sweep(shapes, contenders, args, device, ceilings, t_start) -> list:
             rec["error"] = f"out of memory building inputs ({e})"[:300]
             log(f"  {rec['error']}")
         finally:
-            if inputs is not None:
-                inputs.release()
+            free_inputs(inputs, device)
             del inputs
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
         for c in contenders:
             r = rec["results"].get(c.name)
             if r and r.get("us"):

@@ -33,7 +33,7 @@ from types import SimpleNamespace
 import torch
 
 from perf.peers import FmhaBackendContender, PeerLibraryContender, Unsupported
-from perf.timing import ceiling_text
+from perf.timing import ceiling_text, free_inputs
 
 PAGED_CONTENDERS = ("cuda", "triton", "sdpa-cudnn", "flashinfer")
 FMHA_BACKENDS = ("cuda", "triton")
@@ -532,11 +532,8 @@ def sweep(case_list, contiguous, paged, args, device, ceilings, t_start):
             rec["error"] = f"out of memory building inputs ({e})"[:300]
             log(f"  {rec['error']}")
         finally:
-            if inputs is not None:
-                inputs.release()
+            free_inputs(inputs, device)
             del inputs
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
         for r in list(rec["contiguous"].values()) + [r for e in rec["paged"].values() for r in e["results"].values()]:
             if r.get("us"):
                 r["gbps"] = gbps(nbytes, r["us"])

@@ -303,6 +303,15 @@ def measure_ceilings(device, gib: float = 4.0, triton_kernel: bool = True, log=p
     return res
 
 
+def free_inputs(inputs, device) -> None:
+    """A shape's input sets released (inputs None: building them failed) and the allocator's cached blocks
+    returned, so that the next shape's sets fit."""
+    if inputs is not None:
+        inputs.release()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
 def read_again(device, ceilings: dict) -> None:
     """Time the read ceiling's source once more (after the shapes, at the GPU's warmth then) into
     ceilings["read_after"] and ["read_after_gbps"]; the percentages keep the first figure. A failure is noted."""
