@@ -432,9 +432,9 @@ def targets(rec, read_gbps) -> list:
                             _times(fi / us) if us and fi else (why if not us else "no flashinfer-mla time")))
         if rec["memory_bound"]:
             limit_us = rec["latent_bytes"] / (TARGET_READ_FRACTION * read_gbps * 1e3)
+            pct = _figure(cuda["pct_read_ceiling"], 100 * TARGET_READ_FRACTION, 1) if us else None
             out.append(_verdict(f">= {TARGET_READ_FRACTION:.0%} of the read ceiling (<= {limit_us:.1f} µs)",
-                                us <= limit_us if us else None,
-                                f"{_figure(cuda['pct_read_ceiling'], 100 * TARGET_READ_FRACTION, 1)}%, {us:.1f} µs" if us else why))
+                                us <= limit_us if us else None, f"{pct}%, {us:.1f} µs" if us else why))
     if rec["Hq"] == 128:
         out.append(_verdict(f">= {TARGET_TFLOPS:.0f} TFLOP/s", cuda["tflops"] >= TARGET_TFLOPS if us else None,
                             f"{cuda['tflops']:.0f} TFLOP/s" if us else why))
@@ -442,7 +442,8 @@ def targets(rec, read_gbps) -> list:
         sep = _ok_us(res.get("fmha-cuda-separate"))
         out.append(_verdict(f">= {TARGET_SEPARATE_SPEEDUP}x fmha-cuda-separate",
                             sep / us >= TARGET_SEPARATE_SPEEDUP if us and sep else None,
-                            _times(sep / us, TARGET_SEPARATE_SPEEDUP) if us and sep else (why if not us else "no fmha-cuda-separate time")))
+                            _times(sep / us, TARGET_SEPARATE_SPEEDUP) if us and sep
+                            else (why if not us else "no fmha-cuda-separate time")))
     return out
 
 
