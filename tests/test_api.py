@@ -230,6 +230,7 @@ def test_torch_compile_refuses_what_eager_refuses():
         graded(q.clone().requires_grad_(), k, v)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="CUDA graphs need a GPU")
 @pytest.mark.parametrize("backend", GPU_BACKENDS + ["reference"])
 def test_cuda_graph_capture_and_replay(backend):

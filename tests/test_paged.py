@@ -20,8 +20,13 @@ from fmha.cuda.backend import Config
 from fmha.problem import metadata_key, validate, validate_cached
 from fmha.reference import attention_reference
 
-hopper = pytest.mark.skipif(not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP)
-gpu = pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")
+
+def hopper(test):  # a CUDA kernel's test: skipped without one, and in `-m gpu`
+    return pytest.mark.gpu(pytest.mark.skipif(not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP)(test))
+
+
+def gpu(test):
+    return pytest.mark.gpu(pytest.mark.skipif(not HAS_GPU, reason="needs a CUDA GPU")(test))
 
 
 def _heads(D):

@@ -129,6 +129,7 @@ def test_long_cache_plans_splits(B, T, Hq, Hkv, S, D):
     assert splits > 1 and 132 / 2 < m_blocks * B * Hkv * splits <= 132, (m_blocks, splits)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="long caches are too slow for the interpreter")
 @pytest.mark.parametrize("B,T,Hq,Hkv,S,D", LONG_CACHES)
 def test_long_cache_heuristic_split(B, T, Hq, Hkv, S, D):
@@ -136,8 +137,8 @@ def test_long_cache_heuristic_split(B, T, Hq, Hkv, S, D):
     check_backend("triton", q, k, v)
 
 
-@pytest.mark.parametrize("backend", ["triton", pytest.param("cuda", marks=pytest.mark.skipif(
-    not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP))])
+@pytest.mark.parametrize("backend", ["triton", pytest.param("cuda", marks=[pytest.mark.skipif(
+    not has_cuda_kernel(), reason=CUDA_KERNEL_SKIP), pytest.mark.gpu])])
 def test_token_major_q_and_out_past_2_31_elements(backend):
     """q and out whose token stride times the last query token passes 2^31 elements (a token-major [T, B, H, D]
     layout permuted to [B, T, H, D] at large B x H x D): their addresses are formed in 64 bits (Triton's OFFS_64;
