@@ -34,3 +34,14 @@ def cuda_as_if_present(monkeypatch):
     forget_decisions()
     yield b
     forget_decisions()
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test skipped here for want of a GPU must carry the gpu mark, so that `-m gpu` on a GPU machine runs
+    every test this machine cannot."""
+    unmarked = [item.nodeid for item in items if item.get_closest_marker("gpu") is None and any(
+        m.args and m.args[0] is True and "GPU" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))]
+    if unmarked:
+        more = f" and {len(unmarked) - 10} more" if len(unmarked) > 10 else ""
+        raise pytest.UsageError("skipped for want of a GPU but not marked gpu (add @pytest.mark.gpu): "
+                                + ", ".join(unmarked[:10]) + more)
