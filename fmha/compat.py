@@ -24,8 +24,8 @@ import torch
 from .api import _check_inference_only, _ready_runner, attention
 from .dispatch import check_backend_name
 from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, _elements_share_memory, check_bool,
-                      check_cache_seqlens, check_softcap, check_window, check_writable_in_place, validate,
-                      validate_cached)
+                      check_cache_seqlens, check_qk_head_dims, check_softcap, check_window, check_writable_in_place,
+                      validate, validate_cached)
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -176,8 +176,8 @@ def _check_new_tokens(k, v, q, k_cache, v_cache) -> None:
                             f"{type(cache).__name__}")
         if cache.dim() != 4:
             return  # (validate names the cache)
-        if name == "k" and cache.shape[-1] != q.shape[-1]:  # (before the rotation reads q's head dim)
-            raise ValueError(f"k_cache: head_dim {cache.shape[-1]} differs from q's head_dim {q.shape[-1]}")
+        if name == "k":  # (before the rotation reads q's head dim)
+            check_qk_head_dims(cache.shape[-1], q.shape[-1])
         want = (q.shape[0], k.shape[1], *cache.shape[2:])
         if tuple(t.shape) != want:
             raise ValueError(f"{name}: expected shape {list(want)} ([B, T_new] of q and k, [Hkv, D] of the cache), "

@@ -283,6 +283,13 @@ def bounding_window(left: int, right: int, S: int, T: int) -> tuple:
     return (-1 if left >= S - 1 else left), (-1 if right >= T - 1 else right)
 
 
+def check_qk_head_dims(k_dim: int, q_dim: int) -> None:
+    """k_cache's head dim is q's (D_qk)."""
+    if k_dim != q_dim:
+        raise ValueError(f"k_cache: head_dim {k_dim} differs from q's head_dim {q_dim}; K's head dim must equal Q's "
+                         f"(D_qk; allowed: {', '.join(map(str, SUPPORTED_QK_DIMS))})")
+
+
 def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal=True,
              out=None, block_table=None, sinks=None, window_size=NO_WINDOW, softcap=0.0,
              cache_leftpad=None) -> Problem:
@@ -317,9 +324,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     Dv = v_cache.shape[3]
     if not paged and Bk != B:
         raise ValueError(f"k_cache: batch {Bk} differs from q's batch {B}")
-    if Dk != D:
-        raise ValueError(f"k_cache: head_dim {Dk} differs from q's head_dim {D}; K's head dim must equal Q's "
-                         f"(D_qk; allowed: {', '.join(map(str, SUPPORTED_QK_DIMS))})")
+    check_qk_head_dims(Dk, D)
     if D not in SUPPORTED_QK_DIMS:
         raise ValueError(f"q: head_dim {D} is not supported; allowed: {', '.join(map(str, SUPPORTED_QK_DIMS))}")
     if Dv > D:
