@@ -69,9 +69,10 @@ def test_no_spills(build):
     props = _ptxas_properties(log)
     decode = [k for k in props if "13decode_kernelI" in k]
     assert len(decode) == N_DECODE_KERNELS, f"expected {N_DECODE_KERNELS} decode instantiations, ptxas reported {decode}"
-    # the balanced schedule's entry: the latent narrow instantiations' (576, 512 x bf16, fp16), and its combine
+    # the balanced schedule's entry: the latent narrow and 64-key seesaw instantiations' (576, 512 x bf16, fp16), and
+    # its combine
     balanced = [k for k in props if "decode_kernel_balancedI" in k]
-    assert len(balanced) == 4, f"expected 4 balanced decode kernels, ptxas reported {balanced}"
+    assert len(balanced) == 8, f"expected 8 balanced decode kernels, ptxas reported {balanced}"
     assert any("combine_splits_kernel" in k for k in props) and any("combine_balanced_kernel" in k for k in props)
     spilling = {k: v for k, v in props.items() if v[1] or v[2]}
     assert not spilling, f"kernels spill (stack, stores, loads, regs): {spilling}"
@@ -87,9 +88,10 @@ def test_no_spills(build):
     assert not serialised, "ptxas serialises wgmma:\n" + "\n".join(serialised)
     # C7519 (ptxas injects a warpgroup.arrive, i.e. one more wgmma fence; nothing is serialised) only where a
     # Q K^T chain spins on its ring stage's barriers after its fence (before each half's boxes): the 64-key
-    # latent seesaw (config 9), whose timings include it. Elsewhere it would be an unintended branch in a wgmma
-    # sequence.
-    injected = [l for l in log.splitlines() if "C7519" in l and not re.search(r"decode_kernelILi5(12|76)ELb[01]ELi9E", l)]
+    # latent seesaw (config 9, and its balanced entry), whose timings include it. Elsewhere it would be an unintended
+    # branch in a wgmma sequence.
+    injected = [l for l in log.splitlines()
+                if "C7519" in l and not re.search(r"decode_kernel(_balanced)?ILi5(12|76)ELb[01]ELi9E", l)]
     assert not injected, "ptxas injects warpgroup.arrive:\n" + "\n".join(injected)
 
 
@@ -104,7 +106,7 @@ def test_sass_uses_wgmma_and_tma(build_sass):
     decode = [f for f in functions if f.split("\n", 1)[0].strip().startswith("_ZN4fmha4sm9013decode_kernel")]
     assert len(decode) == N_DECODE_KERNELS, f"found {len(decode)} decode kernels in SASS"
     balanced = [f for f in functions if f.split("\n", 1)[0].strip().startswith("_ZN4fmha4sm9022decode_kernel_balanced")]
-    assert len(balanced) == 4, f"found {len(balanced)} balanced decode kernels in SASS"
+    assert len(balanced) == 8, f"found {len(balanced)} balanced decode kernels in SASS"
     for f in decode + balanced:
         name = f.split("\n", 1)[0].strip()
         assert "HGMMA" in f, f"{name}: no HGMMA (wgmma) in SASS"
@@ -223,7 +225,7 @@ def test_packed_arguments_reach_the_c_side(build):
     status, msg = call(balanced=2, **latent)
     assert status != 0 and "balanced=2 invalid (0 or 1)" in msg, msg
     status, msg = call(balanced=1)
-    assert status != 0 and "balanced=1 needs config LATENT_NARROW (8), got config=0" in msg, msg
+    assert status != 0 and "balanced=1 needs config LATENT_NARROW (8) or LATENT_SEESAW64 (9), got config=0" in msg, msg
     need = lib.fmha_balanced_workspace_bytes(2, 1, 16, 1, 512, 1)
     assert need == 2 * 2 * 16 * 513 * 4 + 16 * 2 and lib.fmha_balanced_workspace_bytes(0, 1, 16, 1, 512, 1) == 0
     assert lib.fmha_balanced_workspace_bytes(2, 1, 16, 1, 512, 3) == 3 * 2 * 2 * 16 * 513 * 4 + 16 * 2
@@ -272,9 +274,9 @@ def test_merge_query_rejects_bad_arguments(build):
 
 
 def test_balanced_deals_query(build):
-    """fmha_balanced_deals: where a balanced launch of the latent narrow loop on a contiguous cache deals its tiles
-    (no GPU needed: a contiguous cache asks the device nothing); its Q box holds 32 packed rows, whole heads of a
-    token or whole tokens' heads."""
+    """fmha_balanced_deals: where a balanced launch of the latent narrow loop or 64-key seesaw on a contiguous cache
+    deals its tiles (no GPU needed: a contiguous cache asks the device nothing); its Q box holds 32 (64) packed rows,
+    whole heads of a token or whole tokens' heads."""
     lib = loader._declare(ctypes.CDLL(str(build[0])))
     for D in (512, 576):
         assert lib.fmha_balanced_deals(D, 8, 160, 16, 1, 4096, 0, 160) == 1
@@ -285,7 +287,10 @@ def test_balanced_deals_query(build):
         assert lib.fmha_balanced_deals(D, 8, 4097, 16, 1, 4096, 0, 4097) == 0  # more sequences than it deals
         assert lib.fmha_balanced_deals(D, 8, 4096, 16, 8, 2 ** 20, 0, 4096 * 8) == 1
         assert lib.fmha_balanced_deals(D, 8, 4096, 16, 8, 2 ** 22, 0, 4096 * 8) == 0  # positions past 2^31
-        assert lib.fmha_balanced_deals(D, 9, 160, 16, 1, 4096, 0, 160) == -1  # balanced=1 is LATENT_NARROW's only
+        assert lib.fmha_balanced_deals(D, 9, 160, 128, 1, 4096, 0, 320) == 1  # the 64-key seesaw: 2 row blocks
+        assert lib.fmha_balanced_deals(D, 9, 160, 16, 1, 4096, 0, 160) == 1  # 4 tokens of 16 heads a box
+        assert lib.fmha_balanced_deals(D, 9, 160, 28, 1, 4096, 0, 160) == 0  # 28 heads: no Q box, static
+        assert lib.fmha_balanced_deals(D, 7, 160, 16, 1, 4096, 0, 160) == -1  # LATENT_SPLIT_QK has none
         assert lib.fmha_balanced_deals(D, 8, 160, 16, 1, 2 ** 31 - 1024, 0, 160) == -1  # past fmha_decode's S
     assert lib.fmha_balanced_deals(128, 1, 160, 16, 1, 4096, 0, 160) == -1
     assert lib.fmha_balanced_deals(96, 8, 160, 16, 1, 4096, 0, 160) == -1

@@ -556,7 +556,8 @@ def _latent_narrow_backend(monkeypatch):
     (its workspace: 7 B T Hq Hkv Dv splits bytes)."""
     b = stub_backend(monkeypatch, clustered=set())
     b._arch = 90
-    for config, shape in ((Config.LATENT_NARROW, (64, 1, 32)), (Config.LATENT_SPLIT_QK, (32, 1, 0))):
+    for config, shape in ((Config.LATENT_NARROW, (64, 1, 32)), (Config.LATENT_SPLIT_QK, (32, 1, 0)),
+                          (Config.LATENT_SEESAW64, (64, 1, 0))):
         key = (576, config)  # (the stub's table stops at D = 512)
         b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = shape
     b._row_block_pairs = lambda *args: 0
@@ -566,8 +567,9 @@ def _latent_narrow_backend(monkeypatch):
     def balanced_deals(D, config, B, Hq, Hkv, S, page_size, ctas):
         b.asked_deals.append((D, config, B, Hq, Hkv, S, page_size, ctas))
         gather = page_size > 0 and b._paged_gather(D, config, page_size, ctas) == 1
-        G, rows = Hq // Hkv, b._narrow_rows[(D, config)]
-        return int(config == Config.LATENT_NARROW and not gather and (G % rows == 0 or rows % G == 0) and B <= 4096
+        G, rows = Hq // Hkv, b._narrow_rows[(D, config)] or 64  # (the seesaw's Q box: a 64-row block)
+        return int(config in (Config.LATENT_NARROW, Config.LATENT_SEESAW64) and not gather
+                   and (G % rows == 0 or rows % G == 0) and B <= 4096
                    and B * Hkv * (-(-S // 64) + 1) + ctas < 2 ** 31 - 1)
 
     b.asked_deals = []
@@ -613,6 +615,30 @@ def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, e
     b._balanced_ws_bytes = None  # a library older than the schedule: neither asked for nor described
     b._launches.clear()
     assert b._launch_constants(p)[-1] is False and "balanced schedule" not in b.launch_details(p)
+
+
+@pytest.mark.parametrize("B,Hq,env,balanced", (
+    (64, 128, "balanced", True),   # asked for: the 64-key seesaw's units dealt by cache length
+    (64, 128, None, False),        # auto: static (past one wave too: balanced is asked for only)
+    (160, 128, None, False),
+    (64, 64, "static", False),
+    (64, 28, "balanced", False),   # 28 heads: no Q box, static (fmha_balanced_deals)
+))
+def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, Hq, env, balanced):
+    """The 64-key seesaw takes the balanced schedule where FMHA_CUDA_SCHEDULE=balanced asks for it and the launch
+    deals the tiles; never by default."""
+    import dataclasses
+
+    if env is None:
+        monkeypatch.delenv(cb.SCHEDULE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(cb.SCHEDULE_ENV, env)
+    b = _latent_narrow_backend(monkeypatch)
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.LATENT_SEESAW64, 1))
+    p = dataclasses.replace(problem(B, 1, Hq, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
+                            has_cache_seqlens=True)
+    assert b._launch_constants(p)[-1] == balanced
+    assert ("balanced schedule" in b.launch_details(p)) == balanced
 
 
 @pytest.mark.parametrize("B,Hq,page_size,balanced", (

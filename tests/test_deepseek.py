@@ -718,6 +718,55 @@ def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, u
         assert torch.equal(again, out) and torch.equal(lse_again, lse), what
 
 
+# The balanced schedule of the 64-key seesaw (FMHA_CUDA_SCHEDULE=balanced): 64 and 128 query heads a KV head at T = 1
+# to 4 (one to eight row blocks, each dealt by the same shares), mixed lengths with empty sequences, one long sequence
+# among short ones, all empty, two KV heads, paged by TMA boxes (64), sinks, a plan larger than one wave; 16 heads at
+# T = 2 (32 rows padded to 64); the static schedule where Q's 64-row box does not fit 28 heads, or pages are gathered.
+BALANCED_SEESAW_CASES = [
+    (576, "slice", 1, (128, 1), None, True, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], 1),
+    (512, "self", 2, (64, 1), 64, False, [4000] + [64] * 15, 1),
+    (576, "slice", 3, (64, 1), None, True, [129, 0, 700, 1, 2500], 2),
+    (576, "slice", 4, (128, 1), 64, True, [300, 0, 1000, 5], 1),
+    (512, "self", 1, (64, 1), None, True, [0, 0, 0], 1),
+    (512, "self", 1, (128, 2), None, True, [700, 0, 1, 1500, 63, 64], 3),
+    (576, "slice", 2, (16, 1), None, False, [1000, 0, 1, 3000, 7], 1),
+    (576, "slice", 1, (128, 1), None, False, [(37 * i) % 1201 for i in range(150)], 1),
+    (512, "self", 2, (28, 4), None, True, [300, 0, 5, 1000], 1),
+    (576, "slice", 1, (64, 1), 16, True, [300, 0, 5, 1000], 1),
+]
+
+
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("Dqk,v_mode,T,heads,page_size,use_sinks,seqlens,num_splits", BALANCED_SEESAW_CASES)
+def test_cuda_balanced_schedule_seesaw64(monkeypatch, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens,
+                                         num_splits):
+    """The 64-key seesaw's tiles dealt by cache length (or its static schedule where the launch cannot deal them):
+    right against the reference (out and LSE, NaN past every length, zeros and the sink for an empty sequence), and
+    the same bits on every call."""
+    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
+    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
+    S = max(seqlens) + 3
+    q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, 512, v_mode, T, heads, S, page_size,
+                                                                   use_sinks, seqlens, seed=S + T, device="cuda")
+    said = str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks, backend="cuda"))
+    G = heads[0] // heads[1]
+    tma_pages = page_size is None or (page_size & -page_size) >= 32  # (sm90/config.h paged_gathers)
+    dealt = tma_pages and (G % 64 == 0 or 64 % G == 0)  # (fmha_balanced_deals)
+    assert ("balanced schedule" in said) == dealt, said
+    out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
+    what = f"balanced seesaw {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens} x{num_splits}"
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
+    for b, n in enumerate(seqlens):
+        if n == 0:
+            empty = torch.full((heads[0], T), float("-inf"), device="cuda") if sinks is None else \
+                sinks[:, None].expand(heads[0], T)
+            assert (out[b] == 0).all() and torch.allclose(lse[b], empty, rtol=0, atol=1e-5), what
+    for _ in range(2):
+        again, lse_again = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
+        assert torch.equal(again, out) and torch.equal(lse_again, lse), what
+
+
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("B,env,balanced,Hq", [(136, None, True, 16), (136, "static", False, 16),

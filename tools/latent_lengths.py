@@ -1,8 +1,9 @@
 """The latent narrow loop's two schedules on batches of mixed cache lengths, in one process.
 
     python tools/latent_lengths.py [--lib PATH] [--rounds 9] [--peers] [--only KIND] [--batch KIND:B:T:S:D ...]
+                                   [--heads 16]
 
-For each batch below (576/512 unless it says 512; 16 query heads on one latent KV head; the lengths drawn with a
+For each batch below (576/512 unless it says 512; --heads query heads on one latent KV head; the lengths drawn with a
 fixed seed per batch), the cuda backend's own plan is timed with FMHA_CUDA_SCHEDULE=static (one CTA a sequence) and
 =balanced (the tiles dealt by cache length, docs/deepseek.md): --calls calls (20) captured in a CUDA graph, rotating
 over --sets input sets (1; the suite's regime is --calls 2 --sets 2), the median over --rounds replays, µs per call
@@ -75,7 +76,7 @@ def peer_calls(kind, B, T, S, D, q, kv, sl, pool, block_table):
     from perf import deepseek
     from perf.peers import Unsupported
     from perf.shapes import LatentShape
-    inputs = deepseek.LatentInputs.of_tensors(LatentShape(kind, B=B, S=S, Hq=16, T=T, D=D, Dv=512),
+    inputs = deepseek.LatentInputs.of_tensors(LatentShape(kind, B=B, S=S, Hq=q.shape[2], T=T, D=D, Dv=512),
                                               q, kv, sl, pool, block_table, PAGE)
     calls = []
     for contender in (deepseek.FlashInferMLA(), deepseek.FlashMLA()):
@@ -101,6 +102,8 @@ def main(argv=None) -> int:
                     help="input sets the calls rotate over, on the contiguous cache (the suite's: 2)")
     ap.add_argument("--batch", action="append", default=[], metavar="KIND:B:T:S:D",
                     help="time this batch instead of the list above (repeatable), e.g. equal:136:1:4096:576")
+    ap.add_argument("--heads", type=int, default=16, help="query heads on the latent KV head (64, 128: the 64-key "
+                    "seesaw's balanced schedule)")
     args = ap.parse_args(argv)
     batches = BATCHES
     if args.batch:
@@ -127,7 +130,7 @@ def main(argv=None) -> int:
         if args.only and kind != args.only:
             continue
         gen.manual_seed(i)  # (a batch's lengths and values do not depend on which batches ran before it)
-        q = torch.randn(B, T, 16, D, device="cuda", dtype=torch.bfloat16, generator=gen)
+        q = torch.randn(B, T, args.heads, D, device="cuda", dtype=torch.bfloat16, generator=gen)
         kv = torch.randn(B, S, 1, D, device="cuda", dtype=torch.bfloat16, generator=gen)
         sl = lengths(kind, B, S, gen)
         more = [(torch.randn_like(q), torch.randn_like(kv)) for _ in range(args.sets - 1)]  # (rotated, not checked)
@@ -147,7 +150,8 @@ def main(argv=None) -> int:
                 rows = out[empty].float()
                 what = "NaN" if bool(rows.isnan().any()) else "zeros" if bool((rows == 0).all()) else "not zero"
                 note += f"  (empty sequences: {what})"
-            print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} {us:7.1f} us  {cache_bytes / us / 1e6:5.2f} TB/s"
+            print(f"{kind:8s} B{B} T{T} Hq{args.heads} S{S} D{D}  {name:14s} {us:7.1f} us  "
+                  f"{cache_bytes / us / 1e6:5.2f} TB/s"
                   f"  max |out - static| {diff:.1e}{note}", flush=True)
 
         for prefix, cache, block_table, sets in layouts:
@@ -157,8 +161,8 @@ def main(argv=None) -> int:
             for schedule in ("static", "balanced"):  # (auto is one of them: the plan's choice)
                 os.environ[cb.SCHEDULE_ENV] = schedule  # read when the backend first plans p
                 b = make()
-                out = torch.empty(B, T, 16, 512, device="cuda", dtype=torch.bfloat16)
-                lse = torch.empty(B, 16, T, device="cuda", dtype=torch.float32)
+                out = torch.empty(B, T, args.heads, 512, device="cuda", dtype=torch.bfloat16)
+                lse = torch.empty(B, args.heads, T, device="cuda", dtype=torch.float32)
                 us = graph_us(lambda i: b.run(p, *sets[i], sl, out, lse, block_table), args.rounds, args.calls,
                               len(sets))
                 b.run(p, q, cache, v, sl, out, lse, block_table)  # (the first set's output, compared below)
@@ -167,13 +171,13 @@ def main(argv=None) -> int:
         if args.peers:
             for name, fn in peer_calls(kind, B, T, S, D, q, kv, sl, layouts[1][1], layouts[1][2]):
                 if isinstance(fn, str):
-                    print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} not run: {fn}", flush=True)
+                    print(f"{kind:8s} B{B} T{T} Hq{args.heads} S{S} D{D}  {name:14s} not run: {fn}", flush=True)
                     continue
                 try:
                     us = graph_us(lambda i, fn=fn: fn(), args.rounds, args.calls)
-                    report(name, us, fn().view(B, T, 16, 512), peer=True)
+                    report(name, us, fn().view(B, T, args.heads, 512), peer=True)
                 except Exception as e:  # (a peer that refuses empty sequences)
-                    print(f"{kind:8s} B{B} T{T} S{S} D{D}  {name:14s} {failure(e)}", flush=True)
+                    print(f"{kind:8s} B{B} T{T} Hq{args.heads} S{S} D{D}  {name:14s} {failure(e)}", flush=True)
                     torch.cuda.synchronize()
         del q, kv, more, layouts, outs
         torch.cuda.empty_cache()

@@ -45,6 +45,11 @@ using arch::Instance;
 
 constexpr float kLog2e = 1.44269504088896341f;
 
+// The configurations with a balanced schedule (sm90/schedule_balanced.cuh).
+bool balanced_config(int config) {
+  return config == FMHA_CONFIG_LATENT_NARROW || config == FMHA_CONFIG_LATENT_SEESAW64;
+}
+
 template <int kConfig>
 using Cfg = std::integral_constant<int, kConfig>;
 template <int D>
@@ -221,7 +226,7 @@ int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks
 
 int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas) {
   if (B < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv != 0 || S < 1 || S > INT32_MAX - 1024 || page_size < 0 ||
-      page_size > INT32_MAX || ctas < 1 || config != FMHA_CONFIG_LATENT_NARROW)
+      page_size > INT32_MAX || ctas < 1 || !balanced_config(config))
     return -1;
 #if FMHA_TARGET_SM == 90
   return with_instance(D, config, -1, [&](auto d, auto c) {
@@ -231,7 +236,7 @@ int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long l
     return I::deals_tiles(B, Hkv, S, ctas, true, I::q_box_tma(Hq / Hkv), gather) ? 1 : 0;
   });
 #else
-  return -1;  // no LATENT_NARROW kernel on sm_100a
+  return -1;  // no balanced schedule on sm_100a
 #endif
 }
 
@@ -347,8 +352,9 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->balanced != 0 && a->balanced != 1) return fail("balanced=%lld invalid (0 or 1)", (long long)a->balanced);
   if (a->balanced) {
     const size_t balanced_need = fmha_balanced_workspace_bytes(B, T, Hq, Hkv, Dv, num_splits);
-    if (config != FMHA_CONFIG_LATENT_NARROW)
-      return fail("balanced=1 needs config LATENT_NARROW (%d), got config=%d", FMHA_CONFIG_LATENT_NARROW, config);
+    if (!balanced_config(config))
+      return fail("balanced=1 needs config LATENT_NARROW (%d) or LATENT_SEESAW64 (%d), got config=%d",
+                  FMHA_CONFIG_LATENT_NARROW, FMHA_CONFIG_LATENT_SEESAW64, config);
     if (a->workspace == 0 || misaligned(a->workspace) || a->workspace_bytes < balanced_need)
       return fail("workspace of %llu bytes%s: balanced=1 needs %zu, 16-byte aligned",
                   (unsigned long long)(a->workspace == 0 ? 0 : a->workspace_bytes),

@@ -97,9 +97,10 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D:
 // x page_size tokens; page_size 0: a contiguous cache) in `ctas` CTAs (splits included) on the current device,
 // deals its tiles by cache length; 0 where it runs the static schedule instead (pages its producer warps gather,
 // a Q box that does not fit Hq / Hkv heads, more than 4096 sequences, tile positions past 2^31); -1 for an invalid
-// argument or a configuration other than LATENT_NARROW, for which fmha_decode refuses balanced = 1 (every
-// configuration on sm_100a). The answer assumes a Q whose strides are nonzero where its dimension has more than one
-// element (a Q broadcast over a dimension is read without TMA, and its launch runs static).
+// argument or a configuration other than LATENT_NARROW and LATENT_SEESAW64, for which fmha_decode refuses
+// balanced = 1 (every configuration on sm_100a). The answer assumes a Q whose strides are nonzero where its
+// dimension has more than one element (a Q broadcast over a dimension is read without TMA, and its launch runs
+// static).
 int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas);
 // Bytes of workspace a balanced launch needs (FmhaDecodeArgs::balanced; Dv: V's head dim), 0 for a count below 1.
 size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits);
@@ -125,7 +126,8 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // sinks: 0, or float32 [Hq] on the device: one logit per query head that joins every row's softmax
 // denominator (lse is then the log of the whole denominator; a row that sees no key gets out = 0 and
 // lse = sinks[hq]); finite or -inf, never checked (device data).
-// balanced (config LATENT_NARROW): the cache's tiles are dealt over the grid's num_splits x B x Hkv CTAs (at most as
+// balanced (config LATENT_NARROW or LATENT_SEESAW64): the cache's tiles are dealt over the grid's num_splits x B x Hkv
+// CTAs (LATENT_SEESAW64: that many for each 64-row block of the T x Hq / Hkv packed rows, all dealt alike; at most as
 // many as the SMs hold at once) in equal shares by cache_seqlens, each (sequence, KV head) weighing one tile more
 // than it holds and an empty one nothing (CTAs write those in turn), so that a batch of mixed lengths is not as slow
 // as its longest sequence. A (sequence, KV head)

@@ -10,6 +10,34 @@
 
 namespace fmha {
 
+// Row 16 w + g + 8 h of this thread's fragment (h: which of its two rows) normalised into out, this warpgroup's
+// columns, with the sink joined; warpgroup 0 writes the row's LSE.
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void put_row_out(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2], int h,
+                                            const OutRow& r, int b, float row_inv_l, float row_lse, int wg, int ql) {
+  uint16_t* dst = r.out(p, b) + wg * Tr::kOutCols;
+  if (p.sinks != nullptr) add_sink(__ldg(p.sinks + r.hq), row_inv_l, row_lse);
+#pragma unroll
+  for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+    const int i = 4 * c + 2 * h;
+    *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(acc[i] * row_inv_l, acc[i + 1] * row_inv_l);
+  }
+  if (ql == 0 && wg == 0) p.lse[r.lse_idx] = row_lse;
+}
+
+// The same row as an fp32 partial, o / l, at dst (this warpgroup's first column); warpgroup 0 writes its LSE at
+// lse_at() (a callable, so that other threads compute no address).
+template <class Tr, class LseAt>
+__device__ __forceinline__ void put_row_partial(float* dst, const float (&acc)[Tr::kOutCols / 2], int h, float inv_l,
+                                                float lse, int wg, int ql, LseAt lse_at) {
+#pragma unroll
+  for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+    const int i = 4 * c + 2 * h;
+    *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l, acc[i + 1] * inv_l);
+  }
+  if (ql == 0 && wg == 0) *lse_at() = lse;
+}
+
 // Write this warpgroup's output columns (or the split partials) and the LSE.
 template <class Tr, bool kBf16, class Ss>
 __device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,
@@ -32,23 +60,10 @@ __device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,
     if (row >= p.rows) continue;  // padding row
     const OutRow r(p, b, kvh, row);
     if (p.num_splits == 1) {
-      uint16_t* dst = r.out(p, b) + col0;
-      float row_inv_l = inv_l[h], row_lse = lse[h];
-      if (p.sinks != nullptr) add_sink(__ldg(p.sinks + r.hq), row_inv_l, row_lse);
-#pragma unroll
-      for (int c = 0; c < Tr::kOutCols / 8; ++c) {
-        const int i = 4 * c + 2 * h;
-        *reinterpret_cast<uint32_t*>(dst + frag_col(i, ql)) = pack2<kBf16>(acc[i] * row_inv_l, acc[i + 1] * row_inv_l);
-      }
-      if (ql == 0 && wg == 0) p.lse[r.lse_idx] = row_lse;
+      put_row_out<Tr, kBf16>(p, acc, h, r, b, inv_l[h], lse[h], wg, ql);
     } else if constexpr (!Tr::kClusterMerge) {  // the workspace only (the combine kernel merges)
-      float* dst = r.partial(p, b, split, Tr::kHeadDimV) + col0;
-#pragma unroll
-      for (int c = 0; c < Tr::kOutCols / 8; ++c) {
-        const int i = 4 * c + 2 * h;
-        *reinterpret_cast<float2*>(dst + frag_col(i, ql)) = make_float2(acc[i] * inv_l[h], acc[i + 1] * inv_l[h]);
-      }
-      if (ql == 0 && wg == 0) *r.partial_lse(p, split) = lse[h];
+      put_row_partial<Tr>(r.partial(p, b, split, Tr::kHeadDimV) + col0, acc, h, inv_l[h], lse[h], wg, ql,
+                          [&] { return r.partial_lse(p, split); });
     } else {
       const PartialRow<Tr> dst(p, r, b, split, row - row0, cm, in_cluster);
 #pragma unroll

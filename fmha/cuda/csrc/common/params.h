@@ -72,10 +72,10 @@ struct DecodeParams {
   // (load_q_boxes_tma) through the tensor map in the kernel's V-map slot (its V is the K stage's), set by the host
   // where the loop's rows (64, or the narrow loop's kNarrowRows) are one box (encode_q_map); 0: the consumers load Q.
   int q_tma;
-  // 1: the balanced schedule (the shared latent's narrow loop, split or not; sm90/schedule_balanced.cuh): the cache's
-  // tiles are dealt over the CTAs in equal contiguous shares by sequence length; a (sequence, KV head) shared by
-  // several CTAs leaves fp32 pieces in the workspace (balanced workspace layout below) that combine_balanced_kernel
-  // merges. Set by the host.
+  // 1: the balanced schedule (the shared latent's narrow loop or 64-key seesaw, split or not;
+  // sm90/schedule_balanced.cuh): the cache's tiles are dealt over the CTAs in equal contiguous shares by sequence
+  // length; a (sequence, KV head) shared by several CTAs leaves fp32 pieces in the workspace (balanced workspace
+  // layout below) that combine_balanced_kernel merges. Set by the host.
   int balanced;
   int* balanced_desc;  // [B * Hkv][4]: pieces, first CTA, whether the unit starts inside that CTA's share, 0
 };

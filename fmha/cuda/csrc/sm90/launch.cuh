@@ -5,6 +5,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 
@@ -126,7 +127,7 @@ template <int D, bool kBf16, int kConfig>
 bool Instance<D, kBf16, kConfig>::deals_tiles(int B, int Hkv, int S, long long ctas, bool has_seqlens, bool q_tma,
                                               bool gather) {
   using Tr = DecodeTraits<D, kConfig>;
-  if constexpr (!Tr::kNarrowOnly) {
+  if constexpr (!Tr::kNarrowOnly && !Tr::kSeesaw64) {
     return false;
   } else {
     return q_tma && !gather && has_seqlens && B <= kBalancedMaxB &&
@@ -165,7 +166,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   static_assert(!Tr::kSeesaw64 || ClusterPairSlots<Tr>::kBytes <= merge_capacity_floats<Tr>() * sizeof(float),
                 "the two-split merge from registers receives into the idle ring");
   if (detail::configure_kernel<D, kBf16, kConfig>()) return 1;
-  if constexpr (Tr::kNarrowOnly) {
+  if constexpr (Tr::kNarrowOnly || Tr::kSeesaw64) {
     if (lp.balanced) {
       if (detail::configure_kernel<D, kBf16, kConfig, true>()) return 1;
       kernel = decode_kernel_balanced<D, kBf16, kConfig>;
@@ -187,12 +188,18 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   // Unsplit 64-key seesaw grids of several row blocks read a sequence's latent once per row block, the
   // later reader from L2. Under PDL a CTA starts when an SM frees, so two row blocks of a sequence may
   // start microseconds apart; launched as a cluster, a pair starts together.
-  if (pairs_row_blocks(p.num_splits, grid.x / p.num_splits, exclusive)) cluster_x = 2;
+  if (!lp.balanced && pairs_row_blocks(p.num_splits, grid.x / p.num_splits, exclusive)) cluster_x = 2;
   // A balanced grid is at most one wave: its shares are dealt by length, so more CTAs than the SMs hold only add
   // a second wave and more pieces to merge (its workspace has slots for the plan's grid, which is no smaller).
   if (lp.balanced) {
     const long long resident = static_cast<long long>(sm_count()) * Tr::kCtasPerSm;
-    if (resident > 0 && ctas > resident) grid = dim3(static_cast<unsigned>(resident), 1, 1);
+    if constexpr (Tr::kSeesaw64) {  // (C, row blocks): C CTAs deal each row block's units
+      const long long row_blocks = grid.x / p.num_splits, per_block = ctas / row_blocks;
+      const long long c = resident > 0 ? std::min(per_block, std::max(1LL, resident / row_blocks)) : per_block;
+      grid = dim3(static_cast<unsigned>(c), static_cast<unsigned>(row_blocks), 1);
+    } else if (resident > 0 && ctas > resident) {
+      grid = dim3(static_cast<unsigned>(resident), 1, 1);
+    }
   }
   const int threads = kv_gather(lp) ? Tr::kGatherThreads : Tr::kThreads;  // (the gathering warps)
   if (launch_decode_kernel(kernel, grid, threads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,

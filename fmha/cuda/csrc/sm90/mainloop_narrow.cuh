@@ -10,13 +10,6 @@
 namespace fmha {
 namespace sm90 {
 
-// One visit of the balanced schedule (DecodeParams::balanced, sm90/schedule_balanced.cuh): tiles [tile_begin,
-// tile_end) of unit (b, kvh), piece `piece` of the `pieces` CTAs that share the unit (1: written out directly);
-// first_cta and first_mid locate every piece's workspace slot (common/params.h balanced_slot).
-struct BalancedVisit {
-  int unit, b, kvh, tile_begin, tile_end, piece, pieces, first_cta, first_mid;
-};
-
 // ----------------------------------------------------------------------------
 // Narrow problems (at most Tr::kNarrowRows packed query rows: T = 1 with G <= 16, or T x G <= 16; 32 for
 // the shared latent, whose loop runs with N = 32 where more than 16 rows are packed)

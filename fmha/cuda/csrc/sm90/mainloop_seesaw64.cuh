@@ -68,6 +68,32 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
   }
 }
 
+// One visit's epilogue (the balanced schedule): this warpgroup's 256 columns of the row block's rows, whole (out,
+// with the sink) where the unit is one piece, else as fp32 O / l and the LSE in the piece's workspace slot
+// (common/params.h balanced_slot), which combine_balanced_kernel merges. From the fragments, not staged:
+// ring stage 0 may already hold the next visit's first tile.
+template <class Tr, bool kBf16>
+__device__ __forceinline__ void store_output_visit(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
+                                                   RowState& st, const BalancedVisit& vis, int row0, int wg,
+                                                   int tid_wg) {
+  const int w = tid_wg / 32, g = (tid_wg % 32) / 4, ql = tid_wg % 4;
+  float inv_l[2], lse[2];
+  finalize_rows(st, inv_l, lse);
+  const int64_t slot = balanced_slot(vis.first_cta, vis.first_mid, vis.piece);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = row0 + 16 * w + g + 8 * h;
+    if (row >= p.rows) continue;  // padding row
+    if (vis.pieces > 1) {
+      const int64_t slot_row = slot * p.rows + row;
+      put_row_partial<Tr>(p.o_partial + slot_row * Tr::kHeadDimV + wg * Tr::kOutCols, acc, h, inv_l[h], lse[h], wg,
+                          ql, [&] { return p.lse_partial + slot_row; });
+    } else {
+      put_row_out<Tr, kBf16>(p, acc, h, OutRow(p, vis.b, vis.kvh, row), vis.b, inv_l[h], lse[h], wg, ql);
+    }
+  }
+}
+
 // ----------------------------------------------------------------------------
 // The seesaw over 64-key tiles (Tr::kSeesaw64)
 // ----------------------------------------------------------------------------
@@ -93,9 +119,14 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
 // writes them again for it + 2 after taking P(it + 1), which the other warpgroup publishes only after its
 // P V(it) completed and it took the state after it.
 // No wgmma group is in flight across the loop's back edge (ptxas would serialise them).
-template <class Tr, bool kBf16>
+// kBalanced: one visit of the balanced schedule (sm90/schedule_balanced.cuh), tiles tr of the unit (b, kvh), whose
+// ring positions and hand-off slots continue from pos0 (the visits before it in this CTA) and whose Q is the
+// visit-th to land; vis says where its rows go (store_output_visit). Tile it's stage and slot are then
+// (pos0 + it) % 2, and its owner still warpgroup it % 2.
+template <class Tr, bool kBf16, bool kBalanced = false>
 __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
-                                                       int b, int kvh, int row0, int split, int ctid) {
+                                                       int b, int kvh, int row0, int split, int ctid, int pos0 = 0,
+                                                       int visit = 0, const BalancedVisit* vis = nullptr) {
   using Sm = SeesawSmem<Tr>;
   constexpr int kSteps = Tr::kHeadDim / 16;                 // k16 steps of Q K^T
   constexpr int kSmemSteps = kSteps - Tr::kQRegSteps;       // Q from shared memory; the rest from registers
@@ -108,7 +139,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
 
   int limit_abs[2];
   QRegs<Tr> qr;
-  consumer_prologue_q_boxes<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs, qr);
+  consumer_prologue_q_boxes<Tr>(ss, p, tr, b, kvh, row0, ctid, limit_abs, qr, static_cast<uint32_t>(visit) & 1u);
   // The quad lane's column offset folded into the key limits (the softmax then masks with constant
   // columns, ql = 0): per-element columns need a register the 576-wide kernel does not have.
   limit_abs[0] -= 2 * ql;
@@ -125,10 +156,11 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
 
   // Half h of tile it's stage landed (h = 0: full_k, 1: full_v).
   auto wait_half = [&](int it, int h) {
+    const int r = pos0 + it;  // its ring position
     if (h == 0)
-      wait_full_stage(&ss.full_k[it & 1], static_cast<uint32_t>(it >> 1) & 1u, it, kProbeKFullWait, ctid, gathered);
+      wait_full_stage(&ss.full_k[r & 1], static_cast<uint32_t>(r >> 1) & 1u, it, kProbeKFullWait, ctid, gathered);
     else
-      wait_full_stage(&ss.full_v[it & 1], static_cast<uint32_t>(it >> 1) & 1u, it, kProbeVFullWait, ctid, gathered);
+      wait_full_stage(&ss.full_v[r & 1], static_cast<uint32_t>(r >> 1) & 1u, it, kProbeVFullWait, ctid, gathered);
   };
   // S = Q K^T of tile it over the stage's first half (kSecond = false: steps [0, kHalfSteps), once that half
   // landed) or its second half (the rest, once it landed; the last steps take Q from registers). No commit.
@@ -136,7 +168,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     constexpr bool kSecond = decltype(second)::value;
     constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups: 1024 B
     const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);
-    const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[it & 1][0][0]), 16, kSbo);
+    const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[(pos0 + it) & 1][0][0]), 16, kSbo);
     wait_half(it, kSecond ? 1 : 0);  // (ptxas fences the chain after the wait's loop: C7519)
 #pragma unroll
     for (int kk = kSecond ? kHalfSteps : 0; kk < (kSecond ? kSmemSteps : kHalfSteps); ++kk) {
@@ -161,25 +193,28 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   };
   // O[:, own columns] += P(it) V(it), one group; V is this warpgroup's half of the stage.
   auto issue_pv = [&](int it) {
-    Sm::template issue_pv<kBf16>(ss, it, acc, &ss.k[it & 1][wg * (Tr::kOutCols / Tr::kBoxCols)][0]);
+    Sm::template issue_pv<kBf16>(ss, pos0 + it, acc, &ss.k[(pos0 + it) & 1][wg * (Tr::kOutCols / Tr::kBoxCols)][0]);
   };
   // This warpgroup's P V of tile it completed: its half of the stage has no reader left.
-  auto free_half = [&](int it) { release_stage(wg == 0 ? &ss.empty_k[it & 1] : &ss.empty_v[it & 1], lane); };
+  auto free_half = [&](int it) {
+    const int stage = (pos0 + it) & 1;
+    release_stage(wg == 0 ? &ss.empty_k[stage] : &ss.empty_v[stage], lane);
+  };
   // Own tile it, S landed: masked online softmax (s becomes P); P into its box; the V rows past the
   // sequence cleared in both halves (see zero_v_tail: every Q K^T of the stage has completed, and both
   // P V follow the publish); then the state, published.
   auto softmax_publish = [&](int it, float (&alpha)[2]) {
     softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, 0, alpha);
-    Sm::template store_p<kBf16>(ss, it, s, w, g, ql);
+    Sm::template store_p<kBf16>(ss, pos0 + it, s, w, g, ql);
     const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
     if (valid < Tr::kBlockN) {
-      zero_v_tail<Tr, 128>(ss, it & 1, valid, tid_wg);
+      zero_v_tail<Tr, 128>(ss, (pos0 + it) & 1, valid, tid_wg);
       ptx::fence_proxy_async_shared();
       ptx::named_barrier_sync(kBarVTail, 128);
     }
-    Sm::publish(ss, it, st, alpha, tid_wg);
+    Sm::publish(ss, pos0 + it, st, alpha, tid_wg);
   };
-  auto take = [&](int it, float (&alpha)[2]) { Sm::take(ss, it, st, alpha, tid_wg); };  // the other's tile it
+  auto take = [&](int it, float (&alpha)[2]) { Sm::take(ss, pos0 + it, st, alpha, tid_wg); };  // the other's tile it
   // Compile-time shape of a trip: kNext: the other's tile o + 1 exists; kNextQk: so does o + 2, whose
   // Q K^T is issued. Each P V is waited for and its half freed before the next p_full wait and before a wait
   // for a second half, so that no refill waits behind a load; only the wait for the first half of o + 2's
@@ -256,7 +291,16 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
 
   if (ctid == 0) probe_timeline(kTimelineLoopDone);  // (each warpgroup's loop end: what its epilogue takes)
   if (ctid == 128) probe_timeline(kTimelineLoopDoneWg1);
-  if (p.num_splits == 1) {
+  if constexpr (kBalanced) {
+    store_output_visit<Tr, kBf16>(p, acc, st, *vis, row0, wg, tid_wg);
+    if (vis->piece == 0 && row0 == 0 && ctid == 0) {  // the unit's descriptor (combine_balanced_kernel), once
+      int4* desc = reinterpret_cast<int4*>(p.balanced_desc) + vis->unit;
+      *desc = make_int4(vis->pieces, vis->first_cta, vis->first_mid, 0);
+    }
+    // This warp is done with the visit's Q and P boxes (its last wgmma completed): the next visit's Q may land.
+    ptx::fence_proxy_async_shared();  // (P's generic stores before the TMA's writes)
+    release_stage(&ss.q_empty, lane);
+  } else if (p.num_splits == 1) {
     store_output_staged<Tr, kBf16>(ss, p, acc, st, b, kvh, epilogue_row0<Tr>(p, row0), wg, tid_wg);
   } else if (merges_pair_in_registers<Tr>(p)) {
     float inv_l[2], lse[2];

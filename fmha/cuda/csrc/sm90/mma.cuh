@@ -161,13 +161,13 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
 template <class Tr>
 __device__ __forceinline__ void consumer_prologue_q_boxes(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                           const TileRange& tr, int b, int kvh, int row0, int ctid,
-                                                          int (&limit_abs)[2], QRegs<Tr>& qr) {
+                                                          int (&limit_abs)[2], QRegs<Tr>& qr, uint32_t q_phase = 0) {
   constexpr int kSmemSteps = Tr::kHeadDim / 16 - Tr::kQRegSteps;
   static_assert(Tr::kSeesaw && Tr::kQSmemBoxes * Tr::kBoxCols == kSmemSteps * 16, "Q in boxes: whole boxes");
   const int tid_wg = ctid % 128;
   const int w = tid_wg / 32, g = (tid_wg % 32) / 4, ql = tid_wg % 4;
   if (p.q_tma) {
-    ptx::mbarrier_wait_parity(&ss.q_full, 0);
+    ptx::mbarrier_wait_parity(&ss.q_full, q_phase);  // (0 but for the balanced schedule's later visits)
   } else {
     load_q_all_boxes<Tr>(ss, p, b, kvh, row0, ctid);
     ptx::fence_proxy_async_shared();  // generic st.shared -> async-proxy (wgmma) reads

@@ -1,4 +1,4 @@
-// fmha sm_90a: the balanced schedule of the shared latent's narrow loop (DecodeParams::balanced).
+// fmha sm_90a: the balanced schedule of the shared latent's narrow loop and 64-key seesaw (DecodeParams::balanced).
 //
 // Grid -> work
 //   A narrow grid has num_splits CTAs per unit, a unit being one (sequence b, KV head kvh), u = b Hkv + kvh; each
@@ -17,8 +17,14 @@
 //   that pad a batch at its end spread over every CTA (weighing a position each, they would all fall to the last
 //   few shares, each a visit whose epilogue of scattered stores costs about two tiles).
 //
+//   The 64-key seesaw (more than 32 packed rows: 64 or 128 heads, or 16 at T >= 2) deals the same way within each
+//   64-row block: its grid is (C, row blocks), each row block's C CTAs take the same shares of the units, so the row
+//   blocks of a unit read its tiles at about the same time (the later from L2), and a piece of a row block fills that
+//   block's rows of the unit's workspace slot.
+//
 // Every CTA derives the whole schedule from the cache lengths (balanced_prefix): the per-sequence weights
-// and their running sums, in the rows of the Q boxes that the narrow loop leaves free. Nothing is read
+// and their running sums, in the rows of the Q boxes that the narrow loop leaves free (the 64-key seesaw: in its
+// ring, before the first load; its producer alone walks, BalancedWalkByLengths). Nothing is read
 // from the host, so the launch is graph-capturable and its result deterministic. The schedule costs a
 // launch of uniform lengths (whose shares are decode_kernel's) a few percent: the host takes it only where asked
 // (fmha/cuda/backend.py balanced_schedule).
@@ -29,6 +35,8 @@
 //   q_empty        phase v: the consumers' last Q K^T of that visit completed; the producer waits for phase v - 1
 //                  before it loads visit v's Q (the visit's first tile goes into the ring before that)
 //   ring           the visits' tiles follow one another through the same stages (one cursor on each side)
+//   The 64-key seesaw's consumers do not walk: the producer writes each visit to SharedStorage::visit before its Q's
+//   load (released by that load's arrive on q_full) and, past the last, a visit of unit -1 with a plain arrive.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +45,7 @@
 #include "../common/params.h"
 #include "../common/q_load.cuh"
 #include "mainloop_narrow.cuh"
+#include "mainloop_seesaw64.cuh"
 #include "traits.h"
 
 namespace fmha {
@@ -58,6 +67,7 @@ struct BalancedPrefix {
     return reinterpret_cast<int*>(&ss.q[kFirstBox + i / kPerBox][Tr::kNarrowRows * Tr::kBoxCols]) + i % kPerBox;
   }
   // The block scan's warp totals: 8 ints from row 40 of box 1 (below the reductions of rows 32 - 35).
+  static constexpr int kMaxWarps = 8;
   __device__ static int* warp_totals(SharedStorage<Tr>& ss) {
     return reinterpret_cast<int*>(&ss.q[1][40 * Tr::kBoxCols]);
   }
@@ -72,12 +82,22 @@ __device__ __forceinline__ int balanced_seq_weight(const DecodeParams& p, int b)
   return L > 0 ? (L + Tr::kBlockN - 1) / Tr::kBlockN + 1 : 0;
 }
 
-// The running sums of the sequences' weights, by every thread of the CTA (a TMA launch: Tr::kThreads).
+// The 64-key seesaw's running sums, in ring stage 0 before its first load: every Q box row is Q's. The walk reads
+// them once (BalancedWalkByLengths) and then steps by the lengths.
 template <class Tr>
+struct BalancedSumsInRing {
+  static constexpr int kMaxWarps = 16;
+  static_assert(sizeof(SharedStorage<Tr>::k) >= (kBalancedMaxB + 1 + kMaxWarps) * sizeof(int),
+                "balanced: the running sums fit in the ring");
+  __device__ static int* at(SharedStorage<Tr>& ss, int i) { return reinterpret_cast<int*>(&ss.k[0][0][0]) + i; }
+  __device__ static int* warp_totals(SharedStorage<Tr>& ss) { return at(ss, kBalancedMaxB + 1); }
+};
+
+// The running sums of the sequences' weights, by every thread of the CTA (a TMA launch: Tr::kThreads), into Pf.
+template <class Tr, class Pf = BalancedPrefix<Tr>>
 __device__ void balanced_prefix(SharedStorage<Tr>& ss, const DecodeParams& p) {
-  using Pf = BalancedPrefix<Tr>;
   constexpr int kThreads = Tr::kThreads;
-  static_assert(kThreads <= 8 * 32, "balanced: at most 8 warp totals");
+  static_assert(kThreads <= Pf::kMaxWarps * 32, "balanced: a warp total for every warp");
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   for (int b = tid; b < p.B; b += kThreads) *Pf::at(ss, b + 1) = balanced_seq_weight<Tr>(p, b);
   if (tid == 0) *Pf::at(ss, 0) = 0;
@@ -178,12 +198,75 @@ struct BalancedWalk {
   }
 };
 
-// The producer (one thread): each visit's Q and tiles.
-template <class Tr, bool kPaged, class Ss>
+// BalancedWalk for the 64-key seesaw, whose running sums live in the ring only until the first load: the start of
+// the share is found in them, and from there the walk steps sequence by sequence, each weight read again from the
+// lengths (balanced_seq_weight, the function the sums were made of). The same visits, in the same order.
+template <class Tr>
+struct BalancedWalkByLengths {
+  int c, chunk, r0, r1, b, kvh;
+  int at, wt;  // the weight of the sequences before b, and b's
+
+  // C: the CTAs that deal the units (one layer of row blocks), c: this CTA's index among them.
+  __device__ __forceinline__ BalancedWalkByLengths(SharedStorage<Tr>& ss, const DecodeParams& p, int C, int c_) {
+    using Pf = BalancedSumsInRing<Tr>;
+    c = c_;
+    const int total = p.Hkv * *Pf::at(ss, p.B);  // N (the host keeps it below 2^31)
+    chunk = max(1, (total + C - 1) / C);
+    r0 = c * chunk;
+    r1 = r0 + chunk;
+    int lo = 0, hi = p.B;  // the first sequence whose units end past r0
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (p.Hkv * *Pf::at(ss, mid + 1) > r0) hi = mid;
+      else lo = mid + 1;
+    }
+    b = lo;
+    kvh = 0;
+    at = *Pf::at(ss, min(b, p.B));
+    wt = 0;
+    if (b < p.B) {
+      wt = *Pf::at(ss, b + 1) - at;
+      kvh = min(p.Hkv - 1, (r0 - p.Hkv * at) / wt);
+    }
+  }
+
+  // As BalancedWalk::next; ss is not read.
+  __device__ __forceinline__ bool next(SharedStorage<Tr>&, const DecodeParams& p, BalancedVisit& vis) {
+    if (b >= p.B || p.Hkv * at >= r1) return false;
+    while (wt == 0) {  // an empty sequence (kvh is 0): the next one of some weight
+      if (++b >= p.B) return false;
+      wt = balanced_seq_weight<Tr>(p, b);
+    }
+    const int n = wt - 1, start = p.Hkv * at + kvh * wt, ts = start + 1;
+    const int first = ts / chunk;
+    if (first > c) return false;
+    const int last = (start + n) / chunk;
+    vis.unit = b * p.Hkv + kvh;
+    vis.b = b;
+    vis.kvh = kvh;
+    vis.tile_begin = max(ts, r0) - ts;
+    vis.tile_end = max(min(ts + n, r1) - ts, vis.tile_begin);
+    vis.piece = c - first;
+    vis.pieces = last - first + 1;
+    vis.first_cta = first;
+    vis.first_mid = ts > first * chunk ? 1 : 0;
+    if (++kvh == p.Hkv) {
+      kvh = 0;
+      at += wt;
+      wt = ++b < p.B ? balanced_seq_weight<Tr>(p, b) : 0;
+    }
+    return true;
+  }
+};
+
+// The producer (one thread): each visit's Q (its rows from row0) and tiles, the tiles by halves where the ring
+// fills by halves (Tr::kRingHalves); the 64-key seesaw's visits published to its consumers (SharedStorage::visit).
+// make_walk() constructs the walk (BalancedWalk or BalancedWalkByLengths), here, after the policy is made.
+template <class Tr, bool kPaged, class Ss, class MakeWalk>
 __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUtensorMap* tmap_q,
-                                  const DecodeParams& p) {
+                                  const DecodeParams& p, MakeWalk make_walk, int row0) {
   const uint64_t policy = ptx::create_policy_evict_first();
-  BalancedWalk<Tr> walk(ss, p);
+  auto walk = make_walk();
   BalancedVisit vis;
   int it = 0;  // ring position
   int v = 0;   // visits (each loads its Q)
@@ -192,14 +275,26 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
     if (kPaged) pages.lookup(p, vis.b, vis.tile_begin * Tr::kBlockN);
     auto issue = [&](int tile) {  // tile `tile` of the unit into ring position it
       const int stage = it % Tr::kStages;
-      ptx::mbarrier_wait_parity(&ss.empty_k[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
-      ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes);
+      const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
+      constexpr int kHalf = Tr::kHalfBoxes;  // (kBoxes but with kRingHalves)
+      ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);
+      ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes / Tr::kBoxes * kHalf);
       if constexpr (kPaged)
-        load_kv_tile_paged<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, tile * Tr::kBlockN, vis.kvh,
-                               p.k_head_major, policy);
+        load_kv_tile_paged<Tr, 0, kHalf>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, tile * Tr::kBlockN,
+                                         vis.kvh, p.k_head_major, policy);
       else
-        load_kv_tile<Tr>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, vis.kvh, vis.b, p.k_head_major,
-                         policy);
+        load_kv_tile<Tr, 0, kHalf>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, vis.kvh, vis.b,
+                                   p.k_head_major, policy);
+      if constexpr (Tr::kRingHalves) {  // the stage's second half, on its own barriers
+        ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
+        ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes / Tr::kBoxes * (Tr::kBoxes - kHalf));
+        if constexpr (kPaged)
+          load_kv_tile_paged<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], p, pages,
+                                                    tile * Tr::kBlockN, vis.kvh, p.k_head_major, policy);
+        else
+          load_kv_tile<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], tile * Tr::kBlockN, vis.kvh,
+                                              vis.b, p.k_head_major, policy);
+      }
       if (kPaged && tile + 1 < vis.tile_end) pages.lookup(p, vis.b, (tile + 1) * Tr::kBlockN);
       ++it;
     };
@@ -207,9 +302,15 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
     int tile = vis.tile_begin;
     issue(tile++);
     if (v > 0) ptx::mbarrier_wait_parity(&ss.q_empty, static_cast<uint32_t>(v - 1) & 1u);
-    load_q_boxes_tma<Tr>(ss, tmap_q, p, vis.b, vis.kvh, 0);
+    if constexpr (Tr::kSeesaw64) ss.visit = vis;  // (released by the arrive of Q's load)
+    load_q_boxes_tma<Tr>(ss, tmap_q, p, vis.b, vis.kvh, row0);
     for (; tile < vis.tile_end; ++tile) issue(tile);
     ++v;
+  }
+  if constexpr (Tr::kSeesaw64) {  // no visit left: the consumers' next q_full phase says so
+    if (v > 0) ptx::mbarrier_wait_parity(&ss.q_empty, static_cast<uint32_t>(v - 1) & 1u);
+    ss.visit.unit = -1;
+    ptx::mbarrier_arrive(&ss.q_full);
   }
 }
 
@@ -257,19 +358,58 @@ __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, 
   }
 }
 
-// The balanced grid's entry (the host launches it where DecodeParams::balanced holds): decode_kernel's grid
-// (num_splits, Hkv, B), or a 1-D grid of as many CTAs as the SMs hold where the plan's has more (never more CTAs
-// than the plan's: the workspace has two piece slots for each of those, params.h), every CTA one share
-// (BalancedWalk); the same ring, Q and narrow loop as decode_kernel's latent
-// narrow instantiation (tmap_q: Q's map, in the slot where that kernel takes it), in a kernel of its own so that
-// this code leaves that kernel's registers alone.
+// The 64-key seesaw's empty units, as balanced_empty_units: units u = c, c + C, ... of this layer's CTAs whose
+// sequence is empty (its length read again: the running sums are gone) get zeros and the LSE of no keys (or the
+// sink's) in the layer's rows [row0, row0 + 64), and from layer 0 a descriptor of one piece.
+template <class Tr>
+__device__ void balanced_empty_rows(const DecodeParams& p, int C, int c, int row0, int ctid) {
+  constexpr int kChunks = Tr::kHeadDimV / 8;  // 16-byte chunks of an output row
+  const int rows = min(Tr::kBlockM, p.rows - row0);
+#pragma unroll 1
+  for (int u = c; u < p.B * p.Hkv; u += C) {
+    const int b = u / p.Hkv, kvh = u % p.Hkv;
+    if (balanced_seq_weight<Tr>(p, b) != 0) continue;  // (uniform: a unit with tiles is some share's)
+#pragma unroll 1
+    for (int e = ctid; e < rows * kChunks; e += Tr::kConsumerThreads) {
+      const OutRow r(p, b, kvh, row0 + e / kChunks);
+      reinterpret_cast<uint4*>(r.out(p, b))[e % kChunks] = make_uint4(0u, 0u, 0u, 0u);
+      if (e % kChunks == 0) p.lse[r.lse_idx] = p.sinks != nullptr ? __ldg(p.sinks + r.hq) : -INFINITY;
+    }
+    if (ctid == 0 && row0 == 0) reinterpret_cast<int4*>(p.balanced_desc)[u] = make_int4(1, c, 0, 0);
+  }
+}
+
+// The 64-key seesaw's consumers (both warpgroups): the empty units, then each visit the producer publishes with
+// its Q (SharedStorage::visit; the walk's state would cost the 576-wide loop registers it does not have) through
+// the seesaw, one ring position and one Q phase after another.
+template <class Tr, bool kBf16>
+__device__ void consumer_balanced_seesaw64(SharedStorage<Tr>& ss, const DecodeParams& p, int row0) {
+  balanced_empty_rows<Tr>(p, static_cast<int>(gridDim.x), static_cast<int>(blockIdx.x), row0, threadIdx.x);
+  int pos = 0;  // ring position of the visit's first tile
+#pragma unroll 1
+  for (int v = 0;; ++v) {
+    ptx::mbarrier_wait_parity(&ss.q_full, static_cast<uint32_t>(v) & 1u);
+    if (ss.visit.unit < 0) break;
+    TileRange tr;
+    tr.L = min(max(__ldg(p.seqlens + ss.visit.b), 0), p.S);
+    tr.begin = ss.visit.tile_begin;
+    tr.end = ss.visit.tile_end;
+    // The thread index read again each visit, opaque to the compiler: what the loop derives from it is then not
+    // hoisted out of this loop and kept live across the visit (the 576-wide loop spilled so).
+    int ctid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(ctid));
+    consumer_loop_seesaw64<Tr, kBf16, true>(ss, p, tr, ss.visit.b, ss.visit.kvh, row0, 0, ctid, pos, v, &ss.visit);
+    pos += tr.end - tr.begin;
+  }
+}
+
+// The balanced grid of the narrow loop: one CTA a share, (C) or decode_kernel's grid.
 template <int D, bool kBf16, int kConfig>
-__global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
-    decode_kernel_balanced(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_q,
-                           const DecodeParams p) {
+__device__ __forceinline__ void balanced_narrow(const CUtensorMap* tmap_k, const CUtensorMap* tmap_q,
+                                                const DecodeParams& p) {
   using Tr = DecodeTraits<D, kConfig>;
   static_assert(Tr::kNarrowOnly && Tr::kSharedKv && Tr::kQByTma && !Tr::kVBarriers,
-                "the balanced schedule is the shared latent's narrow loop: one ring, Q by TMA");
+                "the balanced schedule's narrow loop: one ring, Q by TMA");
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;  // (as decode_kernel)
   SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(smem_raw + pad);
@@ -282,8 +422,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     ptx::mbarrier_init(&ss.q_full, 1);
     ptx::mbarrier_init(&ss.q_empty, Tr::kConsumerThreads / 32);
     ptx::fence_mbarrier_init();
-    ptx::prefetch_tensormap(&tmap_k);
-    ptx::prefetch_tensormap(&tmap_q);
+    ptx::prefetch_tensormap(tmap_k);
+    ptx::prefetch_tensormap(tmap_q);
   }
   if constexpr (kPdl) {  // (as decode_kernel: nothing global is read before the previous kernel's results are visible)
     ptx::griddep_wait();
@@ -292,11 +432,74 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
   __syncthreads();
   balanced_prefix<Tr>(ss, p);
   if (threadIdx.x == Tr::kProducerWarp * 32) {
-    if (p.block_table != nullptr) producer_balanced<Tr, true>(ss, &tmap_k, &tmap_q, p);
-    else producer_balanced<Tr, false>(ss, &tmap_k, &tmap_q, p);
+    auto walk = [&] { return BalancedWalk<Tr>(ss, p); };
+    if (p.block_table != nullptr) producer_balanced<Tr, true>(ss, tmap_k, tmap_q, p, walk, 0);
+    else producer_balanced<Tr, false>(ss, tmap_k, tmap_q, p, walk, 0);
   } else if (threadIdx.x < Tr::kConsumerThreads) {
     consumer_balanced<Tr, kBf16>(ss, p, threadIdx.x);
   }
+}
+
+// The balanced grid of the 64-key seesaw: (C, row blocks), blockIdx.y the row block. Each row block's C CTAs deal
+// the units among themselves as the narrow grid's do, with the same shares in every row block (a unit's tiles
+// weigh the same for each), so the row blocks of a unit read its tiles at about the same time, the later from
+// L2; a piece's rows of one row block go to its slot's rows of that block.
+template <int D, bool kBf16, int kConfig>
+__device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, const CUtensorMap* tmap_q,
+                                                  const DecodeParams& p) {
+  using Tr = DecodeTraits<D, kConfig>;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;  // (as decode_kernel)
+  SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(smem_raw + pad);
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int s = 0; s < Tr::kStages; ++s) {  // halves: each freed by the four warps whose P V reads it
+      ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
+      ptx::mbarrier_init(&ss.empty_k[s], 4);
+      ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
+      ptx::mbarrier_init(&ss.empty_v[s], 4);
+    }
+    for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
+    ptx::mbarrier_init(&ss.q_full, 1);
+    ptx::mbarrier_init(&ss.q_empty, Tr::kConsumerThreads / 32);
+    ptx::fence_mbarrier_init();
+    ptx::prefetch_tensormap(tmap_k);
+    ptx::prefetch_tensormap(tmap_q);
+  }
+  if constexpr (kPdl) {
+    ptx::griddep_wait();
+    ptx::griddep_launch_dependents();
+  }
+  __syncthreads();
+  balanced_prefix<Tr, BalancedSumsInRing<Tr>>(ss, p);
+  const int C = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
+  const int row0 = static_cast<int>(blockIdx.y) * Tr::kBlockM;
+  const int warp = threadIdx.x / 32;
+  if (warp >= Tr::kProducerWarp) {
+    if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
+    if (threadIdx.x == Tr::kProducerWarp * 32) {  // (the only reader of the sums: its loads may overwrite them)
+      auto walk = [&] { return BalancedWalkByLengths<Tr>(ss, p, C, c); };
+      if (p.block_table != nullptr) producer_balanced<Tr, true>(ss, tmap_k, tmap_q, p, walk, row0);
+      else producer_balanced<Tr, false>(ss, tmap_k, tmap_q, p, walk, row0);
+    }
+    return;
+  }
+  if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
+  consumer_balanced_seesaw64<Tr, kBf16>(ss, p, row0);
+}
+
+// The balanced grid's entry (the host launches it where DecodeParams::balanced holds). The narrow loop:
+// decode_kernel's grid (num_splits, Hkv, B), or a 1-D grid of as many CTAs as the SMs hold where the plan's has more;
+// the 64-key seesaw: (C, row blocks), C CTAs a row block, at most one wave in all. Never more CTAs a row block than
+// the plan's (the workspace has two piece slots for each of those, params.h); every CTA one share (BalancedWalk);
+// the same ring, Q and loop as decode_kernel's instantiation (tmap_q: Q's map, in the slot where that kernel takes
+// it), in a kernel of its own so that this code leaves that kernel's registers alone.
+template <int D, bool kBf16, int kConfig>
+__global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
+    decode_kernel_balanced(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_q,
+                           const DecodeParams p) {
+  if constexpr (DecodeTraits<D, kConfig>::kSeesaw64) balanced_seesaw64<D, kBf16, kConfig>(&tmap_k, &tmap_q, p);
+  else balanced_narrow<D, kBf16, kConfig>(&tmap_k, &tmap_q, p);
 }
 
 }  // namespace sm90

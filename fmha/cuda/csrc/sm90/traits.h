@@ -178,6 +178,13 @@ struct DecodeTraits {
   static_assert(kGatherThreads >= kThreads, "a gathered launch holds every warp of a TMA launch");
 };
 
+// One visit of the balanced schedule (DecodeParams::balanced, sm90/schedule_balanced.cuh): tiles [tile_begin,
+// tile_end) of unit (b, kvh), piece `piece` of the `pieces` CTAs that share the unit (1: written out directly);
+// first_cta and first_mid locate every piece's workspace slot (common/params.h balanced_slot).
+struct BalancedVisit {
+  int unit, b, kvh, tile_begin, tile_end, piece, pieces, first_cta, first_mid;
+};
+
 // The shared-memory plan of one kernel: every buffer, named. The K/V ring (k, v and the four barrier
 // arrays) is what common/kv_ring.cuh reads and writes.
 template <class Tr>
@@ -212,6 +219,9 @@ struct SharedStorage {
   // The balanced schedule (sm90/schedule_balanced.cuh; the shared latent's narrow loop): the consumers' release of a
   // visit's Q.
   alignas(8) uint64_t q_empty;
+  // The balanced schedule's 64-key seesaw: the visit whose Q lands on q_full (unit -1: none left), written by the
+  // producer before that Q's load, read by the consumers until they release it on q_empty.
+  alignas(16) BalancedVisit visit;
   // Buffers that overlay the ones above once those are idle, with no storage of their own:
   //   merge_base(): kMergeDealtRows: the K and V rings and the score exchange behind them receive the rows this CTA
   //     merges, from every split of its cluster (ClusterMerge, common/merge.cuh; merge_capacity_floats)
