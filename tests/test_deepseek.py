@@ -687,37 +687,6 @@ BALANCED_CASES = [
     (512, "self", 1, (16, 1), 64, False, [(53 * i) % 900 for i in range(16)], 16),
 ]
 
-
-@sm90_kernel
-@pytest.mark.gpu
-@pytest.mark.parametrize("Dqk,v_mode,T,heads,page_size,use_sinks,seqlens,num_splits", BALANCED_CASES)
-def test_cuda_balanced_schedule(monkeypatch, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens, num_splits):
-    """The tiles dealt by cache length (or the static schedule where the launch cannot deal them, and explain does not
-    claim them dealt): right against the reference (out and LSE, NaN past every length, a zero-length sequence gives
-    zeros and the sink), and the same bits on every call."""
-    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
-    force_launch_plan(monkeypatch, "latent_narrow", num_splits)
-    S = max(seqlens) + 3
-    q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, 512, v_mode, T, heads, S, page_size,
-                                                                   use_sinks, seqlens, seed=S + T, device="cuda")
-    said = str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks, backend="cuda"))
-    G = heads[0] // heads[1]
-    tma_pages = page_size is None or (page_size & -page_size) >= 32  # (sm90/config.h paged_gathers)
-    dealt = tma_pages and (G % 32 == 0 or 32 % G == 0)  # (fmha_balanced_deals)
-    assert ("balanced schedule" in said) == dealt, said
-    out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
-    what = f"balanced {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens} x{num_splits}"
-    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
-    for b, n in enumerate(seqlens):
-        if n == 0:
-            empty = torch.full((heads[0], T), float("-inf"), device="cuda") if sinks is None else \
-                sinks[:, None].expand(heads[0], T)
-            assert (out[b] == 0).all() and torch.allclose(lse[b], empty, rtol=0, atol=1e-5), what
-    for _ in range(3):
-        again, lse_again = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
-        assert torch.equal(again, out) and torch.equal(lse_again, lse), what
-
-
 # The balanced schedule of the 64-key seesaw (FMHA_CUDA_SCHEDULE=balanced): 64 and 128 query heads a KV head at T = 1
 # to 4 (one to eight row blocks, each dealt by the same shares), mixed lengths with empty sequences, one long sequence
 # among short ones, all empty, two KV heads, paged by TMA boxes (64), sinks, a plan larger than one wave; 16 heads at
@@ -738,31 +707,34 @@ BALANCED_SEESAW_CASES = [
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("Dqk,v_mode,T,heads,page_size,use_sinks,seqlens,num_splits", BALANCED_SEESAW_CASES)
-def test_cuda_balanced_schedule_seesaw64(monkeypatch, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens,
-                                         num_splits):
-    """The 64-key seesaw's tiles dealt by cache length (or its static schedule where the launch cannot deal them):
-    right against the reference (out and LSE, NaN past every length, zeros and the sink for an empty sequence), and
-    the same bits on every call."""
+@pytest.mark.parametrize("config,Dqk,v_mode,T,heads,page_size,use_sinks,seqlens,num_splits",
+                         [("latent_narrow", *case) for case in BALANCED_CASES]
+                         + [("latent_seesaw64", *case) for case in BALANCED_SEESAW_CASES])
+def test_cuda_balanced_schedule(monkeypatch, config, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens,
+                                num_splits):
+    """The tiles dealt by cache length (or the static schedule where the launch cannot deal them, and explain does not
+    claim them dealt), by the latent narrow loop or the 64-key seesaw: right against the reference (out and LSE, NaN
+    past every length, a zero-length sequence gives zeros and the sink), and the same bits on every call."""
     monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "balanced")
-    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
+    force_launch_plan(monkeypatch, config, num_splits)
     S = max(seqlens) + 3
     q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, 512, v_mode, T, heads, S, page_size,
                                                                    use_sinks, seqlens, seed=S + T, device="cuda")
     said = str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks, backend="cuda"))
     G = heads[0] // heads[1]
     tma_pages = page_size is None or (page_size & -page_size) >= 32  # (sm90/config.h paged_gathers)
-    dealt = tma_pages and (G % 64 == 0 or 64 % G == 0)  # (fmha_balanced_deals)
+    rows = 32 if config == "latent_narrow" else 64  # (Q's box: fmha_balanced_deals)
+    dealt = tma_pages and (G % rows == 0 or rows % G == 0)
     assert ("balanced schedule" in said) == dealt, said
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
-    what = f"balanced seesaw {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens} x{num_splits}"
+    what = f"balanced {config} {Dqk} {v_mode} T={T} {heads} page={page_size} sinks={use_sinks} {seqlens} x{num_splits}"
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
     for b, n in enumerate(seqlens):
         if n == 0:
             empty = torch.full((heads[0], T), float("-inf"), device="cuda") if sinks is None else \
                 sinks[:, None].expand(heads[0], T)
             assert (out[b] == 0).all() and torch.allclose(lse[b], empty, rtol=0, atol=1e-5), what
-    for _ in range(2):
+    for _ in range(3):
         again, lse_again = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
         assert torch.equal(again, out) and torch.equal(lse_again, lse), what
 

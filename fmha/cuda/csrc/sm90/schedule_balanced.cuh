@@ -133,14 +133,15 @@ __device__ __forceinline__ int balanced_cta() {
 
 // The walk over the units of this CTA's share, in unit order: the producer and every consumer thread run it alike
 // (it reads only the running sums), so no visit needs handing over.
-template <class Tr>
+// Pf: where the running sums are (the 64-key seesaw's walk finds its start in its own); C CTAs deal, c is this one.
+template <class Tr, class Pf = BalancedPrefix<Tr>>
 struct BalancedWalk {
   int C, c, chunk, r0, r1, b, kvh;
 
-  __device__ __forceinline__ BalancedWalk(SharedStorage<Tr>& ss, const DecodeParams& p) {
-    using Pf = BalancedPrefix<Tr>;
-    C = balanced_ctas();
-    c = balanced_cta();
+  __device__ __forceinline__ BalancedWalk(SharedStorage<Tr>& ss, const DecodeParams& p, int C_ = balanced_ctas(),
+                                          int c_ = balanced_cta()) {
+    C = C_;
+    c = c_;
     const int total = p.Hkv * *Pf::at(ss, p.B);  // N (the host keeps it below 2^31)
     chunk = max(1, (total + C - 1) / C);
     r0 = c * chunk;  // this CTA's share [r0, r1) (the last one's may end past N)
@@ -163,7 +164,6 @@ struct BalancedWalk {
   // The next visit, false past the share's last unit. A unit at position start has its visit there and its n tiles
   // at start + 1 .. start + n; the CTAs holding its tiles visit it. Empty units (weight 0) are passed over.
   __device__ __forceinline__ bool next(SharedStorage<Tr>& ss, const DecodeParams& p, BalancedVisit& vis) {
-    using Pf = BalancedPrefix<Tr>;
     if (b >= p.B || p.Hkv * *Pf::at(ss, b) >= r1) return false;  // (the rest start past this share)
     if (*Pf::at(ss, b + 1) == *Pf::at(ss, b)) {  // an empty sequence (kvh is 0): the next one of some weight
       const int at = *Pf::at(ss, b);
@@ -206,28 +206,18 @@ struct BalancedWalkByLengths {
   int c, chunk, r0, r1, b, kvh;
   int at, wt;  // the weight of the sequences before b, and b's
 
-  // C: the CTAs that deal the units (one layer of row blocks), c: this CTA's index among them.
+  // C: the CTAs that deal the units (one row block's), c: this CTA's index among them.
   __device__ __forceinline__ BalancedWalkByLengths(SharedStorage<Tr>& ss, const DecodeParams& p, int C, int c_) {
     using Pf = BalancedSumsInRing<Tr>;
+    const BalancedWalk<Tr, Pf> start(ss, p, C, c_);  // (where the share starts, found in the sums)
     c = c_;
-    const int total = p.Hkv * *Pf::at(ss, p.B);  // N (the host keeps it below 2^31)
-    chunk = max(1, (total + C - 1) / C);
-    r0 = c * chunk;
-    r1 = r0 + chunk;
-    int lo = 0, hi = p.B;  // the first sequence whose units end past r0
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (p.Hkv * *Pf::at(ss, mid + 1) > r0) hi = mid;
-      else lo = mid + 1;
-    }
-    b = lo;
-    kvh = 0;
+    chunk = start.chunk;
+    r0 = start.r0;
+    r1 = start.r1;
+    b = start.b;
+    kvh = start.kvh;
     at = *Pf::at(ss, min(b, p.B));
-    wt = 0;
-    if (b < p.B) {
-      wt = *Pf::at(ss, b + 1) - at;
-      kvh = min(p.Hkv - 1, (r0 - p.Hkv * at) / wt);
-    }
+    wt = b < p.B ? *Pf::at(ss, b + 1) - at : 0;
   }
 
   // As BalancedWalk::next; ss is not read.
