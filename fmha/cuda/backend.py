@@ -166,13 +166,14 @@ def schedule_env() -> str:
 
 
 def balanced_schedule(p: Problem, config, arch: int, sms: int, num_splits: int) -> bool:
-    """Whether the launch asks for the balanced schedule (fmha_capi.h): for the latent narrow loop with cache
-    lengths to deal the tiles by, over the plan's CTAs, split or not, where SCHEDULE_ENV says balanced, or auto
-    and the static grid (num_splits CTAs a sequence) has more CTAs than the `sms` SMs (docs/deepseek.md)."""
+    """Whether the launch asks for the balanced schedule (fmha_capi.h): for the latent narrow loop or 64-key seesaw
+    with cache lengths to deal the tiles by, over the plan's CTAs, split or not, where SCHEDULE_ENV says balanced,
+    or (the narrow loop) auto and the static grid (num_splits CTAs a sequence) has more CTAs than the `sms` SMs
+    (docs/deepseek.md)."""
     if not (arch == 90 and config in (Config.LATENT_NARROW, Config.LATENT_SEESAW64) and p.has_cache_seqlens):
         return False
     schedule = schedule_env()
-    if config == Config.LATENT_SEESAW64:  # (not yet measured against static past one wave: asked for only)
+    if config == Config.LATENT_SEESAW64:  # (slower than static on equal and uniform lengths: asked for only)
         return schedule == "balanced"
     return schedule == "balanced" or (schedule == "auto" and _grid_ctas(p) * num_splits > sms)
 
