@@ -2,8 +2,8 @@
 of common/params.h balanced_slot), modelled in Python line for line and checked on many batches without a GPU: every
 tile of every unit is dealt to exactly one CTA, every unit with tiles is visited and no empty one is (CTA u % C writes
 those, balanced_empty_units), the pieces a unit's visits name are the CTAs that visit it, no two pieces share a
-workspace slot, and no CTA holds more than its share. The GPU tests (test_deepseek.py -k balanced) run the kernel
-itself."""
+workspace slot, and no CTA holds more than its share; at a visit's weight of one (the narrow loop) and four (the
+64-key seesaw, balanced_visit_weight). The GPU tests (test_deepseek.py -k balanced) run the kernel itself."""
 from __future__ import annotations
 
 import random
@@ -11,9 +11,10 @@ import random
 import pytest
 
 
-def walk(W, Hkv, C, c):
-    """BalancedWalk for CTA c of C over running weight sums W (len B + 1; a unit weighs its tiles + 1, an empty one
-    0): its visits in order, as dicts."""
+def walk(W, Hkv, C, c, visit=1):
+    """BalancedWalk for CTA c of C over running weight sums W (len B + 1; a unit weighs its tiles + `visit`, the
+    positions of its visit (balanced_visit_weight: 1, the 64-key seesaw's 4), an empty one 0): its visits in order,
+    as dicts."""
     B = len(W) - 1
     total = Hkv * W[B]
     chunk = max(1, (total + C - 1) // C)
@@ -45,13 +46,13 @@ def walk(W, Hkv, C, c):
             if b >= B:
                 break
         wt = W[b + 1] - W[b]
-        n = wt - 1
+        n = wt - visit
         start = Hkv * W[b] + kvh * wt
-        ts = start + 1
+        ts = start + visit
         first = ts // chunk
         if first > c:
             break
-        last = (start + n) // chunk
+        last = (start + visit - 1 + n) // chunk
         tb = max(ts, r0) - ts
         te = max(min(ts + n, r1) - ts, tb)
         visits.append(dict(unit=b * Hkv + kvh, tile_begin=tb, tile_end=te, piece=c - first, pieces=last - first + 1,
@@ -94,11 +95,12 @@ def batches():
         yield tiles, Hkv, rnd.randint(1, B * Hkv - 1)
 
 
+@pytest.mark.parametrize("visit", (1, 4))
 @pytest.mark.parametrize("tiles,Hkv,C", list(batches()))
-def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C):
+def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C, visit):
     W = [0]
     for n in tiles:
-        W.append(W[-1] + (n + 1 if n > 0 else 0))
+        W.append(W[-1] + (n + visit if n > 0 else 0))
     dealt = {}  # (unit, tile) -> CTA
     visits_of = {}  # unit -> [(cta, visit)]
     writers = {}  # unit -> CTAs that write its descriptor (and, one piece, its output)
@@ -108,7 +110,7 @@ def test_every_tile_dealt_once_and_every_piece_in_its_own_slot(tiles, Hkv, C):
         held = 0  # positions of the share this CTA works on: its tiles
         for u in empty_units(W, Hkv, C, c):
             writers.setdefault(u, []).append(c)
-        for v in walk(W, Hkv, C, c):
+        for v in walk(W, Hkv, C, c, visit):
             u = v["unit"]
             if v["piece"] == 0:
                 writers.setdefault(u, []).append(c)

@@ -619,14 +619,17 @@ def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, e
 
 @pytest.mark.parametrize("B,Hq,env,balanced", (
     (64, 128, "balanced", True),   # asked for: the 64-key seesaw's units dealt by cache length
-    (64, 128, None, False),        # auto: static (past one wave too: balanced is asked for only)
+    (64, 128, None, False),        # auto: static within one wave of 132 SMs (128 CTAs) ...
+    (67, 128, None, True),         # ... balanced just past it (134 CTAs, up to PAST_WAVE_MAX_FILL waves) ...
+    (85, 128, None, True),
+    (86, 128, None, False),        # ... and static past that (172 CTAs)
     (160, 128, None, False),
     (64, 64, "static", False),
     (64, 28, "balanced", False),   # 28 heads: no Q box, static (fmha_balanced_deals)
 ))
 def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, Hq, env, balanced):
-    """The 64-key seesaw takes the balanced schedule where FMHA_CUDA_SCHEDULE=balanced asks for it and the launch
-    deals the tiles; never by default."""
+    """The 64-key seesaw takes the balanced schedule where FMHA_CUDA_SCHEDULE=balanced asks for it, or by default
+    where its grid is just past one wave, and the launch deals the tiles."""
     import dataclasses
 
     if env is None:

@@ -768,23 +768,30 @@ def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, ba
 
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("env", [None, "static"])
 @pytest.mark.parametrize("Dqk,B,Hq,S,page_size", [(576, 67, 128, 4096, None), (512, 140, 64, 4096, 64)])
-def test_cuda_seesaw64_splits_grids_past_one_wave(monkeypatch, Dqk, B, Hq, S, page_size):
-    """The plan's own splits of a 64-key seesaw grid just past one wave of 132 SMs (several waves of split CTAs,
-    their partials merged): right against the reference, mixed lengths from 0 to S, sinks, NaN past every length."""
+def test_cuda_seesaw64_splits_grids_past_one_wave(monkeypatch, Dqk, B, Hq, S, page_size, env):
+    """A 64-key seesaw grid just past one wave of 132 SMs: by default its tiles dealt by cache length over one wave
+    (the balanced schedule), with FMHA_CUDA_SCHEDULE=static the plan's own splits (several waves of split CTAs, their
+    partials merged): right against the reference, mixed lengths from 0 to S, sinks, NaN past every length."""
     from fmha.backends import registry
     from fmha.cuda.backend import Config
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if sms != 132:
         pytest.skip(f"grids planned for 132 SMs; this GPU has {sms}")
+    if env is None:
+        monkeypatch.delenv("FMHA_CUDA_SCHEDULE", raising=False)
+    else:
+        monkeypatch.setenv("FMHA_CUDA_SCHEDULE", env)
     monkeypatch.setattr(registry()["cuda"], "_launches", {})
     v_mode = "slice" if Dqk == 576 else "self"
     seqlens = [S, 0, 1, S - 1] + [(97 * i) % (S + 1) for i in range(B - 4)]
     q, k, v, sl = latent_inputs(B, 1, Hq, 1, S, Dqk, 512, v_mode, seqlens, device="cuda")
     config, splits = registry()["cuda"].launch_plan(validate(q, k, v, sl), 0)
     assert config == Config.LATENT_SEESAW64 and splits > 1, (config, splits)
-    assert f"{B * Hq // 64} CTAs x {splits} KV split(s)" in str(fmha.explain(q, k, v, sl, backend="cuda"))
+    said = str(fmha.explain(q, k, v, sl, backend="cuda"))
+    assert f"{B * Hq // 64} CTAs x {splits} KV split(s)" in said and ("balanced schedule" in said) == (env is None)
     check_cuda_case(Dqk, 512, v_mode, 1, (Hq, 1), S, page_size, True, seed=B, seqlens=seqlens)
 
 

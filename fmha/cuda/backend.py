@@ -148,12 +148,13 @@ PAST_WAVE_MAX_FILL = 1.3  # past this many waves of CTAs, the waves a split adds
 PAST_WAVE_MIN_TILES = 64  # shorter CTAs save less than the merge costs
 
 
-# Which schedule latent narrow launches with cache lengths take: "static" (each sequence and KV head split over the
-# plan's num_splits CTAs) or "balanced" (the tiles dealt over the same CTAs, at most one per SM, by cache length,
-# fmha_capi.h); "auto", the default, is balanced where the static grid, splits included, has more CTAs than the SMs
-# (its last wave ragged: B136 Hq16 221.9 -> 158.8 us, H200), else static. Balanced is faster where lengths differ
-# and a few percent slower where they are equal in one wave (docs/deepseek.md); read when a call shape is first
-# planned.
+# Which schedule latent narrow and 64-key seesaw launches with cache lengths take: "static" (each sequence and KV
+# head split over the plan's num_splits CTAs) or "balanced" (the tiles dealt over the same CTAs, at most one per SM,
+# by cache length, fmha_capi.h); "auto", the default, is balanced where the static grid, splits included, has more
+# CTAs than the SMs (its last wave ragged: B136 Hq16 221.9 -> 158.8 us, H200), for the seesaw only where its
+# unsplit grid is past one wave by at most PAST_WAVE_MAX_FILL waves (B67 Hq128 212.2 -> 182.2 us, H100), else
+# static. Balanced is faster where lengths differ and a few percent slower where they are equal in one wave
+# (docs/deepseek.md); read when a call shape is first planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
 SCHEDULES = ("auto", "static", "balanced")
 
@@ -168,13 +169,13 @@ def schedule_env() -> str:
 def balanced_schedule(p: Problem, config, arch: int, sms: int, num_splits: int) -> bool:
     """Whether the launch asks for the balanced schedule (fmha_capi.h): for the latent narrow loop or 64-key seesaw
     with cache lengths to deal the tiles by, over the plan's CTAs, split or not, where SCHEDULE_ENV says balanced,
-    or (the narrow loop) auto and the static grid (num_splits CTAs a sequence) has more CTAs than the `sms` SMs
-    (docs/deepseek.md)."""
+    or auto and the unsplit grid has more CTAs than the `sms` SMs (the narrow loop: splits included; the seesaw: up
+    to PAST_WAVE_MAX_FILL waves) (docs/deepseek.md)."""
     if not (arch == 90 and config in (Config.LATENT_NARROW, Config.LATENT_SEESAW64) and p.has_cache_seqlens):
         return False
     schedule = schedule_env()
-    if config == Config.LATENT_SEESAW64:  # (slower than static on equal and uniform lengths: asked for only)
-        return schedule == "balanced"
+    if config == Config.LATENT_SEESAW64:  # (slower than static on equal lengths past 1.3 waves and within one)
+        return schedule == "balanced" or (schedule == "auto" and sms < _grid_ctas(p) <= PAST_WAVE_MAX_FILL * sms)
     return schedule == "balanced" or (schedule == "auto" and _grid_ctas(p) * num_splits > sms)
 
 

@@ -129,8 +129,8 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // balanced (config LATENT_NARROW or LATENT_SEESAW64): the cache's tiles are dealt over the grid's num_splits x B x Hkv
 // CTAs (LATENT_SEESAW64: that many for each 64-row block of the T x Hq / Hkv packed rows, all dealt alike; at most as
 // many as the SMs hold at once) in equal shares by cache_seqlens, each (sequence, KV head) weighing one tile more
-// than it holds and an empty one nothing (CTAs write those in turn), so that a batch of mixed lengths is not as slow
-// as its longest sequence. A (sequence, KV head)
+// than it holds (LATENT_SEESAW64: four) and an empty one nothing (CTAs write those in turn), so that a batch of mixed
+// lengths is not as slow as its longest sequence. A (sequence, KV head)
 // shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to initialise)
 // that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the same on every
 // run on a given device (the shares depend on its SM count). Where the launch cannot deal the tiles (no

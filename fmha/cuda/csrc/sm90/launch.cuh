@@ -131,7 +131,8 @@ bool Instance<D, kBf16, kConfig>::deals_tiles(int B, int Hkv, int S, long long c
     return false;
   } else {
     return q_tma && !gather && has_seqlens && B <= kBalancedMaxB &&
-           static_cast<long long>(B) * Hkv * ((S + Tr::kBlockN - 1) / Tr::kBlockN + 1) + ctas < INT32_MAX;
+           static_cast<long long>(B) * Hkv * ((S + Tr::kBlockN - 1) / Tr::kBlockN + balanced_visit_weight<Tr>()) +
+               ctas < INT32_MAX;
   }
 }
 

@@ -297,9 +297,10 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
       int4* desc = reinterpret_cast<int4*>(p.balanced_desc) + vis->unit;
       *desc = make_int4(vis->pieces, vis->first_cta, vis->first_mid, 0);
     }
-    // This warp is done with the visit's Q and P boxes (its last wgmma completed): the next visit's Q may land.
+    // This thread is done with the visit's Q and P boxes (its last wgmma completed) and with SharedStorage::visit:
+    // the next visit may be written and its Q land. Every thread arrives, each releasing its own reads.
     ptx::fence_proxy_async_shared();  // (P's generic stores before the TMA's writes)
-    release_stage(&ss.q_empty, lane);
+    ptx::mbarrier_arrive(&ss.q_empty);
   } else if (p.num_splits == 1) {
     store_output_staged<Tr, kBf16>(ss, p, acc, st, b, kvh, epilogue_row0<Tr>(p, row0), wg, tid_wg);
   } else if (merges_pair_in_registers<Tr>(p)) {

@@ -36,7 +36,10 @@
 //                  before it loads visit v's Q (the visit's first tile goes into the ring before that)
 //   ring           the visits' tiles follow one another through the same stages (one cursor on each side)
 //   The 64-key seesaw's consumers do not walk: the producer writes each visit to SharedStorage::visit before its Q's
-//   load (released by that load's arrive on q_full) and, past the last, a visit of unit -1 with a plain arrive.
+//   load (released by that load's arrive on q_full) and, past the last, a visit of unit -1 with a plain arrive; its
+//   q_empty phase completes once every consumer thread has written the visit's rows (each arrives: the visit and
+//   the P boxes are read by all of them).
+// A visit weighs balanced_visit_weight positions of the shares beside its tiles.
 #pragma once
 
 #include <cstdint>
@@ -73,13 +76,21 @@ struct BalancedPrefix {
   }
 };
 
+// Positions a visit weighs in the shares: its Q load and epilogue cost the narrow loop about a tile; the 64-key
+// seesaw's (64 rows of Q and out, its two-stage pipeline drained and refilled) about four of its tiles (uniform
+// lengths B64 Hq128: 123.0 us at one, 106.4 at four and eight, H100).
+template <class Tr>
+__host__ __device__ constexpr int balanced_visit_weight() {
+  return Tr::kSeesaw64 ? 4 : 1;
+}
+
 // The weight of each unit of sequence b in the shares: its tiles (of its clamped length; every packed row of the
-// one row block sees up to L, causal or not) and one for the visit, whose Q load and epilogue cost about a tile; 0
-// for an empty sequence (balanced_empty_units writes it).
+// one row block sees up to L, causal or not) and its visit's (balanced_visit_weight); 0 for an empty sequence
+// (balanced_empty_units writes it).
 template <class Tr>
 __device__ __forceinline__ int balanced_seq_weight(const DecodeParams& p, int b) {
   const int L = min(max(__ldg(p.seqlens + b), 0), p.S);
-  return L > 0 ? (L + Tr::kBlockN - 1) / Tr::kBlockN + 1 : 0;
+  return L > 0 ? (L + Tr::kBlockN - 1) / Tr::kBlockN + balanced_visit_weight<Tr>() : 0;
 }
 
 // The 64-key seesaw's running sums, in ring stage 0 before its first load: every Q box row is Q's. The walk reads
@@ -161,8 +172,9 @@ struct BalancedWalk {
     }
   }
 
-  // The next visit, false past the share's last unit. A unit at position start has its visit there and its n tiles
-  // at start + 1 .. start + n; the CTAs holding its tiles visit it. Empty units (weight 0) are passed over.
+  // The next visit, false past the share's last unit. A unit at position start has its visit at start .. start +
+  // kVisit - 1 and its n tiles at ts = start + kVisit .. ts + n - 1; the CTAs holding its tiles visit it. Empty units
+  // (weight 0) are passed over.
   __device__ __forceinline__ bool next(SharedStorage<Tr>& ss, const DecodeParams& p, BalancedVisit& vis) {
     if (b >= p.B || p.Hkv * *Pf::at(ss, b) >= r1) return false;  // (the rest start past this share)
     if (*Pf::at(ss, b + 1) == *Pf::at(ss, b)) {  // an empty sequence (kvh is 0): the next one of some weight
@@ -176,11 +188,12 @@ struct BalancedWalk {
       b = lo;
       if (b >= p.B) return false;
     }
-    const int wt = *Pf::at(ss, b + 1) - *Pf::at(ss, b), n = wt - 1;
-    const int start = p.Hkv * *Pf::at(ss, b) + kvh * wt, ts = start + 1;
+    constexpr int kVisit = balanced_visit_weight<Tr>();
+    const int wt = *Pf::at(ss, b + 1) - *Pf::at(ss, b), n = wt - kVisit;
+    const int start = p.Hkv * *Pf::at(ss, b) + kvh * wt, ts = start + kVisit;
     const int first = ts / chunk;
     if (first > c) return false;  // (units come in order of position: the rest lie past this share)
-    const int last = (start + n) / chunk;
+    const int last = (start + (kVisit - 1) + n) / chunk;  // (the CTA of its last tile, ts + n - 1)
     vis.unit = b * p.Hkv + kvh;
     vis.b = b;
     vis.kvh = kvh;
@@ -227,10 +240,12 @@ struct BalancedWalkByLengths {
       if (++b >= p.B) return false;
       wt = balanced_seq_weight<Tr>(p, b);
     }
-    const int n = wt - 1, start = p.Hkv * at + kvh * wt, ts = start + 1;
+    constexpr int kVisit = balanced_visit_weight<Tr>();
+    const int n = wt - kVisit, start = p.Hkv * at + kvh * wt, ts = start + kVisit;
     const int first = ts / chunk;
     if (first > c) return false;
-    const int last = (start + n) / chunk;
+    const int last = (start + (kVisit - 1) + n) / chunk;
+    // (BalancedWalk::next's fill, not shared: a function for it changes the narrow loop's balanced kernel's SASS)
     vis.unit = b * p.Hkv + kvh;
     vis.b = b;
     vis.kvh = kvh;
@@ -451,7 +466,7 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
     }
     for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
     ptx::mbarrier_init(&ss.q_full, 1);
-    ptx::mbarrier_init(&ss.q_empty, Tr::kConsumerThreads / 32);
+    ptx::mbarrier_init(&ss.q_empty, Tr::kConsumerThreads);  // (every consumer thread: consumer_loop_seesaw64)
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(tmap_k);
     ptx::prefetch_tensormap(tmap_q);

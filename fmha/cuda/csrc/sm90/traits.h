@@ -220,7 +220,7 @@ struct SharedStorage {
   // visit's Q.
   alignas(8) uint64_t q_empty;
   // The balanced schedule's 64-key seesaw: the visit whose Q lands on q_full (unit -1: none left), written by the
-  // producer before that Q's load, read by the consumers until they release it on q_empty.
+  // producer before that Q's load, read by the consumers until each releases it on q_empty.
   alignas(16) BalancedVisit visit;
   // Buffers that overlay the ones above once those are idle, with no storage of their own:
   //   merge_base(): kMergeDealtRows: the K and V rings and the score exchange behind them receive the rows this CTA
