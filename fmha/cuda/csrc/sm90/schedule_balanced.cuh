@@ -363,9 +363,9 @@ __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, 
   }
 }
 
-// The 64-key seesaw's empty units, as balanced_empty_units: units u = c, c + C, ... of this layer's CTAs whose
+// The 64-key seesaw's empty units, as balanced_empty_units: units u = c, c + C, ... of this row block's CTAs whose
 // sequence is empty (its length read again: the running sums are gone) get zeros and the LSE of no keys (or the
-// sink's) in the layer's rows [row0, row0 + 64), and from layer 0 a descriptor of one piece.
+// sink's) in the block's rows [row0, row0 + 64), and from row block 0 a descriptor of one piece.
 template <class Tr>
 __device__ void balanced_empty_rows(const DecodeParams& p, int C, int c, int row0, int ctid) {
   constexpr int kChunks = Tr::kHeadDimV / 8;  // 16-byte chunks of an output row
@@ -477,6 +477,9 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
   }
   __syncthreads();
   balanced_prefix<Tr, BalancedSumsInRing<Tr>>(ss, p);
+  // The sums' generic stores before the ring's first TMA writes over them (the producer's, after this barrier).
+  ptx::fence_proxy_async_shared();
+  __syncthreads();
   const int C = static_cast<int>(gridDim.x), c = static_cast<int>(blockIdx.x);
   const int row0 = static_cast<int>(blockIdx.y) * Tr::kBlockM;
   const int warp = threadIdx.x / 32;
