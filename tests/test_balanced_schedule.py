@@ -11,10 +11,8 @@ import random
 import pytest
 
 
-def walk(W, Hkv, C, c, visit=1):
-    """BalancedWalk for CTA c of C over running weight sums W (len B + 1; a unit weighs its tiles + `visit`, the
-    positions of its visit (balanced_visit_weight: 1, the 64-key seesaw's 4), an empty one 0): its visits in order,
-    as dicts."""
+def share_start(W, Hkv, C, c):
+    """BalancedWalk's constructor: (chunk, r0, r1, b, kvh) of CTA c of C over running weight sums W."""
     B = len(W) - 1
     total = Hkv * W[B]
     chunk = max(1, (total + C - 1) // C)
@@ -30,6 +28,22 @@ def walk(W, Hkv, C, c, visit=1):
     if b < B:
         wt, base = W[b + 1] - W[b], Hkv * W[b]
         kvh = min(Hkv - 1, (r0 - base) // wt)
+    return chunk, r0, r1, b, kvh
+
+
+def visit_of(b, kvh, Hkv, ts, n, first, last, c, chunk, r0, r1):
+    """The BalancedVisit both walks fill."""
+    tb = max(ts, r0) - ts
+    return dict(unit=b * Hkv + kvh, tile_begin=tb, tile_end=max(min(ts + n, r1) - ts, tb), piece=c - first,
+                pieces=last - first + 1, first_cta=first, first_mid=1 if ts > first * chunk else 0)
+
+
+def walk(W, Hkv, C, c, visit=1):
+    """BalancedWalk for CTA c of C over running weight sums W (len B + 1; a unit weighs its tiles + `visit`, the
+    positions of its visit (balanced_visit_weight: 1, the 64-key seesaw's 4), an empty one 0): its visits in order,
+    as dicts."""
+    B = len(W) - 1
+    chunk, r0, r1, b, kvh = share_start(W, Hkv, C, c)
     visits = []
     while True:
         if b >= B or Hkv * W[b] >= r1:
@@ -52,14 +66,38 @@ def walk(W, Hkv, C, c, visit=1):
         first = ts // chunk
         if first > c:
             break
-        last = (start + visit - 1 + n) // chunk
-        tb = max(ts, r0) - ts
-        te = max(min(ts + n, r1) - ts, tb)
-        visits.append(dict(unit=b * Hkv + kvh, tile_begin=tb, tile_end=te, piece=c - first, pieces=last - first + 1,
-                           first_cta=first, first_mid=1 if ts > first * chunk else 0))
+        visits.append(visit_of(b, kvh, Hkv, ts, n, first, (start + visit - 1 + n) // chunk, c, chunk, r0, r1))
         kvh += 1
         if kvh == Hkv:
             kvh, b = 0, b + 1
+    return visits
+
+
+def walk_by_lengths(tiles, W, Hkv, C, c, visit):
+    """BalancedWalkByLengths (the 64-key seesaw's producer): the start from the sums, then sequence by sequence with
+    each weight taken from the lengths (tiles) again."""
+    B = len(W) - 1
+    chunk, r0, r1, b, kvh = share_start(W, Hkv, C, c)
+    weight = lambda b: tiles[b] + visit if tiles[b] > 0 else 0  # noqa: E731 (balanced_seq_weight)
+    at = W[min(b, B)]
+    wt = W[b + 1] - at if b < B else 0
+    visits = []
+    while b < B and Hkv * at < r1:
+        while wt == 0 and b + 1 < B:
+            b += 1
+            wt = weight(b)
+        if wt == 0:
+            break
+        n, start = wt - visit, Hkv * at + kvh * wt
+        ts = start + visit
+        first = ts // chunk
+        if first > c:
+            break
+        visits.append(visit_of(b, kvh, Hkv, ts, n, first, (start + visit - 1 + n) // chunk, c, chunk, r0, r1))
+        kvh += 1
+        if kvh == Hkv:
+            kvh, at, b = 0, at + wt, b + 1
+            wt = weight(b) if b < B else 0
     return visits
 
 
@@ -93,6 +131,18 @@ def batches():
         Hkv = rnd.choice((1, 1, 2, 4))
         tiles = [rnd.choice((0, 1, 2, rnd.randint(0, 80), rnd.randint(0, 300))) for _ in range(B)]
         yield tiles, Hkv, rnd.randint(1, B * Hkv - 1)
+
+
+@pytest.mark.parametrize("visit", (1, 4))
+def test_the_seesaw_walk_by_lengths_visits_as_the_walk_over_the_sums(visit):
+    """BalancedWalkByLengths, which reads the sums only to find its start, gives every CTA the visits BalancedWalk
+    gives it, empty sequences, several KV heads and shares past the total included."""
+    for tiles, Hkv, C in batches():
+        W = [0]
+        for n in tiles:
+            W.append(W[-1] + (n + visit if n > 0 else 0))
+        for c in range(C + 2):  # (and CTAs past the grid's, whose shares start past the total)
+            assert walk_by_lengths(tiles, W, Hkv, C, c, visit) == walk(W, Hkv, C, c, visit), (tiles, Hkv, C, c)
 
 
 @pytest.mark.parametrize("visit", (1, 4))
