@@ -31,8 +31,13 @@ def share_start(W, Hkv, C, c):
     return chunk, r0, r1, b, kvh
 
 
-def visit_of(b, kvh, Hkv, ts, n, first, last, c, chunk, r0, r1):
-    """The BalancedVisit both walks fill."""
+def visit_at(b, kvh, Hkv, start, wt, visit, c, chunk, r0, r1):
+    """The BalancedVisit both walks fill for the unit at position start of weight wt, or None where its tiles start
+    past CTA c's share (the walk ends there)."""
+    n, ts = wt - visit, start + visit
+    first, last = ts // chunk, (start + visit - 1 + n) // chunk
+    if first > c:
+        return None
     tb = max(ts, r0) - ts
     return dict(unit=b * Hkv + kvh, tile_begin=tb, tile_end=max(min(ts + n, r1) - ts, tb), piece=c - first,
                 pieces=last - first + 1, first_cta=first, first_mid=1 if ts > first * chunk else 0)
@@ -60,13 +65,10 @@ def walk(W, Hkv, C, c, visit=1):
             if b >= B:
                 break
         wt = W[b + 1] - W[b]
-        n = wt - visit
-        start = Hkv * W[b] + kvh * wt
-        ts = start + visit
-        first = ts // chunk
-        if first > c:
+        v = visit_at(b, kvh, Hkv, Hkv * W[b] + kvh * wt, wt, visit, c, chunk, r0, r1)
+        if v is None:
             break
-        visits.append(visit_of(b, kvh, Hkv, ts, n, first, (start + visit - 1 + n) // chunk, c, chunk, r0, r1))
+        visits.append(v)
         kvh += 1
         if kvh == Hkv:
             kvh, b = 0, b + 1
@@ -88,12 +90,10 @@ def walk_by_lengths(tiles, W, Hkv, C, c, visit):
             wt = weight(b)
         if wt == 0:
             break
-        n, start = wt - visit, Hkv * at + kvh * wt
-        ts = start + visit
-        first = ts // chunk
-        if first > c:
+        v = visit_at(b, kvh, Hkv, Hkv * at + kvh * wt, wt, visit, c, chunk, r0, r1)
+        if v is None:
             break
-        visits.append(visit_of(b, kvh, Hkv, ts, n, first, (start + visit - 1 + n) // chunk, c, chunk, r0, r1))
+        visits.append(v)
         kvh += 1
         if kvh == Hkv:
             kvh, at, b = 0, at + wt, b + 1
