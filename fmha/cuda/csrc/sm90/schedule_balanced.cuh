@@ -188,11 +188,22 @@ struct BalancedWalk {
       b = lo;
       if (b >= p.B) return false;
     }
+    const int wt = *Pf::at(ss, b + 1) - *Pf::at(ss, b);
+    if (!fill(p, p.Hkv * *Pf::at(ss, b) + kvh * wt, wt, vis)) return false;
+    if (++kvh == p.Hkv) {
+      kvh = 0;
+      ++b;
+    }
+    return true;
+  }
+
+  // The visit to unit (b, kvh) at position start, of weight wt, into vis; false where its tiles start past this
+  // share (units come in order of position: the rest lie past it too).
+  __device__ __forceinline__ bool fill(const DecodeParams& p, int start, int wt, BalancedVisit& vis) const {
     constexpr int kVisit = balanced_visit_weight<Tr>();
-    const int wt = *Pf::at(ss, b + 1) - *Pf::at(ss, b), n = wt - kVisit;
-    const int start = p.Hkv * *Pf::at(ss, b) + kvh * wt, ts = start + kVisit;
+    const int n = wt - kVisit, ts = start + kVisit;
     const int first = ts / chunk;
-    if (first > c) return false;  // (units come in order of position: the rest lie past this share)
+    if (first > c) return false;
     const int last = (start + (kVisit - 1) + n) / chunk;  // (the CTA of its last tile, ts + n - 1)
     vis.unit = b * p.Hkv + kvh;
     vis.b = b;
@@ -203,10 +214,6 @@ struct BalancedWalk {
     vis.pieces = last - first + 1;
     vis.first_cta = first;
     vis.first_mid = ts > first * chunk ? 1 : 0;
-    if (++kvh == p.Hkv) {
-      kvh = 0;
-      ++b;
-    }
     return true;
   }
 };
@@ -216,49 +223,29 @@ struct BalancedWalk {
 // lengths (balanced_seq_weight, the function the sums were made of). The same visits, in the same order.
 template <class Tr>
 struct BalancedWalkByLengths {
-  int c, chunk, r0, r1, b, kvh;
-  int at, wt;  // the weight of the sequences before b, and b's
+  BalancedWalk<Tr, BalancedSumsInRing<Tr>> w;  // the share and the unit the walk is at (w.b, w.kvh)
+  int at, wt;  // the weight of the sequences before w.b, and w.b's
 
   // C: the CTAs that deal the units (one row block's), c: this CTA's index among them.
-  __device__ __forceinline__ BalancedWalkByLengths(SharedStorage<Tr>& ss, const DecodeParams& p, int C, int c_) {
+  __device__ __forceinline__ BalancedWalkByLengths(SharedStorage<Tr>& ss, const DecodeParams& p, int C, int c)
+      : w(ss, p, C, c) {  // (where the share starts, found in the sums)
     using Pf = BalancedSumsInRing<Tr>;
-    const BalancedWalk<Tr, Pf> start(ss, p, C, c_);  // (where the share starts, found in the sums)
-    c = c_;
-    chunk = start.chunk;
-    r0 = start.r0;
-    r1 = start.r1;
-    b = start.b;
-    kvh = start.kvh;
-    at = *Pf::at(ss, min(b, p.B));
-    wt = b < p.B ? *Pf::at(ss, b + 1) - at : 0;
+    at = *Pf::at(ss, min(w.b, p.B));
+    wt = w.b < p.B ? *Pf::at(ss, w.b + 1) - at : 0;
   }
 
   // As BalancedWalk::next; ss is not read.
   __device__ __forceinline__ bool next(SharedStorage<Tr>&, const DecodeParams& p, BalancedVisit& vis) {
-    if (b >= p.B || p.Hkv * at >= r1) return false;
+    if (w.b >= p.B || p.Hkv * at >= w.r1) return false;
     while (wt == 0) {  // an empty sequence (kvh is 0): the next one of some weight
-      if (++b >= p.B) return false;
-      wt = balanced_seq_weight<Tr>(p, b);
+      if (++w.b >= p.B) return false;
+      wt = balanced_seq_weight<Tr>(p, w.b);
     }
-    constexpr int kVisit = balanced_visit_weight<Tr>();
-    const int n = wt - kVisit, start = p.Hkv * at + kvh * wt, ts = start + kVisit;
-    const int first = ts / chunk;
-    if (first > c) return false;
-    const int last = (start + (kVisit - 1) + n) / chunk;
-    // (BalancedWalk::next's fill, not shared: a function for it changes the narrow loop's balanced kernel's SASS)
-    vis.unit = b * p.Hkv + kvh;
-    vis.b = b;
-    vis.kvh = kvh;
-    vis.tile_begin = max(ts, r0) - ts;
-    vis.tile_end = max(min(ts + n, r1) - ts, vis.tile_begin);
-    vis.piece = c - first;
-    vis.pieces = last - first + 1;
-    vis.first_cta = first;
-    vis.first_mid = ts > first * chunk ? 1 : 0;
-    if (++kvh == p.Hkv) {
-      kvh = 0;
+    if (!w.fill(p, p.Hkv * at + w.kvh * wt, wt, vis)) return false;
+    if (++w.kvh == p.Hkv) {
+      w.kvh = 0;
       at += wt;
-      wt = ++b < p.B ? balanced_seq_weight<Tr>(p, b) : 0;
+      wt = ++w.b < p.B ? balanced_seq_weight<Tr>(p, w.b) : 0;
     }
     return true;
   }
