@@ -3,6 +3,8 @@
     python tools/stream_probe.py --shape 1,1,32,8,65536,128
     python tools/stream_probe.py --shape 8,16,32,8,8192,128 --causal
     python tools/stream_probe.py --shape 32,2,64,1,8192,576 --causal --latent --repeat 20
+    python tools/stream_probe.py --shape 64,2,128,1,4096,576 --causal --latent --schedule balanced \
+        --flags="-DFMHA_PROBE_RING_TILES=160 -DFMHA_PROBE_GLOBAL_TIMER=1"
 
 Runs the cuda backend on the probe build of the library (fmha.cuda.loader.load_probe("timestamps"): results
 stay correct; the product library has none of the probe's code), runs the shape once, zeroes the stamps,
@@ -22,7 +24,8 @@ tile in, end; in the 64-key seesaw also each warpgroup's loop end, which splits 
 the epilogue): start-up, stream and tail over the grid, which SMs stream fastest and slowest, how many CTAs
 stream over the call, the probed CTAs' K/V bytes landed per 2 us (GB/s; only where every tile of a CTA is
 stamped) and the stream time per KV head, and where SMs run CTAs in turn, the time each SM's stream stops between
-one CTA's last V tile and the next one's first K tile. --repeat N reads the last of N calls back to back (the suite's
+one CTA's last V tile and the next one's first K tile; under --schedule balanced (the 64-key seesaw), each visit's
+epilogue and Q load and the stream's stop between one visit's last V tile and the next one's first K tile. --repeat N reads the last of N calls back to back (the suite's
 regime); --flags adds nvcc flags and plan tokens (tools/_cuda.py), among them the probe's own:
 -DFMHA_PROBE_RING_TILES=N stamps N ring positions instead of 64, -DFMHA_PROBE_GLOBAL_TIMER=1 stamps them in
 %globaltimer ns (comparable across CTAs; the "cycles" figures are then ns).
@@ -45,7 +48,9 @@ from tools.ncu_probe import KV_LAYOUTS  # noqa: E402
 TIMELINE = ("entry", "griddep", "first_k", "last_v", "end", "smid", "loop_done", "loop_done_wg1", "epilogue_done_wg1")
 EVENTS = ("k_empty_wait", "k_issued", "v_empty_wait", "v_issued", "k_full_wait", "k_full", "v_full_wait", "v_full",
           # the 64-row loop's phases, per loop iteration
-          "loop_issued", "qk_landed", "qk_landed_wg1", "exchanged", "softmax_done", "pv_landed", "operands_ready")
+          "loop_issued", "qk_landed", "qk_landed_wg1", "exchanged", "softmax_done", "pv_landed", "operands_ready",
+          # the balanced schedule's visits, under the ring position of each visit's first tile
+          "visit_q_issued", "visit_q_landed", "visit_epilogue", "visit_end")
 # The 64-row loop's phases in the order they happen: (label, from event, to event, iterations later the to
 # event is stamped), then the whole iteration.
 LOOP_PHASES = (("operands ready -> wgmmas issued", "operands_ready", "loop_issued", 0),
@@ -102,7 +107,13 @@ def main():
     ap.add_argument("--latent", action="store_true",
                     help="DeepSeek's shared latent (tools/ncu_probe.py random_inputs): v_cache is k_cache or its first "
                          "512 columns; D = 512 or 576")
+    ap.add_argument("--schedule", choices=("static", "balanced"), default=None,
+                    help="the latent launches' schedule (FMHA_CUDA_SCHEDULE), with cache_seqlens of S each: balanced "
+                         "also prints each visit's phases (the 64-key seesaw)")
     a = ap.parse_args()
+    if a.schedule:
+        from fmha.cuda.backend import SCHEDULE_ENV
+        os.environ[SCHEDULE_ENV] = a.schedule
 
     import torch
     from fmha.problem import validate
@@ -111,7 +122,8 @@ def main():
 
     q, k, v, out = random_inputs(a.shape, a.kv_layout, a.latent)
     lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda")
-    p = validate(q, k, v, causal=a.causal)
+    seqlens = torch.full((q.shape[0],), k.shape[1], device="cuda", dtype=torch.int32) if a.schedule else None
+    p = validate(q, k, v, seqlens, causal=a.causal)
     try:
         b, lib = probe_backend(a.flags.split())
     except ValueError as e:
@@ -119,11 +131,11 @@ def main():
     config, splits = b.launch_plan(p, q.device.index or 0)
     print(f"shape {a.shape}{' causal' if a.causal else ''} {a.kv_layout}, {a.repeat} call(s): configuration "
           f"{CONFIG_NAMES.get(config, config)}, {splits} split(s); {b.launch_details(p)}", flush=True)
-    b.run(p, q, k, v, None, out, lse)
+    b.run(p, q, k, v, seqlens, out, lse)
     torch.cuda.synchronize()
     read_stamps(lib, clear=True)
     for _ in range(a.repeat):
-        b.run(p, q, k, v, None, out, lse)
+        b.run(p, q, k, v, seqlens, out, lse)
     torch.cuda.synchronize()
     stamps = read_stamps(lib, clear=False)
     try:
@@ -161,6 +173,7 @@ def main():
             per_tile.append((c[last][ev["k_full"]] - c[first][ev["k_full"]]) / (last - first))
     print(f"-- steady state: cycles/tile {summary(per_tile)}")
     print_loop_phases(probed, ev)
+    print_visits(probed, ev)
     print_timeline([t for t in timelines if t[TIMELINE.index("end")] != 0])
     tiles_per_cta = -(-p.seqlen_k // (lib.fmha_config_tile_n(p.head_dim, config) * splits))
     if tiles_per_cta <= len(stamps[0]):
@@ -213,6 +226,33 @@ def print_loop_phases(probed, ev):
         spans = [c[t + later][ev[b]] - c[t][ev[a]] for c, t in rows if c[t][ev[a]] and c[t + later][ev[b]]]
         if spans:  # (no second warpgroup: no warpgroup-1 stamps)
             print(f"  {label:36s} {summary(spans)}")
+
+
+def print_visits(probed, ev):
+    """The balanced schedule's visits (ring stamps in %globaltimer ns: -DFMHA_PROBE_GLOBAL_TIMER=1; else SM
+    cycles): each visit's epilogue, its Q's load, and the stream's stop from one visit's last V tile to the next
+    one's first K tile."""
+    visits, phases = Counter(), {}
+    for c in probed:
+        starts = [t for t in range(len(c)) if c[t][ev["visit_q_landed"]]]  # (the last: no visit left)
+        visits[len(starts) - 1] += 1
+        for n, t in enumerate(starts):
+            s, spans = c[t], []
+            spans.append(("epilogue", s[ev["visit_epilogue"]], s[ev["visit_end"]]))
+            spans.append(("Q load issued -> landed", s[ev["visit_q_issued"]], s[ev["visit_q_landed"]]))
+            spans.append(("Q landed -> first K in", s[ev["visit_q_landed"]], s[ev["k_full"]]))
+            if n > 0 and t > 0:
+                spans.append(("last V in -> epilogue", c[t - 1][ev["v_full"]], c[starts[n - 1]][ev["visit_epilogue"]]))
+                spans.append(("epilogue end -> Q load issued", c[starts[n - 1]][ev["visit_end"]], s[ev["visit_q_issued"]]))
+                spans.append(("last V in -> next first K in", c[t - 1][ev["v_full"]], s[ev["k_full"]]))
+            for label, a, b in spans:
+                if a and b:
+                    phases.setdefault(label, []).append(b - a)
+    if not phases:
+        return
+    print(f"-- balanced visits (consumer thread 0): visits a CTA {dict(sorted(visits.items()))} (count: CTAs)")
+    for label, spans in phases.items():
+        print(f"  {label:36s} {summary(spans)}")
 
 
 def print_timeline(rows):

@@ -45,6 +45,9 @@ enum ProbeEvent : int {
   kProbeKFullWait, kProbeKFull, kProbeVFullWait, kProbeVFull,
   kProbeLoopIssued, kProbeQkLanded, kProbeQkLandedWg1, kProbeExchanged, kProbeSoftmaxDone, kProbePvLanded,
   kProbeOperandsReady,
+  // The balanced schedule's visits, filed under the ring position of the visit's first tile: its Q load issued
+  // (the producer, past q_empty), its Q landed, its epilogue begun and ended (consumer thread 0; 64-key seesaw).
+  kProbeVisitQIssued, kProbeVisitQLanded, kProbeVisitEpilogue, kProbeVisitEnd,
   kProbeEvents
 };
 enum ProbeTimeline : int { kTimelineEntry = 0, kTimelineGridDep, kTimelineFirstK, kTimelineLastV, kTimelineEnd, kTimelineSmId,

@@ -158,9 +158,9 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   auto wait_half = [&](int it, int h) {
     const int r = pos0 + it;  // its ring position
     if (h == 0)
-      wait_full_stage(&ss.full_k[r & 1], static_cast<uint32_t>(r >> 1) & 1u, it, kProbeKFullWait, ctid, gathered);
+      wait_full_stage(&ss.full_k[r & 1], static_cast<uint32_t>(r >> 1) & 1u, r, kProbeKFullWait, ctid, gathered);
     else
-      wait_full_stage(&ss.full_v[r & 1], static_cast<uint32_t>(r >> 1) & 1u, it, kProbeVFullWait, ctid, gathered);
+      wait_full_stage(&ss.full_v[r & 1], static_cast<uint32_t>(r >> 1) & 1u, r, kProbeVFullWait, ctid, gathered);
   };
   // S = Q K^T of tile it over the stage's first half (kSecond = false: steps [0, kHalfSteps), once that half
   // landed) or its second half (the rest, once it landed; the last steps take Q from registers). No commit.
@@ -292,7 +292,9 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   if (ctid == 0) probe_timeline(kTimelineLoopDone);  // (each warpgroup's loop end: what its epilogue takes)
   if (ctid == 128) probe_timeline(kTimelineLoopDoneWg1);
   if constexpr (kBalanced) {
+    if (ctid == 0) probe_stamp(pos0, kProbeVisitEpilogue);
     store_output_visit<Tr, kBf16>(p, acc, st, *vis, row0, wg, tid_wg);
+    if (ctid == 0) probe_stamp(pos0, kProbeVisitEnd);
     if (vis->piece == 0 && row0 == 0 && ctid == 0) {  // the unit's descriptor (combine_balanced_kernel), once
       int4* desc = reinterpret_cast<int4*>(p.balanced_desc) + vis->unit;
       *desc = make_int4(vis->pieces, vis->first_cta, vis->first_mid, 0);

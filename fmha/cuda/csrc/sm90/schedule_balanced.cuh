@@ -269,6 +269,7 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
       const int stage = it % Tr::kStages;
       const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
       constexpr int kHalf = Tr::kHalfBoxes;  // (kBoxes but with kRingHalves)
+      probe_stamp(it, kProbeKEmptyWait);
       ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);
       ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes / Tr::kBoxes * kHalf);
       if constexpr (kPaged)
@@ -277,7 +278,9 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
       else
         load_kv_tile<Tr, 0, kHalf>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, vis.kvh, vis.b,
                                    p.k_head_major, policy);
+      probe_stamp(it, kProbeKIssued);
       if constexpr (Tr::kRingHalves) {  // the stage's second half, on its own barriers
+        probe_stamp(it, kProbeVEmptyWait);
         ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
         ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes / Tr::kBoxes * (Tr::kBoxes - kHalf));
         if constexpr (kPaged)
@@ -286,14 +289,17 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
         else
           load_kv_tile<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], tile * Tr::kBlockN, vis.kvh,
                                               vis.b, p.k_head_major, policy);
+        probe_stamp(it, kProbeVIssued);
       }
       if (kPaged && tile + 1 < vis.tile_end) pages.lookup(p, vis.b, (tile + 1) * Tr::kBlockN);
       ++it;
     };
     // The first tile goes into the ring while the consumers finish the last visit; the Q boxes wait for them.
     int tile = vis.tile_begin;
+    const int first_pos = it;
     issue(tile++);
     if (v > 0) ptx::mbarrier_wait_parity(&ss.q_empty, static_cast<uint32_t>(v - 1) & 1u);
+    probe_stamp(first_pos, kProbeVisitQIssued);
     if constexpr (Tr::kSeesaw64) ss.visit = vis;  // (released by the arrive of Q's load)
     load_q_boxes_tma<Tr>(ss, tmap_q, p, vis.b, vis.kvh, row0);
     for (; tile < vis.tile_end; ++tile) issue(tile);
@@ -381,6 +387,7 @@ __device__ void consumer_balanced_seesaw64(SharedStorage<Tr>& ss, const DecodePa
 #pragma unroll 1
   for (int v = 0;; ++v) {
     ptx::mbarrier_wait_parity(&ss.q_full, static_cast<uint32_t>(v) & 1u);
+    if (threadIdx.x == 0) probe_stamp(pos, kProbeVisitQLanded);
     if (ss.visit.unit < 0) break;
     TileRange tr;
     tr.L = min(max(__ldg(p.seqlens + ss.visit.b), 0), p.S);
@@ -444,6 +451,8 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
   const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;  // (as decode_kernel)
   SharedStorage<Tr>& ss = *reinterpret_cast<SharedStorage<Tr>*>(smem_raw + pad);
   if (threadIdx.x == 0) {
+    probe_timeline(kTimelineEntry);
+    probe_timeline(kTimelineSmId);
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {  // halves: each freed by the four warps whose P V reads it
       ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
@@ -462,6 +471,7 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
     ptx::griddep_wait();
     ptx::griddep_launch_dependents();
   }
+  if (threadIdx.x == 0) probe_timeline(kTimelineGridDep);
   __syncthreads();
   balanced_prefix<Tr, BalancedSumsInRing<Tr>>(ss, p);
   // The sums' generic stores before the ring's first TMA writes over them (the producer's, after this barrier).
@@ -481,6 +491,7 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
   }
   if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_inc<Tr::kConsumerRegs>();
   consumer_balanced_seesaw64<Tr, kBf16>(ss, p, row0);
+  if (threadIdx.x == 0) probe_timeline(kTimelineEnd);
 }
 
 // The balanced grid's entry (the host launches it where DecodeParams::balanced holds). The narrow loop:
