@@ -13,7 +13,8 @@ launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-ro
 (the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
 gather (13; its two or four warps), unsplit, split and with more CTAs than SMs, and page ids out of the pool's range (clamped: no access outside it); the shared
 latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw forced unsplit, at
-two splits and at four on more clusters than fit; the balanced schedule forced on mixed lengths) and attention
+two splits and at four on more clusters than fit; the balanced schedule forced on mixed lengths, for the narrow
+loop and the 64-key seesaw) and attention
 sinks."""
 import sys, torch
 import os
@@ -154,16 +155,20 @@ if wanted("latent"):
                 torch.cuda.synchronize()
                 print("ran latent_seesaw64", Dqk, num_splits, B, T, Hq, Hkv, "nan" if torch.isnan(out).any() else "ok",
                       flush=True)
-    # The balanced schedule (the latent narrow loop forced unsplit): mixed lengths with empty sequences, one long
-    # sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged by TMA boxes, a batch padded with empty
-    # sequences; sinks, NaN past every length.
+    # The balanced schedule (the latent narrow loop, and the 64-key seesaw with several visits a CTA, forced):
+    # mixed lengths with empty sequences, one long sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged
+    # by TMA boxes, a batch padded with empty sequences; sinks, NaN past every length.
     os.environ["FMHA_CUDA_SCHEDULE"] = "balanced"
+    narrow, seesaw = Config.LATENT_NARROW, Config.LATENT_SEESAW64
     for Dqk in (576, 512):
-        for (T, Hq, Hkv, sl, page_size, splits) in ((1, 16, 1, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], None, 1),
-                                                    (2, 16, 1, [4000] + [64] * 15, 64, 1),
-                                                    (3, 28, 4, [129, 0, 700, 1, 2500], None, 3),
-                                                    (1, 16, 1, [700] * 6 + [0] * 10, 64, 1)):
-            b.launch_plan = lambda p, index, n=splits: (Config.LATENT_NARROW, n)
+        for (T, Hq, Hkv, sl, page_size, splits, config) in (
+                (1, 16, 1, [1000, 0, 1, 3000, 64, 65, 7, 2048, 0, 129], None, 1, narrow),
+                (2, 16, 1, [4000] + [64] * 15, 64, 1, narrow),
+                (3, 28, 4, [129, 0, 700, 1, 2500], None, 3, narrow),
+                (1, 16, 1, [700] * 6 + [0] * 10, 64, 1, narrow),
+                (1, 128, 1, [1000, 0, 1, 3000, 65, 129], None, 1, seesaw),
+                (2, 64, 1, [4000] + [64] * 7, 64, 1, seesaw)):
+            b.launch_plan = lambda p, index, c=config, n=splits: (c, n)
             b._launches = {}
             q, kv, _, cs = make_inputs(len(sl), T, Hq, Hkv, max(sl), Dqk, device="cuda", seqlens=sl)
             kv = nan_past(kv, cs)
@@ -174,7 +179,7 @@ if wanted("latent"):
             out, lse = fmha.attention(q, kv, kv[..., :512], cs, block_table=bt, backend="cuda", return_lse=True,
                                       sinks=torch.linspace(-20, 20, Hq, device="cuda"))
             torch.cuda.synchronize()
-            print("ran balanced", Dqk, T, Hq, Hkv, page_size, splits,
+            print("ran balanced", config.name.lower(), Dqk, T, Hq, Hkv, page_size, splits,
                   "balanced" if "balanced schedule" in launch else launch,
                   "nan" if torch.isnan(out).any() else "ok", flush=True)
     del os.environ["FMHA_CUDA_SCHEDULE"]
