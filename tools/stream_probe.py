@@ -230,8 +230,8 @@ def print_loop_phases(probed, ev):
 
 def print_visits(probed, ev):
     """The balanced schedule's visits (ring stamps in %globaltimer ns: -DFMHA_PROBE_GLOBAL_TIMER=1; else SM
-    cycles): each visit's epilogue, its Q's load, and the stream's stop from one visit's last V tile to the next
-    one's first K tile."""
+    cycles): each visit's epilogue, its Q's load, and the stream's stop from one visit's last tile to the next
+    one's first."""
     visits, phases = Counter(), {}
     for c in probed:
         starts = [t for t in range(len(c)) if c[t][ev["visit_q_landed"]]]  # (the last: no visit left)
@@ -241,10 +241,11 @@ def print_visits(probed, ev):
             spans.append(("epilogue", s[ev["visit_epilogue"]], s[ev["visit_end"]]))
             spans.append(("Q load issued -> landed", s[ev["visit_q_issued"]], s[ev["visit_q_landed"]]))
             spans.append(("Q landed -> first K in", s[ev["visit_q_landed"]], s[ev["k_full"]]))
-            if n > 0 and t > 0:
-                spans.append(("last V in -> epilogue", c[t - 1][ev["v_full"]], c[starts[n - 1]][ev["visit_epilogue"]]))
+            if n > 0 and t > 0:  # (thread 0 waits for the first half of every tile, K's columns)
+                last = c[t - 1][ev["k_full"]]
+                spans.append(("last tile in -> epilogue", last, c[starts[n - 1]][ev["visit_epilogue"]]))
                 spans.append(("epilogue end -> Q load issued", c[starts[n - 1]][ev["visit_end"]], s[ev["visit_q_issued"]]))
-                spans.append(("last V in -> next first K in", c[t - 1][ev["v_full"]], s[ev["k_full"]]))
+                spans.append(("last tile in -> next first K in", last, s[ev["k_full"]]))
             for label, a, b in spans:
                 if a and b:
                     phases.setdefault(label, []).append(b - a)
