@@ -25,8 +25,8 @@ the epilogue): start-up, stream and tail over the grid, which SMs stream fastest
 stream over the call, the probed CTAs' K/V bytes landed per 2 us (GB/s; only where every tile of a CTA is
 stamped) and the stream time per KV head, and where SMs run CTAs in turn, the time each SM's stream stops between
 one CTA's last V tile and the next one's first K tile; under --schedule balanced (the 64-key seesaw), each visit's
-epilogue and Q load and the stream's stop between one visit's last V tile and the next one's first K tile. --repeat N reads the last of N calls back to back (the suite's
-regime); --flags adds nvcc flags and plan tokens (tools/_cuda.py), among them the probe's own:
+epilogue and Q load and the stream's stop between one visit's last tile and the next one's first. --repeat N reads
+the last of N calls back to back (the suite's regime); --flags adds nvcc flags and plan tokens (tools/_cuda.py), among them the probe's own:
 -DFMHA_PROBE_RING_TILES=N stamps N ring positions instead of 64, -DFMHA_PROBE_GLOBAL_TIMER=1 stamps them in
 %globaltimer ns (comparable across CTAs; the "cycles" figures are then ns).
 """
