@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 
 from .backends import registry
-from .dispatch import Decision, backend_env, check_backend_name, decide, decision_memo
+from .dispatch import BACKEND_ENV, Decision, backend_env, check_backend_name, decide, decision_memo, why_not
 from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, check_bool,
                       check_out_disjoint, check_softcap, check_softmax_scale, check_window, metadata_key, validate,
                       validate_cached)
@@ -234,7 +234,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
     causal mask is top-left aligned; for decode use fmha.attention(causal=True), bottom-right
     aligned), and what fmha.attention refuses: dtypes other than bfloat16 / float16, a last
     dimension that is not contiguous (stride 1), head dims outside fmha's, a scale outside
-    [1e-37, 1e38] (finite and positive), and inputs that require grad under grad mode.
+    [1e-37, 1e38] (finite and positive), inputs that require grad under grad mode, and a backend named (by
+    `backend` or FMHA_BACKEND) that cannot serve the call here, also when it is empty.
     """
     for name, t in (("query", query), ("key", key), ("value", value)):
         if not isinstance(t, torch.Tensor):
@@ -289,6 +290,7 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
             check_softmax_scale(scale, E)
             _check_inference_only(query, key, value)
             check_backend_name(backend)
+            _refuse_named_backend_that_cannot_serve(backend, query, value)
             return result.zero_()
         attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
                   softmax_scale=scale, causal=is_causal, backend=backend, out=result.transpose(1, 2))
@@ -302,6 +304,25 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
                     "value)")
         raise type(e)(msg) from None
     return result
+
+
+def _refuse_named_backend_that_cannot_serve(backend, query, value):
+    """An empty sdpa call (nothing to attend to: no Problem to plan) whose backend is named, by `backend` or
+    FMHA_BACKEND, is refused as a call with data would be where that backend cannot serve its dtype, head dims
+    and device here: the backend's reason for a one-token stand-in of the same."""
+    name = backend
+    if name == "auto":
+        name = backend_env()
+        if name in ("", "auto"):
+            return
+        check_backend_name(name, origin=f"environment variable {BACKEND_ENV}")
+    E, Ev = query.shape[3], value.shape[3]
+    one = dict(dtype=query.dtype, device=query.device)
+    p = validate(torch.zeros(1, 1, 1, E, **one), torch.zeros(1, 1, 1, E, **one), torch.zeros(1, 1, 1, Ev, **one))
+    why = why_not(name, p)
+    if why is not None:
+        raise NotImplementedError(f"backend {name!r} cannot serve this call ({query.dtype}, head dims ({E}, {Ev}), "
+                                  f"tensors on {query.device}): {why}")
 
 
 _MENTIONS_SHAPES = re.compile(r"shape|stride|\[\d+, \d")  # (a list of sizes, not a range such as [1e-37, 1e+38])

@@ -60,6 +60,22 @@ def test_sdpa_of_empty_inputs_is_what_torch_returns(q_shape, kv_shape):
         fmha.sdpa(q.new_zeros(*q_shape[:3], 96), k.new_zeros(*kv_shape[:3], 96), k.new_zeros(*kv_shape[:3], 96))
 
 
+def test_sdpa_of_empty_inputs_refuses_a_named_backend_that_cannot_serve(monkeypatch):
+    """As a call with data would be: the CUDA kernel never serves CPU tensors, on any machine."""
+    q = torch.randn(1, 2, 1, 64, dtype=torch.bfloat16)
+    k = q.new_zeros(1, 2, 0, 64)
+    refused = r"^backend 'cuda' cannot serve this call \(torch.bfloat16, head dims \(64, 64\), tensors on cpu\): "
+    with pytest.raises(NotImplementedError, match=refused):
+        fmha.sdpa(q, k, k, backend="cuda")
+    monkeypatch.setenv("FMHA_BACKEND", "cuda")
+    with pytest.raises(NotImplementedError, match=refused):
+        fmha.sdpa(q, k, k)
+    assert torch.equal(fmha.sdpa(q, k, k, backend="reference"), q.new_zeros(1, 2, 1, 64))  # (named: wins over the env)
+    monkeypatch.setenv("FMHA_BACKEND", "bogus")
+    with pytest.raises(ValueError, match=r"environment variable FMHA_BACKEND: unknown backend 'bogus'"):
+        fmha.sdpa(q, k, k)
+
+
 def test_explain_names_choice_and_reasons():
     q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
     d = fmha.explain(q, k, v)
