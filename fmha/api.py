@@ -309,7 +309,8 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
 def _refuse_named_backend_that_cannot_serve(backend, query, value):
     """An empty sdpa call (nothing to attend to: no Problem to plan) whose backend is named, by `backend` or
     FMHA_BACKEND, is refused as a call with data would be where that backend cannot serve its dtype, head dims
-    and device here: the backend's reason for a one-token stand-in of the same."""
+    and device here: the backend's reason for a one-token stand-in of the same, whose V is K's leading columns (an
+    empty V's memory cannot tell whether it is a view of K's, and a shared latent is what 576 / 512 needs)."""
     name = backend
     if name == "auto":
         name = backend_env()
@@ -317,8 +318,8 @@ def _refuse_named_backend_that_cannot_serve(backend, query, value):
             return
         check_backend_name(name, origin=f"environment variable {BACKEND_ENV}")
     E, Ev = query.shape[3], value.shape[3]
-    one = dict(dtype=query.dtype, device=query.device)
-    p = validate(torch.zeros(1, 1, 1, E, **one), torch.zeros(1, 1, 1, E, **one), torch.zeros(1, 1, 1, Ev, **one))
+    k = torch.empty(1, 1, 1, E, dtype=query.dtype, device=query.device)
+    p = validate(torch.empty_like(k), k, k[..., :Ev])
     why = why_not(name, p)
     if why is not None:
         raise NotImplementedError(f"backend {name!r} cannot serve this call ({query.dtype}, head dims ({E}, {Ev}), "

@@ -74,6 +74,15 @@ def test_sdpa_of_empty_inputs_refuses_a_named_backend_that_cannot_serve(monkeypa
     monkeypatch.setenv("FMHA_BACKEND", "bogus")
     with pytest.raises(ValueError, match=r"environment variable FMHA_BACKEND: unknown backend 'bogus'"):
         fmha.sdpa(q, k, k)
+    # The stand-in the backend is asked about reads V in K's memory, which 576 / 512 needs on the CUDA kernel.
+    import fmha.api as api
+    asked = []
+    monkeypatch.setattr(api, "why_not", lambda name, p: asked.append((name, p)))
+    monkeypatch.delenv("FMHA_BACKEND")
+    q576, k576 = q.new_zeros(1, 2, 1, 576), q.new_zeros(1, 2, 0, 576)
+    assert fmha.sdpa(q576, k576, k576[..., :512], backend="cuda").shape == (1, 2, 1, 512)
+    (name, p), = asked
+    assert name == "cuda" and (p.head_dim, p.head_dim_v) == (576, 512) and p.kv_shared
 
 
 def test_explain_names_choice_and_reasons():
