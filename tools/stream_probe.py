@@ -176,7 +176,9 @@ def main():
     print_visits(probed, ev)
     print_timeline([t for t in timelines if t[TIMELINE.index("end")] != 0])
     tiles_per_cta = -(-p.seqlen_k // (lib.fmha_config_tile_n(p.head_dim, config) * splits))
-    if tiles_per_cta <= len(stamps[0]):
+    if a.schedule == "balanced":  # (a CTA streams its share's tiles, not S / tile_n)
+        print("  (no bandwidth profile under the balanced schedule)")
+    elif tiles_per_cta <= len(stamps[0]):
         print_bandwidth_profile(stamps, timelines, ev, tile_bytes(lib, config, p.head_dim))
     else:  # the later tiles are not stamped: the linear map onto the timeline would be wrong
         print(f"  (no bandwidth profile: {tiles_per_cta} tiles a CTA, the probe stamps {len(stamps[0])})")
@@ -252,6 +254,9 @@ def print_visits(probed, ev):
     if not phases:
         return
     print(f"-- balanced visits (consumer thread 0): visits a CTA {dict(sorted(visits.items()))} (count: CTAs)")
+    if any(any(c[-1]) for c in probed):  # (a CTA's stamps reach the last probed position: later ones are lost)
+        print(f"  (stamps reach ring position {len(probed[0]) - 1}: later visits are not counted; raise "
+              "-DFMHA_PROBE_RING_TILES)")
     for label, spans in phases.items():
         print(f"  {label:36s} {summary(spans)}")
 

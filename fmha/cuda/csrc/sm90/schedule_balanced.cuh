@@ -262,6 +262,10 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
   BalancedVisit vis;
   int it = 0;  // ring position
   int v = 0;   // visits (each loads its Q)
+  // The probe's stamps by ring position, as the seesaw's consumers file theirs (the narrow loop's by visit tile).
+  auto stamp = [](int pos, int event) {
+    if constexpr (Tr::kSeesaw64) probe_stamp(pos, event);
+  };
   while (walk.next(ss, p, vis)) {
     PagedTile<Tr> pages;
     if (kPaged) pages.lookup(p, vis.b, vis.tile_begin * Tr::kBlockN);
@@ -269,7 +273,7 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
       const int stage = it % Tr::kStages;
       const uint32_t phase = static_cast<uint32_t>(it / Tr::kStages) & 1u;
       constexpr int kHalf = Tr::kHalfBoxes;  // (kBoxes but with kRingHalves)
-      probe_stamp(it, kProbeKEmptyWait);
+      stamp(it, kProbeKEmptyWait);
       ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);
       ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes / Tr::kBoxes * kHalf);
       if constexpr (kPaged)
@@ -278,9 +282,7 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
       else
         load_kv_tile<Tr, 0, kHalf>(ss.k[stage], tmap_k, &ss.full_k[stage], tile * Tr::kBlockN, vis.kvh, vis.b,
                                    p.k_head_major, policy);
-      probe_stamp(it, kProbeKIssued);
       if constexpr (Tr::kRingHalves) {  // the stage's second half, on its own barriers
-        probe_stamp(it, kProbeVEmptyWait);
         ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
         ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes / Tr::kBoxes * (Tr::kBoxes - kHalf));
         if constexpr (kPaged)
@@ -289,8 +291,8 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
         else
           load_kv_tile<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], tile * Tr::kBlockN, vis.kvh,
                                               vis.b, p.k_head_major, policy);
-        probe_stamp(it, kProbeVIssued);
       }
+      stamp(it, kProbeKIssued);  // (both halves, as producer_loop)
       if (kPaged && tile + 1 < vis.tile_end) pages.lookup(p, vis.b, (tile + 1) * Tr::kBlockN);
       ++it;
     };
@@ -299,7 +301,7 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
     const int first_pos = it;
     issue(tile++);
     if (v > 0) ptx::mbarrier_wait_parity(&ss.q_empty, static_cast<uint32_t>(v - 1) & 1u);
-    probe_stamp(first_pos, kProbeVisitQIssued);
+    stamp(first_pos, kProbeVisitQIssued);
     if constexpr (Tr::kSeesaw64) ss.visit = vis;  // (released by the arrive of Q's load)
     load_q_boxes_tma<Tr>(ss, tmap_q, p, vis.b, vis.kvh, row0);
     for (; tile < vis.tile_end; ++tile) issue(tile);
