@@ -26,7 +26,8 @@ stream over the call, the probed CTAs' K/V bytes landed per 2 us (GB/s; only whe
 stamped) and the stream time per KV head, and where SMs run CTAs in turn, the time each SM's stream stops between
 one CTA's last V tile and the next one's first K tile; under --schedule balanced (the 64-key seesaw), each visit's
 epilogue and Q load and the stream's stop between one visit's last tile and the next one's first. --repeat N reads
-the last of N calls back to back (the suite's regime); --flags adds nvcc flags and plan tokens (tools/_cuda.py), among them the probe's own:
+the last of N calls back to back (the suite's regime); --flags adds nvcc flags and plan tokens (tools/_cuda.py),
+among them the probe's own:
 -DFMHA_PROBE_RING_TILES=N stamps N ring positions instead of 64, -DFMHA_PROBE_GLOBAL_TIMER=1 stamps them in
 %globaltimer ns (comparable across CTAs; the "cycles" figures are then ns).
 """
@@ -246,7 +247,8 @@ def print_visits(probed, ev):
             if n > 0 and t > 0:  # (thread 0 waits for the first half of every tile, K's columns)
                 last = c[t - 1][ev["k_full"]]
                 spans.append(("last tile in -> epilogue", last, c[starts[n - 1]][ev["visit_epilogue"]]))
-                spans.append(("epilogue end -> Q load issued", c[starts[n - 1]][ev["visit_end"]], s[ev["visit_q_issued"]]))
+                spans.append(("epilogue end -> Q load issued", c[starts[n - 1]][ev["visit_end"]],
+                              s[ev["visit_q_issued"]]))
                 spans.append(("last tile in -> next first K in", last, s[ev["k_full"]]))
             for label, a, b in spans:
                 if a and b:
