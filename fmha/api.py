@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 
 from .backends import registry
-from .dispatch import BACKEND_ENV, Decision, backend_env, check_backend_name, decide, decision_memo, why_not
+from .dispatch import Decision, backend_env, decide, decision_memo, requested_backend, why_not
 from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, check_bool,
                       check_out_disjoint, check_softcap, check_softmax_scale, check_window, metadata_key, validate,
                       validate_cached)
@@ -289,7 +289,6 @@ def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scal
                                      "must share a device")
             check_softmax_scale(scale, E)
             _check_inference_only(query, key, value)
-            check_backend_name(backend)
             _refuse_named_backend_that_cannot_serve(backend, query, value)
             return result.zero_()
         attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), None,
@@ -311,12 +310,9 @@ def _refuse_named_backend_that_cannot_serve(backend, query, value):
     FMHA_BACKEND, is refused as a call with data would be where that backend cannot serve its dtype, head dims
     and device here: the backend's reason for a one-token stand-in of the same, whose V is K's leading columns (an
     empty V's memory cannot tell whether it is a view of K's, and a shared latent is what 576 / 512 needs)."""
-    name = backend
+    name, _ = requested_backend(backend)
     if name == "auto":
-        name = backend_env()
-        if name in ("", "auto"):
-            return
-        check_backend_name(name, origin=f"environment variable {BACKEND_ENV}")
+        return
     E, Ev = query.shape[3], value.shape[3]
     k = torch.empty(1, 1, 1, E, dtype=query.dtype, device=query.device)
     p = validate(torch.empty_like(k), k, k[..., :Ev])

@@ -87,14 +87,20 @@ def decide(p: Problem, backend: str = "auto") -> Decision:
     return d
 
 
-def _decide(p: Problem, backend: str) -> Decision:
+def requested_backend(backend: str) -> tuple:
+    """(name, source): the backend a call asks for, "auto" where none is named, and who named it: "explicit" (the
+    backend= argument, or auto) or "env" (FMHA_BACKEND, read when backend is auto). Unknown names are refused."""
     check_backend_name(backend)
-    source = "explicit"
     if backend == "auto":
         env = backend_env()
         if env and env != "auto":
             check_backend_name(env, origin=f"environment variable {BACKEND_ENV}")
-            backend, source = env, "env"
+            return env, "env"
+    return backend, "explicit"
+
+
+def _decide(p: Problem, backend: str) -> Decision:
+    backend, source = requested_backend(backend)
     considered = tuple((name, why_not(name, p)) for name in registry())
     if backend != "auto":
         why = dict(considered)[backend]
