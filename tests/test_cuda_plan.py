@@ -626,10 +626,12 @@ def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, e
     (160, 128, None, False),
     (64, 64, "static", False),
     (64, 28, "balanced", False),   # 28 heads: no Q box, static (fmha_balanced_deals)
+    (1, 128, "balanced", True),    # T = 511: 65408 packed rows ...
+    (2, 128, "balanced", False),   # ... T = 512: 65536, past its combine's grid (BALANCED_MAX_ROWS): static
 ))
 def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, Hq, env, balanced):
     """The 64-key seesaw takes the balanced schedule where FMHA_CUDA_SCHEDULE=balanced asks for it, or by default
-    where its grid is just past one wave, and the launch deals the tiles."""
+    where its grid is just past one wave, and the launch deals the tiles; never past BALANCED_MAX_ROWS rows."""
     import dataclasses
 
     if env is None:
@@ -638,7 +640,8 @@ def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, Hq, env,
         monkeypatch.setenv(cb.SCHEDULE_ENV, env)
     b = _latent_narrow_backend(monkeypatch)
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.LATENT_SEESAW64, 1))
-    p = dataclasses.replace(problem(B, 1, Hq, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
+    T = 1 if B > 2 else 510 + B
+    p = dataclasses.replace(problem(B, T, Hq, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
                             has_cache_seqlens=True)
     assert b._launch_constants(p)[-1] == balanced
     assert ("balanced schedule" in b.launch_details(p)) == balanced

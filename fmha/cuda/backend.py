@@ -146,6 +146,7 @@ LATENT_NARROW32_MIN_FILL = 0.875
 PAST_WAVE_SPLITS = 3  # two or four were no faster
 PAST_WAVE_MAX_FILL = 1.3  # past this many waves of CTAs, the waves a split adds outweigh what it takes off each
 PAST_WAVE_MIN_TILES = 64  # shorter CTAs save less than the merge costs
+BALANCED_MAX_ROWS = 65535  # packed rows (T x G) of a balanced launch: its combine's grid.y (kBalancedMaxRows)
 
 
 # Which schedule latent narrow and 64-key seesaw launches with cache lengths take: "static" (each sequence and KV
@@ -170,8 +171,9 @@ def balanced_schedule(p: Problem, config, arch: int, sms: int, num_splits: int) 
     """Whether the launch asks for the balanced schedule (fmha_capi.h): for the latent narrow loop or 64-key seesaw
     with cache lengths to deal the tiles by, over the plan's CTAs, split or not, where SCHEDULE_ENV says balanced,
     or auto and the unsplit grid has more CTAs than the `sms` SMs (the narrow loop: splits included; the seesaw: up
-    to PAST_WAVE_MAX_FILL waves) (docs/deepseek.md)."""
-    if not (arch == 90 and config in (Config.LATENT_NARROW, Config.LATENT_SEESAW64) and p.has_cache_seqlens):
+    to PAST_WAVE_MAX_FILL waves) (docs/deepseek.md); never past BALANCED_MAX_ROWS packed rows."""
+    if not (arch == 90 and config in (Config.LATENT_NARROW, Config.LATENT_SEESAW64) and p.has_cache_seqlens
+            and p.seqlen_q * p.group_size <= BALANCED_MAX_ROWS):
         return False
     schedule = schedule_env()
     if config == Config.LATENT_SEESAW64:  # (slower than static on equal lengths past 1.3 waves and within one)

@@ -122,7 +122,7 @@ bool Instance<D, kBf16, kConfig>::pairs_row_blocks(int num_splits, long long row
 
 // The balanced schedule (schedule_balanced.cuh) deals the tiles by cache length: it needs the lengths, Q by TMA
 // (each visit's Q), the TMA ring, at most kBalancedMaxB sequences and every position (tiles and visits) below
-// 2^31; else the launch runs one CTA a unit.
+// 2^31; else (or past kBalancedMaxRows rows, which the launch checks) the launch runs one CTA a unit.
 template <int D, bool kBf16, int kConfig>
 bool Instance<D, kBf16, kConfig>::deals_tiles(int B, int Hkv, int S, long long ctas, bool has_seqlens, bool q_tma,
                                               bool gather) {
@@ -158,7 +158,8 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
     lp.q_tma = q_box_tma(p.G) && encode_q_map(&tmap_v, p.q, kBf16 ? 1 : 0, p.B, p.T, p.Hq, D, p.G, p.q_b, p.q_t,
                                               p.q_h, Tr::kQTmaRows);
 
-  lp.balanced = p.balanced && deals_tiles(p.B, p.Hkv, p.S, ctas, p.seqlens != nullptr, lp.q_tma, gather);
+  lp.balanced = p.balanced && p.rows <= kBalancedMaxRows &&
+                deals_tiles(p.B, p.Hkv, p.S, ctas, p.seqlens != nullptr, lp.q_tma, gather);
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
   static_assert(smem <= kSmemPerCta, "decode kernel shared memory exceeds the sm_90 limit");

@@ -56,6 +56,8 @@ namespace sm90 {
 
 // Sequences a balanced launch may hold: their running weight sums live in the free rows of the Q boxes.
 constexpr int kBalancedMaxB = 4096;
+// Packed query rows (T x G) a balanced launch may hold: its combine kernel's grid has a row (or a few) a CTA in y.
+constexpr int kBalancedMaxRows = 65535;
 
 // The running sums: entry i (0 <= i <= B) = weight of sequences 0 .. i - 1 (a unit's weight:
 // balanced_seq_weight), in rows kNarrowRows .. 63 of Q boxes
