@@ -171,6 +171,13 @@ def test_flags_that_do_not_split_are_a_build_error_naming_the_variable(monkeypat
         loader.user_flags()
 
 
+def test_flags_that_do_not_split_are_a_reason_not_an_error_where_nvcc_is_missing(monkeypatch):
+    """Without nvcc the prebuilt library's cache key reads the flags: buildable names them instead of raising."""
+    monkeypatch.setenv("FMHA_NVCC_FLAGS", '-DX="1')
+    monkeypatch.setattr(loader, "find_nvcc", lambda: None)
+    assert "FMHA_NVCC_FLAGS='-DX=\"1' does not split into flags" in loader.buildable("sm_90a")
+
+
 def test_the_cache_key_follows_the_build_not_its_spelling(monkeypatch):
     """Every spelling of an arch names one library; nvcc's own flag variables and the flags' split change it."""
     for var in ("FMHA_NVCC_FLAGS", *loader.NVCC_ENV):

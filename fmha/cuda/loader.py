@@ -546,12 +546,10 @@ def load_probe(mode: str = "timestamps", arch: str = DEFAULT_ARCH, extra_flags: 
 
 def buildable(arch: str = DEFAULT_ARCH) -> Optional[str]:
     """None when `load` can succeed without surprises (nvcc present or a prebuilt library), else why not."""
-    try:
-        if find_nvcc() is not None:
+    try:  # (either may raise on bad settings: FMHA_NVCC, FMHA_NVCC_FLAGS, which key the prebuilt library)
+        if find_nvcc() is not None or prebuilt_library(arch) is not None:
             return None
     except CudaBuildError as e:
         return str(e).removeprefix("fmha: ")
-    if prebuilt_library(arch) is not None:
-        return None
     return (f"{nvcc_not_found().removeprefix('fmha: ')}, and no prebuilt library in {cache_dir()}; run "
             f"`python -m fmha.cuda.build --arch {check_arch(arch)}` where nvcc exists")
