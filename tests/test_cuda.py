@@ -185,6 +185,16 @@ def test_head_pairs_refused(monkeypatch):
         fmha.attention(q, k, v, backend="cuda")
 
 
+@pytest.mark.parametrize("D,Hkv", ((64, 2), (128, 2), (512, 1)))
+def test_caches_stored_token_major_across_the_batch(D, Hkv):
+    """Caches stored [S, B, Hkv, D] and read as [B, S, Hkv, D], so that the batch stride is below the token
+    stride (the K/V tensor maps' outer dimensions out of order): right, at awkward lengths."""
+    q, k, v, sl = make_inputs(3, 3, 8 * Hkv, Hkv, 300, D, device=DEV, seqlens=[300, 129, 7], seed=D)
+    k_t, v_t = (t.transpose(0, 1).contiguous().transpose(0, 1) for t in (k, v))
+    assert k_t.stride(0) < k_t.stride(1)
+    check_backend("cuda", q, k_t, v_t, sl, causal=True, what=f"token-major storage D={D}")
+
+
 @pytest.mark.parametrize("num_splits", (1, 2, 3))
 def test_deep_64_rows(num_splits, monkeypatch):
     """64 packed rows on the deep instantiation (the T=16 plan): T=16 with 4 query heads per KV head,
