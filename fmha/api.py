@@ -10,7 +10,8 @@ from typing import Optional
 import torch
 
 from .backends import registry
-from .dispatch import Decision, backend_env, decide, decision_memo, requested_backend, why_not
+from .dispatch import (Decision, backend_env, check_backend_name, decide, decision_memo, requested_backend,
+                       why_not)
 from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, check_bool,
                       check_out_disjoint, check_softcap, check_softmax_scale, check_window, metadata_key, validate,
                       validate_cached)
@@ -61,6 +62,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
         # on real tensors, still before any kernel is launched. (q and v_cache first: their shapes size out.)
         _check_tensor("q", q, "[B, T, Hq, D]")
         _check_tensor("v_cache", v_cache, "[B, S, Hkv, D_v] (a page pool with block_table)")
+        _check_op_argument_types(k_cache, cache_seqlens, block_table, sinks, cache_leftpad, out, softmax_scale,
+                                 backend)  # (else the op's schema refuses them, unnamed by fmha)
         check_bool("causal", causal)  # (the op takes a bool)
         window_left, window_right = check_window(window_size, causal)  # (the op takes two ints)
         softcap = check_softcap(softcap)  # (and a float)
@@ -156,6 +159,25 @@ def _ready_runner(p, backend):
                       RuntimeWarning, stacklevel=2)
         runner = registry()[again.backend]
     return runner
+
+
+def _check_op_argument_types(k_cache, cache_seqlens, block_table, sinks, cache_leftpad, out, softmax_scale,
+                             backend) -> None:
+    """The types the custom op's schema takes, refused by name while torch.compile traces (their values are checked
+    inside the op, as in an eager call)."""
+    _check_tensor("k_cache", k_cache, "[B, S, Hkv, D] (a page pool with block_table)")
+    for name, t, what in (("cache_seqlens", cache_seqlens, "an int32 tensor [B]"),
+                          ("block_table", block_table, "an int32 tensor [B, max_blocks_per_seq] of page ids"),
+                          ("sinks", sinks, "a contiguous float32 tensor [Hq]"),
+                          ("cache_leftpad", cache_leftpad, "an int32 tensor [B]"),
+                          ("out", out, "a tensor [B, T, Hq, D_v]")):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}: expected {what} or None, got {type(t).__name__}")
+    if softmax_scale is not None and (isinstance(softmax_scale, bool) or isinstance(softmax_scale, torch.Tensor)
+                                      or not isinstance(softmax_scale, (numbers.Real, torch.SymFloat))):
+        raise TypeError(f"softmax_scale: expected a real number (a Python float or int; a bool is not one) or None, "
+                        f"got {type(softmax_scale).__name__}")
+    check_backend_name(backend)
 
 
 def _check_inference_only(q, k_cache, v_cache, sinks=None, out=None, k=None, v=None, rotary_cos=None,

@@ -255,6 +255,27 @@ def test_torch_compile_refuses_what_eager_refuses():
         graded(q.clone().requires_grad_(), k, v)
 
 
+@pytest.mark.parametrize("kwargs,message", (
+    (dict(sinks=[0.0] * 8), r"sinks: expected a contiguous float32 tensor .*or None, got list"),
+    (dict(cache_seqlens=3), r"cache_seqlens: expected an int32 tensor .*or None, got int"),
+    (dict(block_table=[[0]]), r"block_table: expected an int32 tensor .* or None, got list"),
+    (dict(backend=None), r"backend: unknown backend None"),
+    (dict(softmax_scale="x"), r"softmax_scale: expected a real number .* got str"),
+    (dict(k_cache=[1]), r"k_cache: expected a torch.Tensor"),
+))
+def test_torch_compile_names_arguments_of_the_wrong_type(kwargs, message):
+    """Arguments the custom op's schema would refuse are refused by name while tracing, as in an eager call."""
+    q, k, v, _ = make_inputs(1, 1, 8, 2, 24, 64, device=DEVICE)
+    kwargs = {"backend": "reference", **kwargs}
+    k = kwargs.pop("k_cache", k)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda q, v: fmha.attention(q, k, v, **kwargs), fullgraph=True, backend="eager")
+    with pytest.raises(Exception, match=message):
+        compiled(q, v)
+    with pytest.raises((TypeError, ValueError), match=message):
+        fmha.attention(q, k, v, **kwargs)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="CUDA graphs need a GPU")
 @pytest.mark.parametrize("backend", GPU_BACKENDS + ["reference"])
