@@ -328,6 +328,17 @@ __device__ __forceinline__ void zero_v_tail(Ss& ss, int stage, int valid, int ct
   }
 }
 
+// Tile it's V rows past the sequence zeroed in its stage by kThreads threads (zero_v_tail), then fenced for the
+// MMA's reads; nothing where the tile is whole.
+template <class Tr, int kThreads, class Ss>
+__device__ __forceinline__ void clear_v_tail(Ss& ss, const TileRange& tr, int it, int stage, int tid) {
+  const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
+  if (valid < Tr::kBlockN) {
+    zero_v_tail<Tr, kThreads>(ss, stage, valid, tid);
+    ptx::fence_proxy_async_shared();  // generic stores -> the MMA's async-proxy reads
+    ptx::named_barrier_sync(kBarVTail, kThreads);
+  }
+}
 
 // One warp's arrival on a stage's "empty" barrier, once its wgmmas reading the stage completed.
 __device__ __forceinline__ void release_stage(uint64_t* empty, int lane) {
@@ -355,12 +366,7 @@ __device__ __forceinline__ void wait_v_stage(Ss& ss, const TileRange& tr, int it
   if constexpr (Tr::kSharedKv) full = &ss.full_k[stage];
   else full = &ss.full_v[stage];
   wait_full_stage(full, phase, it, kProbeVFullWait, ctid, gathered);
-  const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
-  if (clear && valid < Tr::kBlockN) {
-    zero_v_tail<Tr, kThreads>(ss, stage, valid, clear_tid < 0 ? ctid : clear_tid);
-    ptx::fence_proxy_async_shared();  // generic stores -> the MMA's async-proxy reads
-    ptx::named_barrier_sync(kBarVTail, kThreads);
-  }
+  if (clear) clear_v_tail<Tr, kThreads>(ss, tr, it, stage, clear_tid < 0 ? ctid : clear_tid);
 }
 template <class Tr, int kThreads = Tr::kConsumerThreads, class Ss>
 __device__ __forceinline__ void wait_v_tile(Ss& ss, const TileRange& tr, int it, int ctid, bool gathered,

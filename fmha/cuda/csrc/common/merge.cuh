@@ -104,6 +104,14 @@ __device__ __forceinline__ bool begin_cluster_push(const DecodeParams& p) {
   return cluster;
 }
 
+// Float4 k of a thread's accumulators as the partial a split writes (o / l): acc[4 k + e] is row e / 2 (0: g, 1:
+// g + 8) of the warp's 16.
+template <int N>
+__device__ __forceinline__ float4 partial4(const float (&acc)[N], const float (&inv_l)[2], int k) {
+  return make_float4(acc[4 * k] * inv_l[0], acc[4 * k + 1] * inv_l[0], acc[4 * k + 2] * inv_l[1],
+                     acc[4 * k + 3] * inv_l[1]);
+}
+
 // Float4 k of a thread's two rows merged from its own split's values (mine) and the partner's (other), in
 // split order, and stored out as 16-bit pairs (dst[h]: row h's output, null for a padding row).
 template <bool kBf16>
@@ -135,17 +143,13 @@ __device__ __forceinline__ void store_output_pair(Ss& ss, const DecodeParams& p,
   constexpr int kVec = Tr::kOutCols / 8;  // float4 of a thread's accumulators (2 rows x kOutCols / 4 columns)
   const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
   const int slot = (w % 2) * 32 + lane;
-  // acc[4 k + e] is row h = e / 2 (0: g, 1: g + 8) of the warp's 16: the partial value a split writes.
-  auto partial4 = [&](int k) {
-    return make_float4(acc[4 * k] * inv_l[0], acc[4 * k + 1] * inv_l[0], acc[4 * k + 2] * inv_l[1],
-                       acc[4 * k + 3] * inv_l[1]);
-  };
   if (w / 2 != split) {  // the partner merges these rows: push them
     const uint32_t partner = static_cast<uint32_t>(split ^ 1);
     const uint32_t o_dst = ptx::map_shared_rank(ptx::smem_addr(&ss.pair_recv[0]), partner);
     const uint32_t lse_dst = ptx::map_shared_rank(ptx::smem_addr(&ss.pair_recv_lse[0]), partner);
 #pragma unroll
-    for (int k = 0; k < kVec; ++k) ptx::st_shared_cluster_v4f32(o_dst + 16u * (k * Ss::kPairSlots + slot), partial4(k));
+    for (int k = 0; k < kVec; ++k)
+      ptx::st_shared_cluster_v4f32(o_dst + 16u * (k * Ss::kPairSlots + slot), partial4(acc, inv_l, k));
 #pragma unroll
     for (int h = 0; h < 2; ++h) ptx::st_shared_cluster_f32(lse_dst + 4u * (h * Ss::kPairSlots + slot), lse[h]);
     ptx::mbarrier_arrive_remote_release_cluster(ptx::map_shared_rank(ptx::smem_addr(&ss.pair_full), partner));
@@ -173,7 +177,7 @@ __device__ __forceinline__ void store_output_pair(Ss& ss, const DecodeParams& p,
   }
 #pragma unroll
   for (int k = 0; k < kVec; ++k) {
-    const float4 mine = partial4(k), other = ss.pair_recv[k * Ss::kPairSlots + slot];
+    const float4 mine = partial4(acc, inv_l, k), other = ss.pair_recv[k * Ss::kPairSlots + slot];
     store_pair_merged4<kBf16>(dst, k, ql, split, mine, other, wt, inv_w);
   }
 }
@@ -209,16 +213,13 @@ __device__ __forceinline__ void store_output_cluster_pair(Ss& ss, const DecodePa
   const int w = tid_wg / 32, lane = tid_wg % 32, g = lane / 4, ql = lane % 4;
   const int slot = wg * 64 + (w % 2) * 32 + lane;
   const uint32_t base = ptx::smem_addr(ss.merge_base());
-  auto partial4 = [&](int k) {  // acc[4 k + e]: row h = e / 2 (0: g, 1: g + 8) of the warp's 16
-    return make_float4(acc[4 * k] * inv_l[0], acc[4 * k + 1] * inv_l[0], acc[4 * k + 2] * inv_l[1],
-                       acc[4 * k + 3] * inv_l[1]);
-  };
   ptx::cluster_sync();  // every ring of the pair idle
   if (w / 2 != split) {  // the partner merges these rows: push them
     const uint32_t partner = static_cast<uint32_t>(split ^ 1);
     const uint32_t dst = ptx::map_shared_rank(base, partner);
 #pragma unroll
-    for (int k = 0; k < Sl::kVec; ++k) ptx::st_shared_cluster_v4f32(dst + 16u * (k * Sl::kSlots + slot), partial4(k));
+    for (int k = 0; k < Sl::kVec; ++k)
+      ptx::st_shared_cluster_v4f32(dst + 16u * (k * Sl::kSlots + slot), partial4(acc, inv_l, k));
 #pragma unroll
     for (int h = 0; h < 2; ++h) ptx::st_shared_cluster_f32(dst + Sl::kOBytes + 4u * (h * Sl::kSlots + slot), lse[h]);
   }
@@ -245,7 +246,8 @@ __device__ __forceinline__ void store_output_cluster_pair(Ss& ss, const DecodePa
   }
 #pragma unroll
   for (int k = 0; k < Sl::kVec; ++k) {
-    const float4 mine = partial4(k), other = *reinterpret_cast<const float4*>(recv + 4 * (k * Sl::kSlots + slot));
+    const float4 mine = partial4(acc, inv_l, k);
+    const float4 other = *reinterpret_cast<const float4*>(recv + 4 * (k * Sl::kSlots + slot));
     store_pair_merged4<kBf16>(dst, k, ql, split, mine, other, wt, inv_w);
   }
 }

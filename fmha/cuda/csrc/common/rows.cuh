@@ -76,6 +76,11 @@ __device__ __forceinline__ int row_key_limit(const DecodeParams& p, const TileRa
   return p.causal ? min(tr.L, tr.L - p.T + t + 1) : tr.L;
 }
 
+// Keys below this are visible to every row of the block (causal rows start at L - T + 1).
+__device__ __forceinline__ int unmasked_until(const DecodeParams& p, const TileRange& tr) {
+  return p.causal ? tr.L - p.T + 1 : tr.L;
+}
+
 // Per-row visible-key limit (absolute token index, exclusive) of the two rows a thread owns.
 template <class Tr>
 __device__ __forceinline__ void row_key_limits(const DecodeParams& p, const TileRange& tr, int row0, int w, int g,

@@ -119,13 +119,13 @@ constexpr int head_dim_v(int D) { return D == 576 ? 512 : D; }
 // vote costs more than the multiplies).
 constexpr int kSkipUnitRescaleMinD = 128;
 // Paged launches take TMA boxes of at least this many tokens, else the producer warps gather (cp.async):
-// smaller boxes stream slower than the gather (H200, D = 128 16-token pages: 1.30x against 1.04x the
-// contiguous time).
+// smaller boxes stream slower than the gather (16-token pages at D = 128: 1.30x the contiguous time against
+// 1.04x; docs/paged.md).
 constexpr int kPagedTmaMinRows = 32;
 
 // Whether a paged launch gathers (cp.async) instead of reading TMA boxes: pages under kPagedTmaMinRows rows,
 // and any page size on the D = 128 DEEP kernel with more CTAs than SMs, where its four gathering warps
-// outpace one TMA thread (H200, B128 S8192 64-token pages: 939 against 980 us). `ctas`: the whole grid's.
+// outpace one TMA thread (docs/paged.md). `ctas`: the whole grid's.
 constexpr bool paged_gathers(int D, int config, int page_size, long long ctas, int sms) {
   return (page_size & -page_size) < kPagedTmaMinRows || (D == 128 && config == FMHA_CONFIG_DEEP && ctas > sms);
 }

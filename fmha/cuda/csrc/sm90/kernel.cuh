@@ -123,14 +123,13 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
       ptx::mbarrier_init(&ss.full_k[s], full_arrivals);
       // One arrival per consumer warp that reads the stage's K tile (the seesaw: one warpgroup's; one
       // ring: every warp's P V reads it; halves: warpgroup 0's P V reads the first).
-      ptx::mbarrier_init(&ss.empty_k[s],
-                         (Tr::kKFreedByOneWg ? 128 : Tr::kConsumerThreads) / 32);
+      ptx::mbarrier_init(&ss.empty_k[s], Tr::kEmptyKArrivals);
     }
     if constexpr (Tr::kVBarriers) {  // (halves: the second half's barriers, warpgroup 1's)
 #pragma unroll
       for (int s = 0; s < Tr::kStagesV; ++s) {
         ptx::mbarrier_init(&ss.full_v[s], full_arrivals);
-        ptx::mbarrier_init(&ss.empty_v[s], (Tr::kRingHalves ? 128 : Tr::kConsumerThreads) / 32);
+        ptx::mbarrier_init(&ss.empty_v[s], Tr::kEmptyVArrivals);
       }
     }
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers

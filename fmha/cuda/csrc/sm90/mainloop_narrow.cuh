@@ -172,6 +172,7 @@ __device__ __forceinline__ void consumer_loop_narrow(SharedStorage<Tr>& ss, cons
   const uint32_t p_store = ptx::smem_addr(Ns::template p_block<kN>(ss, 0)) + st_n * Tr::kRowBytes +
                            16 * ((2 * w + st_h) ^ (st_n % 8));
   // Keys below this are visible to every row (causal rows start at L - T + 1): no mask needed.
+  // (fmha::unmasked_until written out: the call reorders this loop's code)
   const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
   static_assert(Tr::kStagesV == Tr::kStages, "narrow: one ring position for K and V");
   int stage = 0;        // it % kStages, kept as a counter: the deep rings have 3 or 6 stages (no shift)

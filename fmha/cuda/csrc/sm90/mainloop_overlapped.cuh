@@ -37,7 +37,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   float s[Tr::kBlockN / 2];
 
   // Keys below this are visible to every row of the block (causal rows start at L - T + 1).
-  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;
+  const int unmasked_until = fmha::unmasked_until(p, tr);
   // Every wgmma issue below is unconditional between its fence and its wait (the last tile is
   // peeled off the loop), so ptxas can follow the two groups without serialising them.
   auto wait_k = [&](int it) { wait_k_tile<Tr>(ss, it, ctid, kv_gather(p)); };
@@ -63,12 +63,6 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     if constexpr (Tr::kSplitQk) exchange_scores<Tr>(s, ss, it, wg, tid_wg);
     if (ctid == 0 && it > 0) probe_stamp(it - 1, kProbeExchanged);  // (filed under the loop iteration)
     softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, ql, alpha);
-  };
-  auto pack_p = [&]() {
-#pragma unroll
-    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
   };
   const int n = tr.end - tr.begin;
   // With two consumer warpgroups P V(it) is issued once Q K^T(it+1) landed, not with it: their wgmmas
@@ -98,7 +92,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     issue_qk(0);
     ptx::wgmma_wait_group<0>();
     softmax_scores(0, alpha);  // acc is zero: nothing to rescale
-    pack_p();
+    pack_p<kBf16, Tr::kBlockN>(pa, s);
     if constexpr (Tr::kEarlyOperandWait) wait_operands(0);
   }
   for (int it = 0; it + 1 < n; ++it) {
@@ -134,7 +128,7 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
     fence_regs(pa);
     release_after_pv(it);
     rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
-    pack_p();
+    pack_p<kBf16, Tr::kBlockN>(pa, s);
   }
   if constexpr (!Tr::kEarlyOperandWait) wait_operands(n - 1);
   fence_regs(acc);

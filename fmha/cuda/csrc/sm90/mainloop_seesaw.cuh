@@ -122,7 +122,7 @@ __device__ __forceinline__ void consumer_loop_seesaw(SharedStorage<Tr>& ss, cons
   for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
   float s[Tr::kBlockN / 2];
   const int n = tr.end - tr.begin;
-  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;  // keys below are visible to every row
+  const int unmasked_until = fmha::unmasked_until(p, tr);
 
   auto wait_k = [&](int it) { wait_k_tile<Tr>(ss, it, ctid, kv_gather(p)); };
   auto issue_qk = [&](int it) {  // S = Q K^T of ring position it (K landed), one group

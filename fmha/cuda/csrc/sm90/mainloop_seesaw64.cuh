@@ -152,7 +152,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   for (int i = 0; i < Tr::kOutCols / 2; ++i) acc[i] = 0.f;
   float s[Tr::kBlockN / 2];
   const int n = tr.end - tr.begin;
-  const int unmasked_until = p.causal ? tr.L - p.T + 1 : tr.L;  // keys below are visible to every row
+  const int unmasked_until = fmha::unmasked_until(p, tr);
 
   // Half h of tile it's stage landed (h = 0: full_k, 1: full_v).
   auto wait_half = [&](int it, int h) {
@@ -206,12 +206,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   auto softmax_publish = [&](int it, float (&alpha)[2]) {
     softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, 0, alpha);
     Sm::template store_p<kBf16>(ss, pos0 + it, s, w, g, ql);
-    const int valid = max(tr.L - (tr.begin + it) * Tr::kBlockN, 0);  // uniform: the barrier is safe
-    if (valid < Tr::kBlockN) {
-      zero_v_tail<Tr, 128>(ss, (pos0 + it) & 1, valid, tid_wg);
-      ptx::fence_proxy_async_shared();
-      ptx::named_barrier_sync(kBarVTail, 128);
-    }
+    clear_v_tail<Tr, 128>(ss, tr, it, (pos0 + it) & 1, tid_wg);
     Sm::publish(ss, pos0 + it, st, alpha, tid_wg);
   };
   auto take = [&](int it, float (&alpha)[2]) { Sm::take(ss, pos0 + it, st, alpha, tid_wg); };  // the other's tile it

@@ -48,10 +48,7 @@ __device__ __forceinline__ void consumer_loop(SharedStorage<Tr>& ss, const Decod
     online_softmax_tile<Tr::kBlockN>(s, st, key_limit, p.qk_scale, ql, alpha);
     rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
     uint32_t pa[Tr::kBlockN / 16][4];
-#pragma unroll
-    for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+    pack_p<kBf16, Tr::kBlockN>(pa, s);
 
     // O += P V
     fence_regs(acc);

@@ -66,6 +66,15 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
     for (int j = 0; j < 4; ++j) ptx::reg_fence(r[i][j]);
 }
 
+// P (the softmax's output s) packed into the A fragments of the P V wgmma.
+template <bool kBf16, int N>
+__device__ __forceinline__ void pack_p(uint32_t (&pa)[N / 16][4], const float (&s)[N / 2]) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) pa[kk][j] = pack2<kBf16>(s[8 * kk + 2 * j], s[8 * kk + 2 * j + 1]);
+}
+
 // O *= alpha, row-wise. Once the running maxima settle (after the first tiles of a sequence) alpha
 // is exactly 1 for most tiles: a warp in which every row kept its max skips the kOutCols / 2
 // multiplies a thread (128 at D = 512). Multiplying by 1 is exact, so skipping changes no bit.

@@ -79,11 +79,16 @@ struct BalancedPrefix {
 };
 
 // Positions a visit weighs in the shares: its Q load and epilogue cost the narrow loop about a tile; the 64-key
-// seesaw's (64 rows of Q and out, its two-stage pipeline drained and refilled) about four of its tiles (uniform
-// lengths B64 Hq128: 123.0 us at one, 106.4 at four and eight, H100).
+// seesaw's (64 rows of Q and out, its two-stage pipeline drained and refilled) about four of its tiles
+// (docs/deepseek.md, "The 64-key seesaw's balanced schedule").
 template <class Tr>
 __host__ __device__ constexpr int balanced_visit_weight() {
   return Tr::kSeesaw64 ? 4 : 1;
+}
+
+// Sequence b's length clamped to [0, S] (a balanced launch has the lengths).
+__device__ __forceinline__ int balanced_len(const DecodeParams& p, int b) {
+  return min(max(__ldg(p.seqlens + b), 0), p.S);
 }
 
 // The weight of each unit of sequence b in the shares: its tiles (of its clamped length; every packed row of the
@@ -91,7 +96,7 @@ __host__ __device__ constexpr int balanced_visit_weight() {
 // (balanced_empty_units writes it).
 template <class Tr>
 __device__ __forceinline__ int balanced_seq_weight(const DecodeParams& p, int b) {
-  const int L = min(max(__ldg(p.seqlens + b), 0), p.S);
+  const int L = balanced_len(p, b);
   return L > 0 ? (L + Tr::kBlockN - 1) / Tr::kBlockN + balanced_visit_weight<Tr>() : 0;
 }
 
@@ -105,6 +110,20 @@ struct BalancedSumsInRing {
   __device__ static int* at(SharedStorage<Tr>& ss, int i) { return reinterpret_cast<int*>(&ss.k[0][0][0]) + i; }
   __device__ static int* warp_totals(SharedStorage<Tr>& ss) { return at(ss, kBalancedMaxB + 1); }
 };
+
+// Rows row_begin .. row_begin + n_rows - 1 of unit (b, kvh) as a sequence of no visible key: out zero, the LSE of no keys (or the
+// sink's), by the consumer threads in 16-byte stores.
+template <class Tr>
+__device__ __forceinline__ void write_empty_rows(const DecodeParams& p, int b, int kvh, int row_begin, int n_rows,
+                                                 int ctid) {
+  constexpr int kChunks = Tr::kHeadDimV / 8;  // 16-byte chunks of an output row
+#pragma unroll 1
+  for (int e = ctid; e < n_rows * kChunks; e += Tr::kConsumerThreads) {
+    const OutRow r(p, b, kvh, row_begin + e / kChunks);
+    reinterpret_cast<uint4*>(r.out(p, b))[e % kChunks] = make_uint4(0u, 0u, 0u, 0u);
+    if (e % kChunks == 0) p.lse[r.lse_idx] = p.sinks != nullptr ? __ldg(p.sinks + r.hq) : -INFINITY;
+  }
+}
 
 // The running sums of the sequences' weights, by every thread of the CTA (a TMA launch: Tr::kThreads), into Pf.
 template <class Tr, class Pf = BalancedPrefix<Tr>>
@@ -322,18 +341,12 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
 template <class Tr>
 __device__ void balanced_empty_units(SharedStorage<Tr>& ss, const DecodeParams& p, int ctid) {
   using Pf = BalancedPrefix<Tr>;
-  constexpr int kChunks = Tr::kHeadDimV / 8;  // 16-byte chunks of an output row
   const int C = balanced_ctas(), c = balanced_cta();
 #pragma unroll 1
   for (int u = c; u < p.B * p.Hkv; u += C) {
     const int b = u / p.Hkv, kvh = u % p.Hkv;
     if (*Pf::at(ss, b + 1) != *Pf::at(ss, b)) continue;  // (uniform: a unit with tiles is some share's)
-#pragma unroll 1  // (off the loop's path: kept short, ahead of it in the code)
-    for (int e = ctid; e < p.rows * kChunks; e += Tr::kConsumerThreads) {
-      const OutRow r(p, b, kvh, e / kChunks);
-      reinterpret_cast<uint4*>(r.out(p, b))[e % kChunks] = make_uint4(0u, 0u, 0u, 0u);
-      if (e % kChunks == 0) p.lse[r.lse_idx] = p.sinks != nullptr ? __ldg(p.sinks + r.hq) : -INFINITY;
-    }
+    write_empty_rows<Tr>(p, b, kvh, 0, p.rows, ctid);
     if (ctid == 0) reinterpret_cast<int4*>(p.balanced_desc)[u] = make_int4(1, c, 0, 0);
   }
 }
@@ -350,7 +363,7 @@ __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, 
   while (walk.next(ss, p, vis)) {
     ptx::mbarrier_wait_parity(&ss.q_full, static_cast<uint32_t>(v++) & 1u);
     TileRange tr;
-    tr.L = min(max(__ldg(p.seqlens + vis.b), 0), p.S);
+    tr.L = balanced_len(p, vis.b);
     tr.begin = vis.tile_begin;
     tr.end = vis.tile_end;
     if (p.rows > 16)
@@ -365,18 +378,12 @@ __device__ void consumer_balanced(SharedStorage<Tr>& ss, const DecodeParams& p, 
 // sink's) in the block's rows [row0, row0 + 64), and from row block 0 a descriptor of one piece.
 template <class Tr>
 __device__ void balanced_empty_rows(const DecodeParams& p, int C, int c, int row0, int ctid) {
-  constexpr int kChunks = Tr::kHeadDimV / 8;  // 16-byte chunks of an output row
   const int rows = min(Tr::kBlockM, p.rows - row0);
 #pragma unroll 1
   for (int u = c; u < p.B * p.Hkv; u += C) {
     const int b = u / p.Hkv, kvh = u % p.Hkv;
     if (balanced_seq_weight<Tr>(p, b) != 0) continue;  // (uniform: a unit with tiles is some share's)
-#pragma unroll 1
-    for (int e = ctid; e < rows * kChunks; e += Tr::kConsumerThreads) {
-      const OutRow r(p, b, kvh, row0 + e / kChunks);
-      reinterpret_cast<uint4*>(r.out(p, b))[e % kChunks] = make_uint4(0u, 0u, 0u, 0u);
-      if (e % kChunks == 0) p.lse[r.lse_idx] = p.sinks != nullptr ? __ldg(p.sinks + r.hq) : -INFINITY;
-    }
+    write_empty_rows<Tr>(p, b, kvh, row0, rows, ctid);
     if (ctid == 0 && row0 == 0) reinterpret_cast<int4*>(p.balanced_desc)[u] = make_int4(1, c, 0, 0);
   }
 }
@@ -394,7 +401,7 @@ __device__ void consumer_balanced_seesaw64(SharedStorage<Tr>& ss, const DecodePa
     if (threadIdx.x == 0) probe_stamp(pos, kProbeVisitQLanded);
     if (ss.visit.unit < 0) break;
     TileRange tr;
-    tr.L = min(max(__ldg(p.seqlens + ss.visit.b), 0), p.S);
+    tr.L = balanced_len(p, ss.visit.b);
     tr.begin = ss.visit.tile_begin;
     tr.end = ss.visit.tile_end;
     // The thread index read again each visit, opaque to the compiler: what the loop derives from it is then not
@@ -460,9 +467,9 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {  // halves: each freed by the four warps whose P V reads it
       ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
-      ptx::mbarrier_init(&ss.empty_k[s], 4);
+      ptx::mbarrier_init(&ss.empty_k[s], Tr::kEmptyKArrivals);
       ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
-      ptx::mbarrier_init(&ss.empty_v[s], 4);
+      ptx::mbarrier_init(&ss.empty_v[s], Tr::kEmptyVArrivals);
     }
     for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
     ptx::mbarrier_init(&ss.q_full, 1);

@@ -80,6 +80,8 @@ struct DecodeTraits {
   static constexpr int kHalfBoxes = kRingHalves ? kBoxesV / 2 : kBoxes;  // the first half of a stage (kRingHalves)
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
+  static constexpr uint32_t kEmptyKArrivals = (kKFreedByOneWg ? 128 : kConsumerThreads) / 32;
+  static constexpr uint32_t kEmptyVArrivals = (kRingHalves ? 128 : kConsumerThreads) / 32;
   // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg can move its registers
   // to the two consumer warpgroups (acc alone is 128 registers per thread there). Budget: the CTA's pool
   // is what the launch bounds give every thread (65536 / kThreads rounded down to a multiple of 8: 168 at
@@ -90,10 +92,10 @@ struct DecodeTraits {
   static constexpr int kProducerWarp = kConsumerThreads / 32;  // the producer's first warp issues the TMA
   static constexpr int kThreads = kConsumerThreads + kProducerThreads;
   // Producer warps that gather a paged tile with cp.async (common/kv_ring.cuh; the gather path only): one
-  // warp's copies fall short of the bytes in flight the ring allows (D = 256 token-level pages: 659 -> 498 us
-  // with four). Two where two CTAs share an SM (four would cap every launch's consumer registers), else four,
-  // or the configuration's own count (Config::gather_warps); a gathered launch has kGatherThreads threads,
-  // within the launch bounds (kMaxThreads).
+  // warp's copies fall short of the bytes in flight the ring allows (docs/paged.md). Two where two CTAs share
+  // an SM (four would cap every launch's consumer registers), else four, or the configuration's own count
+  // (Config::gather_warps); a gathered launch has kGatherThreads threads, within the launch bounds
+  // (kMaxThreads).
   static constexpr int kGatherWarps =
       kCfg.gather_warps ? kCfg.gather_warps : kSetMaxNReg ? kProducerThreads / 32 : kCtasPerSm == 2 ? 2 : 4;
   static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
