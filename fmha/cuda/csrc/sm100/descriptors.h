@@ -147,10 +147,10 @@ static_assert(make_idesc_f16(64, 32, BF, F32, MN, K) == 0x04088490u, "swapped O^
 static_assert(make_idesc_f16(64, 128, BF, F32, K, K) == 0x04200490u, "rows S, tile 128");
 static_assert(make_idesc_f16(64, 64, BF, F32, K, K) == 0x04100490u, "rows S, tile 64");
 static_assert(make_idesc_f16(64, 32, BF, F32, K, K) == 0x04080490u, "rows S, tile 32");
-static_assert(make_idesc_f16(64, 32, BF, F32, K, MN) == 0x04090490u, "rows O, D = 64");
-static_assert(make_idesc_f16(64, 64, BF, F32, K, MN) == 0x04110490u, "rows O, D = 128");
-static_assert(make_idesc_f16(64, 128, BF, F32, K, MN) == 0x04210490u, "rows O, D = 256");
-static_assert(make_idesc_f16(64, 256, BF, F32, K, MN) == 0x04410490u, "rows O, D = 512");
+static_assert(make_idesc_f16(64, 32, BF, F32, K, MN) == 0x04090490u, "rows O, N = 32 (no head dim uses it)");
+static_assert(make_idesc_f16(64, 64, BF, F32, K, MN) == 0x04110490u, "rows O, D = 64");
+static_assert(make_idesc_f16(64, 128, BF, F32, K, MN) == 0x04210490u, "rows O, D = 128");
+static_assert(make_idesc_f16(64, 256, BF, F32, K, MN) == 0x04410490u, "rows O, D = 256, and each half at D = 512");
 static_assert(idesc_f16_shape_ok(64, 8) && idesc_f16_shape_ok(128, 256) && !idesc_f16_shape_ok(256, 128) &&
                   !idesc_f16_shape_ok(32, 64) && !idesc_f16_shape_ok(128, 0) && !idesc_f16_shape_ok(128, 264) &&
                   !idesc_f16_shape_ok(128, 20),

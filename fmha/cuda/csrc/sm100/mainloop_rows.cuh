@@ -231,8 +231,11 @@ __device__ __forceinline__ void softmax_loop(Ss& ss, const DecodeParams& p, cons
     ptx::mbarrier_arrive(&ss.p_full[it % 2]);
   }
 
-  // Epilogue: every MMA has completed once P V(n - 1) has (a commit covers all earlier MMAs).
+  // Epilogue: every MMA has completed once P V(n - 1) has (a commit covers all earlier MMAs). P V(n - 2)'s commit
+  // is waited for too: a later commit's arrival does not say that an earlier one's has landed, and none may land
+  // after the CTA exits (P V(n - 4)'s was waited for before P(n - 2), so the phase is the next one).
   if (n > 0) {
+    if (n >= 2) ptx::mbarrier_wait_parity(&ss.p_free[(n - 2) % 2], parity((n - 2) / 2));
     ptx::mbarrier_wait_parity(&ss.p_free[(n - 1) % 2], parity((n - 1) / 2));
     ptx::tcgen05_fence_after_thread_sync();
   }
