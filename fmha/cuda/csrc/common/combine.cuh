@@ -41,12 +41,12 @@ struct SplitMerge {
   float wsum = 0.f;     // sum of w_s = exp(lse_s - m)
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);  // sum of w_s o_s
 
-  // ls[j] = -inf marks an empty (or absent) split: it contributes nothing, whatever o[j] holds.
+  // split_lse[j] = -inf marks an empty (or absent) split: it contributes nothing, whatever o[j] holds.
   template <int kN>
-  __device__ __forceinline__ void add(const float (&ls)[kN], const float4 (&o)[kN]) {
+  __device__ __forceinline__ void add(const float (&split_lse)[kN], const float4 (&o)[kN]) {
     float m_new = m;
 #pragma unroll
-    for (int j = 0; j < kN; ++j) m_new = fmaxf(m_new, ls[j]);
+    for (int j = 0; j < kN; ++j) m_new = fmaxf(m_new, split_lse[j]);
     if (m_new == -INFINITY) return;  // no visible key so far
     const float scale = exp2_approx((m - m_new) * kLog2e);  // m = -inf -> 0
     acc.x *= scale;
@@ -56,7 +56,7 @@ struct SplitMerge {
     wsum *= scale;
 #pragma unroll
     for (int j = 0; j < kN; ++j) {
-      const float w = exp2_approx((ls[j] - m_new) * kLog2e);  // ls = -inf -> 0
+      const float w = exp2_approx((split_lse[j] - m_new) * kLog2e);  // -inf -> 0
       acc.x += w > 0.f ? w * o[j].x : 0.f;
       acc.y += w > 0.f ? w * o[j].y : 0.f;
       acc.z += w > 0.f ? w * o[j].z : 0.f;
@@ -82,9 +82,9 @@ struct SplitMerge {
 // A row's sink, where there are sinks: one more partial of LSE sinks[hq] and no output.
 __device__ __forceinline__ void merge_sink(const DecodeParams& p, SplitMerge& merge, int hq) {
   if (p.sinks != nullptr) {
-    const float ls[1] = {__ldg(p.sinks + hq)};
+    const float split_lse[1] = {__ldg(p.sinks + hq)};
     const float4 o[1] = {make_float4(0.f, 0.f, 0.f, 0.f)};
-    merge.add(ls, o);
+    merge.add(split_lse, o);
   }
 }
 
@@ -115,12 +115,12 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   // per chunk, not one per split).
   SplitMerge merge[kCols];
   for (int s0 = 0; s0 < p.num_splits; s0 += kChunk) {
-    float ls[kChunk];
+    float split_lse[kChunk];
     float4 o[kCols][kChunk];
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) {
       const int s = s0 + j;
-      ls[j] = s < p.num_splits ? p.lse_partial[s * lse_split_stride + lse_row] : -INFINITY;
+      split_lse[j] = s < p.num_splits ? p.lse_partial[s * lse_split_stride + lse_row] : -INFINITY;
 #pragma unroll
       for (int c = 0; c < kCols; ++c)
         o[c][j] = s < p.num_splits ? *reinterpret_cast<const float4*>(p.o_partial + s * o_split_stride + row * D +
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
                                    : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) merge[c].add(ls, o[c]);
+    for (int c = 0; c < kCols; ++c) merge[c].add(split_lse, o[c]);
   }
 #pragma unroll
   for (int c = 0; c < kCols; ++c) merge_sink(p, merge[c], hq);
@@ -162,19 +162,19 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const
   const int b = unit / p.Hkv, kvh = unit % p.Hkv, t = n / p.G, hq = kvh * p.G + n % p.G;  // (n = t G + hq % G)
   SplitMerge merge[kCols];
   for (int k0 = 0; k0 < pieces; k0 += kChunk) {
-    float ls[kChunk];
+    float split_lse[kChunk];
     float4 o[kCols][kChunk];
 #pragma unroll
     for (int j = 0; j < kChunk; ++j) {
       const int slot = balanced_slot(desc.y, desc.z, min(k0 + j, pieces - 1));
       const int64_t slot_row = static_cast<int64_t>(slot) * p.rows + n;
-      ls[j] = k0 + j < pieces ? p.lse_partial[slot_row] : -INFINITY;
+      split_lse[j] = k0 + j < pieces ? p.lse_partial[slot_row] : -INFINITY;
 #pragma unroll
       for (int c = 0; c < kCols; ++c)
         o[c][j] = *reinterpret_cast<const float4*>(p.o_partial + slot_row * D + 4 * (lane + kLanes * c));
     }
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) merge[c].add(ls, o[c]);
+    for (int c = 0; c < kCols; ++c) merge[c].add(split_lse, o[c]);
   }
   uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
 #pragma unroll

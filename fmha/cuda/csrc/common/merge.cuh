@@ -160,10 +160,10 @@ __device__ __forceinline__ void store_output_pair(Ss& ss, const DecodeParams& p,
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float other = ss.pair_recv_lse[h * Ss::kPairSlots + slot];
-    const float l0 = split == 0 ? lse[h] : other, l1 = split == 0 ? other : lse[h];
-    const float m = fmaxf(l0, l1);
-    wt[h][0] = l0 == -INFINITY ? 0.f : exp2_approx((l0 - m) * kLog2e);
-    wt[h][1] = l1 == -INFINITY ? 0.f : exp2_approx((l1 - m) * kLog2e);
+    const float lse0 = split == 0 ? lse[h] : other, lse1 = split == 0 ? other : lse[h];
+    const float m = fmaxf(lse0, lse1);
+    wt[h][0] = lse0 == -INFINITY ? 0.f : exp2_approx((lse0 - m) * kLog2e);
+    wt[h][1] = lse1 == -INFINITY ? 0.f : exp2_approx((lse1 - m) * kLog2e);
     const float wsum = wt[h][0] + wt[h][1];
     inv_w[h] = wsum > 0.f ? 1.f / wsum : 0.f;
     const int row = row0 + 16 * w + g + 8 * h;
@@ -234,12 +234,12 @@ __device__ __forceinline__ void store_output_cluster_pair(Ss& ss, const DecodePa
     const int row = row0 + 16 * w + g + 8 * h;
     const OutRow r(p, b, kvh, min(row, p.rows - 1));
     const float other = recv_lse[h * Sl::kSlots + slot];
-    const float l0 = split == 0 ? lse[h] : other, l1 = split == 0 ? other : lse[h];
-    const float ls = p.sinks != nullptr ? __ldg(p.sinks + r.hq) : -INFINITY;  // the sink: a partial of no output
-    const float m = fmaxf(fmaxf(l0, l1), ls);
-    wt[h][0] = l0 == -INFINITY ? 0.f : exp2_approx((l0 - m) * kLog2e);
-    wt[h][1] = l1 == -INFINITY ? 0.f : exp2_approx((l1 - m) * kLog2e);
-    const float wsum = wt[h][0] + wt[h][1] + (ls == -INFINITY ? 0.f : exp2_approx((ls - m) * kLog2e));
+    const float lse0 = split == 0 ? lse[h] : other, lse1 = split == 0 ? other : lse[h];
+    const float sink = p.sinks != nullptr ? __ldg(p.sinks + r.hq) : -INFINITY;  // the sink: a partial of no output
+    const float m = fmaxf(fmaxf(lse0, lse1), sink);
+    wt[h][0] = lse0 == -INFINITY ? 0.f : exp2_approx((lse0 - m) * kLog2e);
+    wt[h][1] = lse1 == -INFINITY ? 0.f : exp2_approx((lse1 - m) * kLog2e);
+    const float wsum = wt[h][0] + wt[h][1] + (sink == -INFINITY ? 0.f : exp2_approx((sink - m) * kLog2e));
     inv_w[h] = wsum > 0.f ? 1.f / wsum : 0.f;
     dst[h] = row < p.rows ? r.out(p, b) + wg * Tr::kOutCols : nullptr;
     if (ql == 0 && wg == 0 && row < p.rows) p.lse[r.lse_idx] = wsum > 0.f ? m + logf(wsum) : -INFINITY;
@@ -274,17 +274,17 @@ __device__ __forceinline__ void merge_cluster_splits(Ss& ss, const DecodeParams&
     const float* lse_s = buf + cm.ns * cm.rows_per_rank * merge_stride(Tr::kHeadDimV) + lr;
     SplitMerge merge;
     for (int s0 = 0; s0 < cm.ns; s0 += kMergeChunk) {
-      float ls[kMergeChunk];
+      float split_lse[kMergeChunk];
       float4 o[kMergeChunk];
 #pragma unroll
       for (int j = 0; j < kMergeChunk; ++j) {
         const int s = s0 + j;
-        ls[j] = s < cm.ns ? lse_s[s * cm.rows_per_rank] : -INFINITY;
+        split_lse[j] = s < cm.ns ? lse_s[s * cm.rows_per_rank] : -INFINITY;
         o[j] = s < cm.ns ? *reinterpret_cast<const float4*>(
                                buf + (s * cm.rows_per_rank + lr) * merge_stride(Tr::kHeadDimV) + col)
                          : make_float4(0.f, 0.f, 0.f, 0.f);
       }
-      merge.add(ls, o);
+      merge.add(split_lse, o);
     }
     const OutRow orow(p, b, kvh, row0 + first + lr);
     merge_sink(p, merge, orow.hq);  // as in the combine kernel
