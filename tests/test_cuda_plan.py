@@ -617,19 +617,19 @@ def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, e
     assert b._launch_constants(p)[-1] is False and "balanced schedule" not in b.launch_details(p)
 
 
-@pytest.mark.parametrize("B,Hq,env,balanced", (
-    (64, 128, "balanced", True),   # asked for: the 64-key seesaw's units dealt by cache length
-    (64, 128, None, False),        # auto: static within one wave of 132 SMs (128 CTAs) ...
-    (67, 128, None, True),         # ... balanced just past it (134 CTAs, up to PAST_WAVE_MAX_FILL waves) ...
-    (85, 128, None, True),
-    (86, 128, None, False),        # ... and static past that (172 CTAs)
-    (160, 128, None, False),
-    (64, 64, "static", False),
-    (64, 28, "balanced", False),   # 28 heads: no Q box, static (fmha_balanced_deals)
-    (1, 128, "balanced", True),    # T = 511: 65408 packed rows ...
-    (2, 128, "balanced", False),   # ... T = 512: 65536, past its combine's grid (BALANCED_MAX_ROWS): static
+@pytest.mark.parametrize("B,T,Hq,env,balanced", (
+    (64, 1, 128, "balanced", True),   # asked for: the 64-key seesaw's units dealt by cache length
+    (64, 1, 128, None, False),        # auto: static within one wave of 132 SMs (128 CTAs) ...
+    (67, 1, 128, None, True),         # ... balanced just past it (134 CTAs, up to PAST_WAVE_MAX_FILL waves) ...
+    (85, 1, 128, None, True),
+    (86, 1, 128, None, False),        # ... and static past that (172 CTAs)
+    (160, 1, 128, None, False),
+    (64, 1, 64, "static", False),
+    (64, 1, 28, "balanced", False),   # 28 heads: no Q box, static (fmha_balanced_deals)
+    (1, 511, 128, "balanced", True),  # 65408 packed rows ...
+    (1, 512, 128, "balanced", False),  # ... 65536, past its combine's grid (BALANCED_MAX_ROWS): static
 ))
-def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, Hq, env, balanced):
+def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, T, Hq, env, balanced):
     """The 64-key seesaw takes the balanced schedule where FMHA_CUDA_SCHEDULE=balanced asks for it, or by default
     where its grid is just past one wave, and the launch deals the tiles; never past BALANCED_MAX_ROWS rows."""
     import dataclasses
@@ -640,7 +640,6 @@ def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, Hq, env,
         monkeypatch.setenv(cb.SCHEDULE_ENV, env)
     b = _latent_narrow_backend(monkeypatch)
     monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.LATENT_SEESAW64, 1))
-    T = 1 if B > 2 else 510 + B
     p = dataclasses.replace(problem(B, T, Hq, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
                             has_cache_seqlens=True)
     assert b._launch_constants(p)[-1] == balanced

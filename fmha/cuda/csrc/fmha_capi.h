@@ -100,7 +100,7 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D:
 // argument or a configuration other than LATENT_NARROW and LATENT_SEESAW64, for which fmha_decode refuses
 // balanced = 1 (every configuration on sm_100a). The answer assumes a Q whose strides are nonzero where its
 // dimension has more than one element (a Q broadcast over a dimension is read without TMA, and its launch runs
-// static).
+// static). It does not see T: a launch of more than 65535 packed rows (T x Hq / Hkv) also runs static.
 int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas);
 // Bytes of workspace a balanced launch needs (FmhaDecodeArgs::balanced; Dv: V's head dim), 0 for a count below 1.
 size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits);
@@ -134,7 +134,8 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to initialise)
 // that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the same on every
 // run on a given device (the shares depend on its SM count). Where the launch cannot deal the tiles (no
-// cache_seqlens, or where fmha_balanced_deals answers 0) it runs as with balanced = 0, its workspace still required.
+// cache_seqlens, where fmha_balanced_deals answers 0, or past 65535 packed rows) it runs as with balanced = 0, its
+// workspace still required.
 typedef struct FmhaDecodeArgs {
   uint64_t q, k, v, out, lse, cache_seqlens;  // device pointers (cache_seqlens may be 0)
   int64_t B, T, Hq, Hkv, S, D, dtype;

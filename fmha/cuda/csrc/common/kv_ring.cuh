@@ -328,7 +328,7 @@ __device__ __forceinline__ void zero_v_tail(Ss& ss, int stage, int valid, int ct
   }
 }
 
-// Tile it's V rows past the sequence zeroed in its stage by kThreads threads (zero_v_tail), then fenced for the
+// Tile `it`'s V rows past the sequence zeroed in its stage by kThreads threads (zero_v_tail), then fenced for the
 // MMA's reads; nothing where the tile is whole.
 template <class Tr, int kThreads, class Ss>
 __device__ __forceinline__ void clear_v_tail(Ss& ss, const TileRange& tr, int it, int stage, int tid) {

@@ -111,8 +111,8 @@ struct BalancedSumsInRing {
   __device__ static int* warp_totals(SharedStorage<Tr>& ss) { return at(ss, kBalancedMaxB + 1); }
 };
 
-// Rows row_begin .. row_begin + n_rows - 1 of unit (b, kvh) as a sequence of no visible key: out zero, the LSE of no keys (or the
-// sink's), by the consumer threads in 16-byte stores.
+// Rows row_begin .. row_begin + n_rows - 1 of unit (b, kvh) as a sequence of no visible key: out zero, the LSE
+// of no keys (or the sink's), by the consumer threads in 16-byte stores.
 template <class Tr>
 __device__ __forceinline__ void write_empty_rows(const DecodeParams& p, int b, int kvh, int row_begin, int n_rows,
                                                  int ctid) {
@@ -427,7 +427,7 @@ __device__ __forceinline__ void balanced_narrow(const CUtensorMap* tmap_k, const
 #pragma unroll
     for (int s = 0; s < Tr::kStages; ++s) {
       ptx::mbarrier_init(&ss.full_k[s], kFullArrivals);
-      ptx::mbarrier_init(&ss.empty_k[s], Tr::kConsumerThreads / 32);  // every consumer warp, after its P V
+      ptx::mbarrier_init(&ss.empty_k[s], Tr::kEmptyKArrivals);  // every consumer warp, after its P V
     }
     ptx::mbarrier_init(&ss.q_full, 1);
     ptx::mbarrier_init(&ss.q_empty, Tr::kConsumerThreads / 32);

@@ -80,6 +80,7 @@ struct DecodeTraits {
   static constexpr int kHalfBoxes = kRingHalves ? kBoxesV / 2 : kBoxes;  // the first half of a stage (kRingHalves)
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
+  // The empty barriers' arrivals, a warp each (kKFreedByOneWg above).
   static constexpr uint32_t kEmptyKArrivals = (kKFreedByOneWg ? 128 : kConsumerThreads) / 32;
   static constexpr uint32_t kEmptyVArrivals = (kRingHalves ? 128 : kConsumerThreads) / 32;
   // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg can move its registers
