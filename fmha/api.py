@@ -13,8 +13,8 @@ from .backends import registry
 from .dispatch import (Decision, backend_env, check_backend_name, decide, decision_memo, requested_backend,
                        why_not)
 from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, check_bool,
-                      check_out_disjoint, check_softcap, check_softmax_scale, check_window, metadata_key, validate,
-                      validate_cached)
+                      check_out_disjoint, check_softcap, check_softmax_scale, check_softmax_scale_type, check_window,
+                      metadata_key, validate, validate_cached)
 
 
 def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, softmax_scale=None, causal=True,
@@ -173,10 +173,8 @@ def _check_op_argument_types(k_cache, cache_seqlens, block_table, sinks, cache_l
                           ("out", out, "a tensor [B, T, Hq, D_v]")):
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"{name}: expected {what} or None, got {type(t).__name__}")
-    if softmax_scale is not None and (isinstance(softmax_scale, bool) or isinstance(softmax_scale, torch.Tensor)
-                                      or not isinstance(softmax_scale, (numbers.Real, torch.SymFloat))):
-        raise TypeError(f"softmax_scale: expected a real number (a Python float or int; a bool is not one) or None, "
-                        f"got {type(softmax_scale).__name__}")
+    if softmax_scale is not None:
+        check_softmax_scale_type(softmax_scale)
     check_backend_name(backend)
 
 

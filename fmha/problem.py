@@ -238,16 +238,22 @@ def check_scale_over_softcap(softmax_scale: float, softcap: float) -> None:
 NO_WINDOW = (-1, -1)
 
 
+def check_softmax_scale_type(softmax_scale) -> None:
+    """softmax_scale (not None) is a real number: not a tensor nor a bool (a symbolic float while torch.compile
+    traces with dynamic=True)."""
+    if isinstance(softmax_scale, torch.Tensor):
+        raise TypeError("softmax_scale: expected a real number (a Python float or int) or None, got a torch.Tensor "
+                        "(reading it would need a device sync)")
+    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, (numbers.Real, torch.SymFloat)):
+        raise TypeError(f"softmax_scale: expected a real number (a Python float or int; a bool is not one) or None, "
+                        f"got {type(softmax_scale).__name__} {softmax_scale!r}")
+
+
 def check_softmax_scale(softmax_scale, D: int) -> float:
     """softmax_scale: None (1 / sqrt(D)) or a real number in [MIN_SOFTMAX_SCALE, MAX_SOFTMAX_SCALE], as a float."""
     if softmax_scale is None:
         return 1.0 / math.sqrt(D)
-    if isinstance(softmax_scale, torch.Tensor):
-        raise TypeError("softmax_scale: expected a real number (a Python float or int) or None, got a torch.Tensor "
-                        "(reading it would need a device sync)")
-    if isinstance(softmax_scale, bool) or not isinstance(softmax_scale, numbers.Real):
-        raise TypeError(f"softmax_scale: expected a real number (a Python float or int; a bool is not one) or None, "
-                        f"got {type(softmax_scale).__name__} {softmax_scale!r}")
+    check_softmax_scale_type(softmax_scale)
     try:
         softmax_scale = float(softmax_scale)
     except OverflowError:
