@@ -85,9 +85,9 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   // landed) or its second half (the rest, once it landed; the last steps take Q from registers). No commit.
   auto issue_qk_half = [&](int it, auto second) {
     constexpr bool kSecond = decltype(second)::value;
-    constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups: 1024 B
-    const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[0][0]), 16, kSbo);
-    const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[(pos0 + it) & 1][0][0]), 16, kSbo);
+    constexpr uint32_t kSbo = Tr::kSwizzleSbo, kLbo = Tr::kLboUnused;
+    const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[0][0]), kLbo, kSbo);
+    const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[(pos0 + it) & 1][0][0]), kLbo, kSbo);
     wait_half(it, kSecond ? 1 : 0);  // (ptxas fences the chain after the wait's loop: C7519)
 #pragma unroll
     for (int kk = kSecond ? kHalfSteps : 0; kk < (kSecond ? kSmemSteps : kHalfSteps); ++kk) {

@@ -93,8 +93,7 @@ __device__ __forceinline__ void rescale_acc(float (&acc)[N], const float (&alpha
 template <class Tr, bool kBf16, int kCols = Tr::kHeadDim>
 __device__ __forceinline__ void qk_gemm(float (&s)[Tr::kBlockN / 2], const SharedStorage<Tr>& ss, int stage,
                                         int col0 = 0, const QRegs<Tr>* qr = nullptr) {
-  constexpr uint32_t kSbo = 8 * Tr::kRowBytes;  // 8-row core-matrix groups, packed: 1024 B
-  constexpr uint32_t kLboUnused = 16;           // K-major swizzled: LBO not used (encoded as 1)
+  constexpr uint32_t kSbo = Tr::kSwizzleSbo, kLboUnused = Tr::kLboUnused;
   constexpr int kSteps = kCols / 16;
   constexpr int kSmemSteps = kSteps - (kCols == Tr::kHeadDim && !Tr::kSeesaw ? 0 : Tr::kQRegSteps);
   static_assert(kCols != Tr::kHeadDim || Tr::kQRegSteps == 0 || Tr::kSeesaw, "Q in registers: split Q K^T or seesaw");
@@ -144,8 +143,8 @@ __device__ __forceinline__ void exchange_scores(float (&s)[Tr::kBlockN / 2], Sha
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void pv_gemm(float (&acc)[Tr::kOutCols / 2], const uint32_t (&pa)[Tr::kBlockN / 16][4],
                                         const SharedStorage<Tr>& ss, int stage, int wg) {
-  constexpr uint32_t kSbo = 8 * Tr::kRowBytes;     // 8-token groups along K: 1024 B
-  constexpr uint32_t kLbo = Tr::kKvBoxBytes;       // next 64 output columns: next box
+  constexpr uint32_t kSbo = Tr::kSwizzleSbo;  // 8-token groups along K
+  constexpr uint32_t kLbo = Tr::kKvBoxBytes;  // next 64 output columns: next box
   const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.v_stage(stage)[wg * (Tr::kOutCols / Tr::kBoxCols)][0]), kLbo, kSbo);
 #pragma unroll
   for (int kk = 0; kk < Tr::kBlockN / 16; ++kk) ptx::wgmma_rs<Tr::kOutCols, kBf16>(acc, pa[kk], db.at(kk * 16 * Tr::kRowBytes), 1);

@@ -53,8 +53,8 @@ struct SeesawSmem {
   template <bool kBf16>
   __device__ __forceinline__ static void issue_pv(SharedStorage<Tr>& ss, int it, float (&acc)[Tr::kOutCols / 2],
                                                   const uint16_t* v_box) {
-    constexpr uint32_t kSbo = 8 * Tr::kRowBytes;
-    const ptx::SmemDescSw128 dp(ptx::smem_addr(p_box(ss, it)), 16, kSbo);
+    constexpr uint32_t kSbo = Tr::kSwizzleSbo;
+    const ptx::SmemDescSw128 dp(ptx::smem_addr(p_box(ss, it)), Tr::kLboUnused, kSbo);
     const ptx::SmemDescSw128 dv(ptx::smem_addr(v_box), Tr::kKvBoxBytes, kSbo);
 #pragma unroll
     for (int kk = 0; kk < Tr::kBlockN / 16; ++kk)

@@ -79,6 +79,10 @@ struct DecodeTraits {
   static constexpr int kBoxesV = kHeadDimV / kBoxCols;
   static constexpr int kHalfBoxes = kRingHalves ? kBoxesV / 2 : kBoxes;  // the first half of a stage (kRingHalves)
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
+  // The wgmma descriptors of 128B-swizzled boxes: 8-row core-matrix groups packed (SBO), and the LBO of a K-major
+  // operand, which the swizzle leaves unused (encoded as 1).
+  static constexpr uint32_t kSwizzleSbo = 8 * kRowBytes;
+  static constexpr uint32_t kLboUnused = 16;
   static constexpr int kConsumerThreads = 128 * kConsumerWGs;
   // The empty barriers' arrivals, a warp each (kKFreedByOneWg above).
   static constexpr uint32_t kEmptyKArrivals = (kKFreedByOneWg ? 128 : kConsumerThreads) / 32;
