@@ -43,7 +43,7 @@ using fmha::fail;
 using arch::DecodeTraits;
 using arch::Instance;
 
-constexpr float kLog2e = 1.44269504088896341f;
+using fmha::kLog2e;
 
 // The configurations with a balanced schedule (sm90/schedule_balanced.cuh).
 bool balanced_config(int config) {

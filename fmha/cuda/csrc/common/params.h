@@ -12,6 +12,11 @@
 namespace fmha {
 
 constexpr bool kPdl = !FMHA_DISABLE_PDL;
+constexpr float kLn2 = 0.693147180559945309f;
+constexpr float kLog2e = 1.44269504088896341f;  // the kernels' scores are scaled by softmax_scale kLog2e (exp2)
+
+// V's head dim: 512 for DeepSeek's 576-wide keys (V is their first 512 columns), else the keys'.
+constexpr int head_dim_v(int D) { return D == 576 ? 512 : D; }
 
 // Everything a decode CTA needs besides the K/V tensor maps.
 // Strides are in elements. Packed query row r of a KV head kvh is

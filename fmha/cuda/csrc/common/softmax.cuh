@@ -12,10 +12,9 @@
 
 #include <cstdint>
 
-namespace fmha {
+#include "params.h"
 
-constexpr float kLn2 = 0.693147180559945309f;
-constexpr float kLog2e = 1.44269504088896341f;
+namespace fmha {
 
 // Fragment index helpers (see the header comment).
 __device__ __forceinline__ constexpr int frag_row_half(int i) { return (i >> 1) & 1; }

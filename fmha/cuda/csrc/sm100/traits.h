@@ -7,13 +7,11 @@
 #include <cstdint>
 
 #include "../common/merge_layout.h"
+#include "../common/params.h"
 #include "config.h"
 
 namespace fmha {
 namespace sm100 {
-
-// V's head dim: 512 for DeepSeek's 576-wide keys (V is their first 512 columns), else the keys'.
-constexpr int head_dim_v(int D) { return D == 576 ? 512 : D; }
 
 // Tensor Memory plan of the rows-on-M loop (D: V's head dim, O's columns). An M = 64 accumulator (cta_group::1) puts its row r in lane
 // 32 (r / 16) + r % 16, so it fills lanes 0-15 of each warp's quarter; a second M = 64 accumulator may

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 
+#include "../common/params.h"
 #include "../fmha_capi.h"
 
 namespace fmha {
@@ -110,8 +111,6 @@ constexpr Config config_table(int D, int config) {
 
 constexpr bool has_config(int D, int config) { return config_table(D, config).tile_n > 0; }
 
-// V's head dim: 512 for DeepSeek's 576-wide keys (V is their first 512 columns), else the keys'.
-constexpr int head_dim_v(int D) { return D == 576 ? 512 : D; }
 
 // Feature settings shared by every configuration. (The K/V loads' L2 policies are fixed where they are
 // made: evict-first in producer_loop, common/kv_ring.cuh; 128 B promotion in encode_kv_map, common/host.cu.)
