@@ -118,8 +118,7 @@ constexpr bool has_config(int D, int config) { return config_table(D, config).ti
 // vote costs more than the multiplies).
 constexpr int kSkipUnitRescaleMinD = 128;
 // Paged launches take TMA boxes of at least this many tokens, else the producer warps gather (cp.async):
-// smaller boxes stream slower than the gather (16-token pages at D = 128: 1.30x the contiguous time against
-// 1.04x; docs/paged.md).
+// smaller boxes stream slower than the gather (docs/paged.md).
 constexpr int kPagedTmaMinRows = 32;
 
 // Whether a paged launch gathers (cp.async) instead of reading TMA boxes: pages under kPagedTmaMinRows rows,
