@@ -36,7 +36,6 @@ __device__ __forceinline__ void consumer_loop_overlapped(SharedStorage<Tr>& ss, 
   uint32_t pa[Tr::kBlockN / 16][4];  // P of the tile whose P V is next, as the PV wgmma's A fragment
   float s[Tr::kBlockN / 2];
 
-  // Keys below this are visible to every row of the block (causal rows start at L - T + 1).
   const int unmasked_until = fmha::unmasked_until(p, tr);
   // Every wgmma issue below is unconditional between its fence and its wait (the last tile is
   // peeled off the loop), so ptxas can follow the two groups without serialising them.
