@@ -610,6 +610,8 @@ def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, e
     assert launch[-1] == balanced
     if balanced:
         assert launch[4] == 7 * B * 16 * 512 * splits
+        # the grid launched: at most the CTAs the SMs hold (one each here), not the static plan's B x splits
+        assert f"dealt over {min(B * splits, 132)} CTAs in equal shares" in b.launch_details(p)
     assert ("balanced schedule" in b.launch_details(p)) == balanced
     assert struct.unpack("<d3q", launch[6])[2] == splits
     b._balanced_ws_bytes = None  # a library older than the schedule: neither asked for nor described
@@ -644,6 +646,10 @@ def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, T, Hq, e
                             has_cache_seqlens=True)
     assert b._launch_constants(p)[-1] == balanced
     assert ("balanced schedule" in b.launch_details(p)) == balanced
+    if balanced:  # whole row blocks of the CTAs the SMs hold, one at least: B67 Hq128 134 -> 132; B1 T511 1022
+        row_blocks = -(-T * Hq // 64)
+        ctas = row_blocks * min(B, max(1, 132 // row_blocks))
+        assert f"dealt over {ctas} CTAs in equal shares" in b.launch_details(p)
 
 
 @pytest.mark.parametrize("B,Hq,page_size,balanced", (

@@ -528,8 +528,9 @@ class CudaBackend(Backend):
         launch = self._launches.get(id(p))  # (planned already: the schedule it took, as FMHA_CUDA_SCHEDULE said then)
         planned = launch is not None and launch[0] is p
         if launch[-1] if planned else self._balanced(p, config, num_splits, index):  # (its last field: balanced)
-            merge = (", the tiles dealt over the CTAs in equal shares by cache length (balanced schedule; the "
-                     "pieces of a sequence shared by several CTAs + combine kernel)")
+            merge = (f", the tiles dealt over {self._balanced_ctas(p, config, num_splits, sms)} CTAs in equal shares "
+                     "by cache length (balanced schedule; the pieces of a sequence shared by several CTAs + combine "
+                     "kernel)")
         arch = ""
         if self._arch == 100:
             arch = ("; sm_100a kernel (tcgen05, Tensor Memory): compiled for sm_100a, never run on hardware before "
@@ -538,6 +539,17 @@ class CudaBackend(Backend):
                 "; P V reads V from the K stage" if config == Config.LATENT_SPLIT_QK else "")
         return (f"config {kind}, {self._tile_n[(p.head_dim, config)]}-token tiles, {loop}; {ctas} CTAs x "
                 f"{num_splits} KV split(s){merge}{paged}{arch}")
+
+    def _balanced_ctas(self, p: Problem, config: Config, num_splits: int, sms: int) -> int:
+        """The CTAs a balanced launch runs: the planned grid cut to the CTAs the SMs hold at once, by whole row
+        blocks for the 64-key seesaw (as fmha/cuda/csrc/sm90/launch.cuh)."""
+        ctas, resident = _grid_ctas(p) * num_splits, sms * self._ctas_per_sm[(p.head_dim, config)]
+        if resident <= 0:
+            return ctas
+        if config == Config.LATENT_SEESAW64:
+            row_blocks = cdiv(p.seqlen_q * p.group_size, BLOCK_M)
+            return row_blocks * min(ctas // row_blocks, max(1, resident // row_blocks))
+        return min(ctas, resident)
 
     def run(self, p: Problem, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None,
             cache_leftpad=None) -> None:
