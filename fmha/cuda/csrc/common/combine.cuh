@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
 // The balanced schedule's merge (DecodeParams::balanced, sm90/schedule_balanced.cuh). Grid (units, blocks of
 // kCombineThreads / kLanes packed rows of a unit): a CTA reads its unit's descriptor and leaves where the unit is one
 // piece, written out by the decode kernel; else kLanes threads merge each of its rows from the pieces in piece order
-// (balanced_slot), a thread holding D / (4 kLanes) float4 column groups (lane + kLanes c, coalesced).
+// (balanced_slot), a thread holding D / (4 kLanes) float4 column groups (lane + kLanes c: coalesced row-major, or
+// in fragment order 32-byte sectors, 16 lines a warp; balanced_piece_elem).
 // kLanes = 64 (two rows a CTA, four pieces a load) where the plan has a unit a CTA: a launch of equal lengths whose
 // plan fits the SMs merges nothing and is then half the CTAs. kLanes = D / 4 (a row a CTA) where the plan splits
 // units, whose pieces are many and want more CTAs.
@@ -171,7 +172,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const
       split_lse[j] = k0 + j < pieces ? p.lse_partial[slot_row] : -INFINITY;
 #pragma unroll
       for (int c = 0; c < kCols; ++c)
-        o[c][j] = *reinterpret_cast<const float4*>(p.o_partial + slot_row * D + 4 * (lane + kLanes * c));
+        o[c][j] = *reinterpret_cast<const float4*>(
+            p.o_partial + balanced_piece_elem(p.pieces_by_fragment, slot_row - n, n, 4 * (lane + kLanes * c), D));
     }
 #pragma unroll
     for (int c = 0; c < kCols; ++c) merge[c].add(split_lse, o[c]);

@@ -38,6 +38,20 @@ __device__ __forceinline__ void put_row_partial(float* dst, const float (&acc)[T
   if (ql == 0 && wg == 0) *lse_at() = lse;
 }
 
+// The same in fragment order (balanced_piece_elem): dst is the row's column 0 there (its 8-row group's first element
+// plus 8 (row % 8)); a warp's 32 float2 of one 8-column block are 256 contiguous bytes.
+template <class Tr, class LseAt>
+__device__ __forceinline__ void put_row_partial_by_fragment(float* dst, const float (&acc)[Tr::kOutCols / 2], int h,
+                                                            float inv_l, float lse, int wg, int ql, LseAt lse_at) {
+  dst += 8 * wg * Tr::kOutCols + 2 * ql;  // (column block wg kOutCols / 8 starts at 64 of them)
+#pragma unroll
+  for (int c = 0; c < Tr::kOutCols / 8; ++c) {
+    const int i = 4 * c + 2 * h;
+    *reinterpret_cast<float2*>(dst + 64 * c) = make_float2(acc[i] * inv_l, acc[i + 1] * inv_l);
+  }
+  if (ql == 0 && wg == 0) *lse_at() = lse;
+}
+
 // Write this warpgroup's output columns (or the split partials) and the LSE.
 template <class Tr, bool kBf16, class Ss>
 __device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,

@@ -83,6 +83,9 @@ struct DecodeParams {
   // layout below) that combine_balanced_kernel merges. Set by the host.
   int balanced;
   int* balanced_desc;  // [B * Hkv][4]: pieces, first CTA, whether the unit starts inside that CTA's share, 0
+  // 1: the balanced pieces' rows are in fragment order by 8-row groups (balanced_piece_elem), set by the host for
+  // the 64-key seesaw where rows % 8 == 0; 0: row-major. (Last, so that no other field moves.)
+  int pieces_by_fragment;
 };
 
 enum ClusterMergeMode : int {
@@ -103,7 +106,8 @@ inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
 }
 
 // The balanced schedule's workspace: two slots of pieces a CTA (C <= num_splits * B * Hkv CTAs), o_partial
-// [2 C][rows][D_v] and lse_partial [2 C][rows] (the sizes of 2 num_splits splits' workspace), then from the next
+// [2 C][rows][D_v] (each 8-row group in balanced_piece_elem's order where pieces_by_fragment) and lse_partial
+// [2 C][rows] (the sizes of 2 num_splits splits' workspace), then from the next
 // 16-byte boundary the units' descriptors, int32 [B * Hkv][4]. Slot of piece k of a unit whose pieces start at CTA
 // first_cta (first_mid: the unit starts inside that CTA's share): 2c for the visit that starts CTA c's share,
 // 2c + 1 for one that starts inside it. The descriptors come from the running sums of the clamped lengths and the
@@ -115,6 +119,16 @@ inline int64_t balanced_desc_offset_bytes(int B, int T, int Hq, int Dv, int num_
 }
 __host__ __device__ __forceinline__ int balanced_slot(int first_cta, int first_mid, int k) {
   return 2 * (first_cta + k) + (k == 0 ? first_mid : 0);
+}
+// Element (row n, column col) of the pieces in the slot whose first row is slot_row0: row-major [rows][D_v], or
+// (by_fragment) each 8-row group's 8 x D_v values in the order the 64-key seesaw's fragments hold them, 8-column
+// block by block, so that a warp's 32 float2 of one block are 256 contiguous bytes (lane 4 (n % 8) + (col % 8) / 2).
+// Four columns 4q .. 4q + 3 of a row stay 16 contiguous bytes.
+__host__ __device__ __forceinline__ int64_t balanced_piece_elem(bool by_fragment, int64_t slot_row0, int64_t n,
+                                                                int col, int Dv) {
+  if (!by_fragment) return (slot_row0 + n) * Dv + col;
+  const int g = static_cast<int>(n % 8);
+  return (slot_row0 + n - g) * Dv + 64 * (col / 8) + 8 * g + col % 8;
 }
 
 // Whether the producer warps gather the tiles with cp.async: paged caches whose pages take no TMA boxes

@@ -70,8 +70,8 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
 
 // One visit's epilogue (the balanced schedule): this warpgroup's 256 columns of the row block's rows, whole (out,
 // with the sink) where the unit is one piece, else as fp32 O / l and the LSE in the piece's workspace slot
-// (common/params.h balanced_slot), which combine_balanced_kernel merges. From the fragments, not staged:
-// ring stage 0 may already hold the next visit's first tile.
+// (common/params.h balanced_slot; fragment order where pieces_by_fragment), which combine_balanced_kernel merges.
+// From the fragments, not staged: ring stage 0 may already hold the next visit's first tile.
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void store_output_visit(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
                                                    RowState& st, const BalancedVisit& vis, int row0, int wg,
@@ -86,8 +86,14 @@ __device__ __forceinline__ void store_output_visit(const DecodeParams& p, const 
     if (row >= p.rows) continue;  // padding row
     if (vis.pieces > 1) {
       const int64_t slot_row = slot * p.rows + row;
-      put_row_partial<Tr>(p.o_partial + slot_row * Tr::kHeadDimV + wg * Tr::kOutCols, acc, h, inv_l[h], lse[h], wg,
-                          ql, [&] { return p.lse_partial + slot_row; });
+      if (p.pieces_by_fragment) {  // (a warp's store: 256 contiguous bytes)
+        float* row_col0 = p.o_partial + balanced_piece_elem(true, slot * p.rows, row, 0, Tr::kHeadDimV);
+        put_row_partial_by_fragment<Tr>(row_col0, acc, h, inv_l[h], lse[h], wg, ql,
+                                        [&] { return p.lse_partial + slot_row; });
+      } else {
+        put_row_partial<Tr>(p.o_partial + slot_row * Tr::kHeadDimV + wg * Tr::kOutCols, acc, h, inv_l[h], lse[h], wg,
+                            ql, [&] { return p.lse_partial + slot_row; });
+      }
     } else {
       put_row_out<Tr, kBf16>(p, acc, h, OutRow(p, vis.b, vis.kvh, row), vis.b, inv_l[h], lse[h], wg, ql);
     }

@@ -160,6 +160,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
 
   lp.balanced = p.balanced && p.rows <= kBalancedMaxRows &&
                 deals_tiles(p.B, p.Hkv, p.S, ctas, p.seqlens != nullptr, lp.q_tma, gather);
+  lp.pieces_by_fragment = lp.balanced && Tr::kSeesaw64 && p.rows % 8 == 0;  // (a slot of whole 8-row groups)
   auto kernel = decode_kernel<D, kBf16, kConfig>;
   constexpr size_t smem = smem_bytes<Tr>();
   static_assert(smem <= kSmemPerCta, "decode kernel shared memory exceeds the sm_90 limit");
