@@ -562,7 +562,7 @@ def test_cuda_seesaw64_out_views(monkeypatch, layout, T, heads, use_sinks, dtype
     (576, 1, (64, 1), None, True),  # one full row block a sequence (V4-Flash's rows)
     (512, 3, (28, 4), 64, False),   # 21 rows: the copy-out stops at the block's padding rows; TMA-paged
     (576, 2, (128, 1), None, True),  # two row blocks a KV head
-    (576, 2, (12, 1), None, False),  # 24 rows of one KV head: 8-row groups across tokens
+    (576, 2, (12, 1), None, False),  # 24 rows of one KV head, 12 heads of two tokens
     (512, 2, (32, 2), None, True),   # two KV heads of 32 rows
 ])
 def test_cuda_seesaw64_partials_for_the_combine_kernel(monkeypatch, Dqk, T, heads, page_size, use_sinks):
@@ -705,7 +705,6 @@ BALANCED_SEESAW_CASES = [
     (512, "self", 2, (28, 4), None, True, [300, 0, 5, 1000], 1),
     (576, "slice", 1, (64, 1), 16, True, [300, 0, 5, 1000], 1),
     (576, "slice", 9, (4, 1), None, True, [300, 0, 5, 1000, 129], 1),  # 36 rows: pieces row-major (rows % 8)
-    (576, "slice", 2, (24, 2), None, True, [300, 0, 5, 1000], 1),  # 24 rows of 12 heads: fragment-order pieces
 ]
 
 

@@ -43,7 +43,7 @@ __device__ __forceinline__ void put_row_partial(float* dst, const float (&acc)[T
 template <class Tr, class LseAt>
 __device__ __forceinline__ void put_row_partial_by_fragment(float* dst, const float (&acc)[Tr::kOutCols / 2], int h,
                                                             float inv_l, float lse, int wg, int ql, LseAt lse_at) {
-  dst += 8 * wg * Tr::kOutCols + 2 * ql;  // (column block wg kOutCols / 8 starts at 64 of them)
+  dst += 8 * wg * Tr::kOutCols + 2 * ql;  // (its first 8-column block: wg kOutCols / 8, 64 floats a block)
 #pragma unroll
   for (int c = 0; c < Tr::kOutCols / 8; ++c) {
     const int i = 4 * c + 2 * h;
