@@ -229,6 +229,7 @@ def test_packed_arguments_reach_the_c_side(build):
     need = lib.fmha_balanced_workspace_bytes(2, 1, 16, 1, 512, 1)
     assert need == 2 * 2 * 16 * 513 * 4 + 16 * 2 and lib.fmha_balanced_workspace_bytes(0, 1, 16, 1, 512, 1) == 0
     assert lib.fmha_balanced_workspace_bytes(2, 1, 16, 1, 512, 3) == 3 * 2 * 2 * 16 * 513 * 4 + 16 * 2
+    assert lib.fmha_balanced_workspace_bytes(65535, 1 << 20, 1 << 16, 1, 512, 1024) == 2 ** 64 - 1  # saturates
     status, msg = call(balanced=1, **latent)
     assert status != 0 and f"workspace of 0 bytes too small: balanced=1 needs {need}" in msg, msg
     status, msg = call(balanced=1, workspace=ptr, workspace_bytes=need - 1, **latent)

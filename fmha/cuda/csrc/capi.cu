@@ -247,8 +247,12 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
 
 size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits) {
   if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || Dv < 1 || num_splits < 1) return 0;
-  return static_cast<size_t>(fmha::balanced_desc_offset_bytes(B, T, Hq, Dv, num_splits)) +
-         16u * static_cast<size_t>(B) * Hkv;
+  // 2 num_splits splits' partials (fmha::workspace_bytes saturates at SIZE_MAX, which no workspace satisfies),
+  // rounded to 16 bytes as balanced_desc_offset_bytes, then the descriptors
+  const size_t partials = fmha::workspace_bytes(B, T, Hq, Dv, 2 * num_splits);
+  const size_t desc = 16u * static_cast<size_t>(B) * static_cast<size_t>(Hkv);
+  if (num_splits > INT32_MAX / 2 || partials > SIZE_MAX - desc - 15) return SIZE_MAX;
+  return (partials + 15) / 16 * 16 + desc;
 }
 
 int fmha_decode(const FmhaDecodeArgs* a) {
@@ -407,8 +411,7 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   }
   p.k_head_major = fmha::head_major_order(kv.k_s, kv.k_h, p.Hkv);
   p.v_head_major = fmha::head_major_order(kv.v_s, kv.v_h, p.Hkv);
-  if (num_splits > 1 && a->workspace != 0) {  // required (and its size checked) where the launch merges by kernel
-    if (misaligned(a->workspace)) return fail("workspace must be 16-byte aligned");
+  if (num_splits > 1 && a->workspace != 0) {  // required, sized and aligned where the launch merges by kernel
     p.o_partial = reinterpret_cast<float*>(a->workspace);
     p.lse_partial = p.o_partial + fmha::workspace_o_elems(B, T, Hq, Dv, num_splits);
   }

@@ -110,7 +110,8 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // elements, last stride 1; q and out 16-byte aligned with strides of 16 bytes below 2^40 elements, out's rows
 // distinct), lse [B, Hq, T] float32 contiguous, cache_seqlens int32 [B] or 0 (= S for every sequence; clamped to
 // [0, S] on the device; both 4-byte aligned), stream a cudaStream_t; workspace (16-byte aligned,
-// fmha_workspace_bytes) where num_splits > 1 merges through the combine kernel, else 0 is accepted.
+// fmha_workspace_bytes) where num_splits > 1 merges through the combine kernel, else 0 is accepted (and a
+// workspace given is not read). B and Hkv at most 65535 (grid dimensions).
 // Paged caches: block_table int32 [B, max_blocks_per_seq] (rows block_table_stride elements apart) of
 // page ids; k and v are then pools [num_blocks, page_size, Hkv, D] (any 16-byte strides: k_b/v_b between
 // pages, k_s/v_s between a page's tokens, k_h/v_h between heads), logical token j of sequence b at page

@@ -80,6 +80,9 @@ inline int check_workspace(DecodeParams& lp, int D, size_t workspace_size) {
     if (lp.o_partial == nullptr || workspace_size < need)
       return fail("workspace of %zu bytes is too small: num_splits=%d merged by the combine kernel needs %zu",
                   lp.o_partial == nullptr ? size_t{0} : workspace_size, lp.num_splits, need);
+    if (reinterpret_cast<uintptr_t>(lp.o_partial) % 16 != 0)
+      return fail("workspace must be 16-byte aligned: num_splits=%d merged by the combine kernel reads it by float4",
+                  lp.num_splits);
   } else if (!lp.balanced) {  // (the balanced schedule's pieces use the workspace: capi.cu sized it)
     lp.o_partial = nullptr;
     lp.lse_partial = nullptr;
