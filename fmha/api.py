@@ -204,7 +204,8 @@ def _lse_scratch(p, keep_only: bool = False) -> Optional[torch.Tensor]:
     if buf is None:
         if keep_only and len(_LSE_SCRATCH) >= 256:
             return None
-        buf = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
+        with torch.inference_mode(False):  # a normal tensor: an inference one refuses writes outside the mode
+            buf = torch.empty(p.batch, p.heads_q, p.seqlen_q, dtype=torch.float32, device=p.device)
         if len(_LSE_SCRATCH) < 256:  # never evict: a captured graph may still write into an entry
             buf = _LSE_SCRATCH.setdefault(key, buf)  # racing threads end up with one buffer
     return buf
