@@ -13,6 +13,8 @@ from .splits import num_sms
 
 __all__ = ["Backend", "CudaBackend", "ReferenceBackend", "TritonBackend", "available_backends", "registry"]
 
+_current_cuda_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+
 
 class ReferenceBackend(Backend):
     name = "reference"
@@ -75,8 +77,14 @@ class TritonBackend(Backend):
 
     def run(self, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=None, sinks=None, cache_leftpad=None):
         from .triton.decode import decode_attention
-        decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table=block_table, sinks=sinks,
-                         cache_leftpad=cache_leftpad)
+        args = (p, q, k_cache, v_cache, cache_seqlens, out, lse)
+        kwargs = dict(block_table=block_table, sinks=sinks, cache_leftpad=cache_leftpad)
+        # Triton launches on the current device and its current stream: the tensors' device must be current.
+        if p.device.type == "cuda" and p.device.index is not None and p.device.index != _current_cuda_device():
+            with torch.cuda.device(p.device.index):
+                decode_attention(*args, **kwargs)
+        else:
+            decode_attention(*args, **kwargs)
 
 
 # The backends' names, in the order `auto` prefers them when no table decides (a constant: torch.compile traces

@@ -117,6 +117,22 @@ def test_forced_split_kv(D, num_splits):
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"split={used}")
 
 
+@pytest.mark.parametrize("num_splits", [1, 2])
+def test_flat_grid_past_65535_sequence_heads(monkeypatch, num_splits):
+    """Past 65535 (sequence, KV head) pairs, more than grid axis y holds, the row blocks and the pairs share axis x;
+    forced here on a small problem by lowering the limit (64/2 heads at T = 3: 96 rows, two row blocks a pair)."""
+    from fmha.triton import decode
+    monkeypatch.setattr(decode, "GRID_YZ_MAX", 1)
+    q, k, v, sl = make_inputs(3, 3, 64, 2, 129, 64, device=DEVICE, seqlens=[129, 0, 7])
+    p = validate(q, k, v, sl, None, True, None)
+    assert decode.plan(p, 8)[1] == 2  # row blocks a (sequence, KV head)
+    out = poisoned_out(q)
+    lse = torch.full((3, 64, 3), float("nan"), device=DEVICE)
+    decode.decode_attention(p, q, k, v, sl, out, lse, num_splits=num_splits)
+    ref, ref_lse = attention_reference(q, k, v, sl, p.softmax_scale, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"flat grid, {num_splits} split(s)")
+
+
 LONG_CACHES = [(1, 1, 32, 8, 65536, 128), (2, 4, 16, 1, 8192, 512), (1, 16, 32, 8, 8192, 128)]
 
 
@@ -240,3 +256,14 @@ def test_the_spill_tool_compiles_the_kernel_for_sm90():
     assert r.returncode == 0, r.stderr[-2000:]
     assert "BLOCK_M=16 BLOCK_N=64" in r.stdout and "0 bytes of stack" in r.stdout, r.stdout
     assert "0 of 1 configurations spill" in r.stdout, r.stdout
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+def test_tensors_on_a_device_that_is_not_current():
+    """Triton launches on the current device: the backend makes the tensors' device current for the call."""
+    q, k, v, sl = make_inputs(2, 1, 8, 2, 129, 64, device="cuda:1", seqlens=[129, 7])
+    with torch.cuda.device(0):
+        out, lse = fmha.attention(q, k, v, sl, backend="triton", return_lse=True)
+    ref, ref_lse = attention_reference(q, k, v, sl, 64 ** -0.5, True)
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what="tensors on cuda:1")

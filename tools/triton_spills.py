@@ -42,7 +42,8 @@ def compile_config(head_dim: int, rows: int, splits: int, option: str):
     names = kernel.arg_names
     constexprs = dict(HEADS_KV=8, GROUP=rows, NUM_SPLITS=splits, HEAD_DIM=dv, BLOCK_M=block_m, BLOCK_N=block_n,
                       CAUSAL=True, HAS_SEQLENS=True, INTERPRETED=False, OFFS_64=False, QK_TAIL=tail,
-                      KV_SHARED=dv == 512, HAS_LEFTPAD=False, SPAN_FROM_LO=False, **OPTIONS[option])
+                      KV_SHARED=dv == 512, HAS_LEFTPAD=False, SPAN_FROM_LO=False, FLAT_GRID=False, M_BLOCKS=1,
+                      **OPTIONS[option])
     pointers = {"Q": "*bf16", "K": "*bf16", "V": "*bf16", "Out": "*bf16", "Lse": "*fp32", "OPart": "*fp32",
                 "LsePart": "*fp32", "Sinks": "*fp32", "Seqlens": "*i32", "BlockTable": "*i32", "LeftPad": "*i32"}
     signature = {n: "constexpr" if n in constexprs else pointers.get(n, "fp32" if n in ("qk_scale", "cap_log2")

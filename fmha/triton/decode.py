@@ -89,10 +89,16 @@ def _decode_kernel(
     CAUSAL: tl.constexpr, HAS_SEQLENS: tl.constexpr, INTERPRETED: tl.constexpr, OFFS_64: tl.constexpr,
     PAGED: tl.constexpr, PAGE_SIZE: tl.constexpr,
     QK_TAIL: tl.constexpr, KV_SHARED: tl.constexpr, HAS_SINKS: tl.constexpr, WINDOW: tl.constexpr,
-    SOFTCAP: tl.constexpr, HAS_LEFTPAD: tl.constexpr, SPAN_FROM_LO: tl.constexpr,
+    SOFTCAP: tl.constexpr, HAS_LEFTPAD: tl.constexpr, SPAN_FROM_LO: tl.constexpr, FLAT_GRID: tl.constexpr,
+    M_BLOCKS: tl.constexpr,
 ):
-    pid_m = tl.program_id(0)
-    pid_bh = tl.program_id(1)
+    if FLAT_GRID:  # more (sequence, KV head) pairs than grid axis y holds: axis x counts them and the row blocks
+        # (M_BLOCKS, a constant only here, so that other launches compile as without it)
+        pid_m = tl.program_id(0) % M_BLOCKS
+        pid_bh = tl.program_id(0) // M_BLOCKS
+    else:
+        pid_m = tl.program_id(0)
+        pid_bh = tl.program_id(1)
     split = tl.program_id(2)
     # 64-bit batch and head indices: b * stride_kb passes 2^31 elements on large caches.
     b = (pid_bh // HEADS_KV).to(tl.int64)
@@ -341,6 +347,9 @@ def offsets_64(q, k_cache, v_cache, out, rows_in_span: int) -> bool:
     return max(kv_span, q_span) >= 2 ** 31
 
 
+GRID_YZ_MAX = 65535  # CUDA's limit on grid axes y and z
+
+
 def paged_mode(p, block_n: int) -> int:
     """The kernel's PAGED: 0 contiguous caches, 2 one page id per tile (pages a multiple of the tile), 1 one
     per key."""
@@ -389,7 +398,10 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         table, stride_bt, num_blocks = seqlens, 0, 1  # unused placeholder
         rows_in_span = p.seqlen_k
     sinks_arg = sinks if sinks is not None else lse  # unused placeholder
-    grid = (m_blocks, B * p.heads_kv, splits)
+    # Grid axes y and z hold at most 65535; past that the row blocks and (sequence, KV head) pairs share axis x,
+    # in the same order (a pair's row blocks adjacent).
+    flat_grid = B * p.heads_kv > GRID_YZ_MAX
+    grid = (m_blocks * B * p.heads_kv, 1, splits) if flat_grid else (m_blocks, B * p.heads_kv, splits)
     _decode_kernel[grid](
         q, k_cache, v_cache, out, lse, o_part, lse_part, seqlens, table, sinks_arg,
         q.stride(0), q.stride(1), q.stride(2),
@@ -407,7 +419,7 @@ def decode_attention(p, q, k_cache, v_cache, cache_seqlens, out, lse, num_splits
         PAGED=paged, PAGE_SIZE=p.page_size if paged else 1,
         QK_TAIL=p.head_dim - D, KV_SHARED=p.kv_shared, HAS_SINKS=sinks is not None, WINDOW=p.has_window,
         SOFTCAP=p.softcap > 0, HAS_LEFTPAD=cache_leftpad is not None, SPAN_FROM_LO=p.window_left >= 0,
-        num_warps=num_warps, num_stages=num_stages,
+        FLAT_GRID=flat_grid, M_BLOCKS=m_blocks if flat_grid else 1, num_warps=num_warps, num_stages=num_stages,
     )
     if splits > 1:
         _combine_splits[(B * T * Hq,)](
