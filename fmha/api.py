@@ -10,7 +10,7 @@ from typing import Optional
 import torch
 
 from .backends import registry
-from .dispatch import (Decision, backend_env, check_backend_name, decide, decision_memo, requested_backend,
+from .dispatch import (BACKEND_ENV, Decision, backend_env, check_backend_name, decide, decision_memo, requested_backend,
                        why_not)
 from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, check_bool,
                       check_out_disjoint, check_softcap, check_softmax_scale, check_softmax_scale_type, check_window,
@@ -331,7 +331,7 @@ def _refuse_named_backend_that_cannot_serve(backend, query, value):
     FMHA_BACKEND, is refused as a call with data would be where that backend cannot serve its dtype, head dims
     and device here: the backend's reason for a one-token stand-in of the same, whose V is K's leading columns (an
     empty V's memory cannot tell whether it is a view of K's, and a shared latent is what 576 / 512 needs)."""
-    name, _ = requested_backend(backend)
+    name, source = requested_backend(backend)
     if name == "auto":
         return
     E, Ev = query.shape[3], value.shape[3]
@@ -339,8 +339,9 @@ def _refuse_named_backend_that_cannot_serve(backend, query, value):
     p = validate(torch.empty_like(k), k, k[..., :Ev])
     why = why_not(name, p)
     if why is not None:
-        raise NotImplementedError(f"backend {name!r} cannot serve this call ({query.dtype}, head dims ({E}, {Ev}), "
-                                  f"tensors on {query.device}): {why}")
+        origin = "" if source == "explicit" else f" (asked for by the environment variable {BACKEND_ENV})"
+        raise NotImplementedError(f"backend {name!r}{origin} cannot serve this call ({query.dtype}, head dims "
+                                  f"({E}, {Ev}), tensors on {query.device}): {why}")
 
 
 _MENTIONS_SHAPES = re.compile(r"shape|stride|\[\d+, \d")  # (a list of sizes, not a range such as [1e-37, 1e+38])

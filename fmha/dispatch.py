@@ -104,9 +104,10 @@ def _decide(p: Problem, backend: str) -> Decision:
     considered = tuple((name, why_not(name, p)) for name in registry())
     if backend != "auto":
         why = dict(considered)[backend]
-        if why is not None:
-            raise NotImplementedError(f"backend {backend!r} cannot serve {p.describe()}: {why}")
         what = "backend= argument" if source == "explicit" else f"{BACKEND_ENV}={backend}"
+        if why is not None:
+            origin = "" if source == "explicit" else f" (asked for by the environment variable {BACKEND_ENV})"
+            raise NotImplementedError(f"backend {backend!r}{origin} cannot serve {p.describe()}: {why}")
         return Decision(backend, source, f"requested by {what}", considered)
 
     considered = tuple((name, why if why is not None else registry()[name].auto_reason(p))

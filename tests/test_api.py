@@ -68,7 +68,8 @@ def test_sdpa_of_empty_inputs_refuses_a_named_backend_that_cannot_serve(monkeypa
     with pytest.raises(NotImplementedError, match=refused):
         fmha.sdpa(q, k, k, backend="cuda")
     monkeypatch.setenv("FMHA_BACKEND", "cuda")
-    with pytest.raises(NotImplementedError, match=refused):
+    with pytest.raises(NotImplementedError, match=refused.replace("'cuda'", "'cuda' \\(asked for by the environment "
+                                                                  "variable FMHA_BACKEND\\)")):
         fmha.sdpa(q, k, k)
     assert torch.equal(fmha.sdpa(q, k, k, backend="reference"), q.new_zeros(1, 2, 1, 64))  # (named: wins over the env)
     monkeypatch.setenv("FMHA_BACKEND", "bogus")
@@ -111,6 +112,16 @@ def test_env_override(monkeypatch):
     d = fmha.explain(q, k, v)
     assert (d.backend, d.source) == ("triton", "env")
     check_backend("auto", q, k, v)
+
+
+def test_env_backend_that_cannot_serve_is_named_as_the_env_var(monkeypatch):
+    """A refusal of the backend FMHA_BACKEND names says that the environment asked for it (the caller passed no
+    backend=)."""
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device="cpu")
+    monkeypatch.setenv("FMHA_BACKEND", "cuda")
+    with pytest.raises(NotImplementedError, match=r"backend 'cuda' \(asked for by the environment variable "
+                       r"FMHA_BACKEND\) cannot serve"):
+        fmha.attention(q, k, v)
 
 
 def test_auto_leaves_the_sm100_kernel_to_callers_who_ask(monkeypatch):
@@ -468,7 +479,8 @@ def test_compare_is_not_ok_for_what_did_not_run(monkeypatch):
     assert "ok is False: a backend named in backends= did not run" in str(report)
     monkeypatch.setenv("FMHA_BACKEND", "cuda")
     report = fmha.compare(q, k, v, sl, window_size=(8, -1), backends=["triton", "reference"], timing=False)
-    assert report.ok and report.auto_backend.startswith("none (backend 'cuda' cannot serve"), str(report)
+    assert report.ok and report.auto_backend.startswith(
+        "none (backend 'cuda' (asked for by the environment variable FMHA_BACKEND) cannot serve"), str(report)
 
 
 def test_compare_names_nan_in_the_keys_a_row_reads_and_scales_the_lse_bound():
