@@ -133,6 +133,17 @@ def test_flat_grid_past_65535_sequence_heads(monkeypatch, num_splits):
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what=f"flat grid, {num_splits} split(s)")
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="65536 (sequence, KV head) pairs: a GPU's grid")
+def test_flat_grid_at_65536_sequence_heads():
+    """The first size past grid axis y: B 2048 x 32 KV heads (the same through auto, which takes Triton for a
+    window)."""
+    q, k, v, sl = make_inputs(2048, 1, 32, 32, 16, 64, device=DEVICE, seqlens=[16, 5] * 1024)
+    out, lse = fmha.attention(q, k, v, sl, backend="triton", return_lse=True, window_size=(8, -1))
+    ref, ref_lse = attention_reference(q, k, v, sl, 64 ** -0.5, True, window_size=(8, -1))
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item(), what="B*Hkv = 65536")
+
+
 LONG_CACHES = [(1, 1, 32, 8, 65536, 128), (2, 4, 16, 1, 8192, 512), (1, 16, 32, 8, 8192, 128)]
 
 
