@@ -48,6 +48,7 @@ class Problem:
     # their non-unit strides are multiples of 16 bytes, nonzero on dimensions of size > 1
     # (no broadcast views): what TMA descriptors and 16-byte vector accesses need.
     aligned_16b: bool = True
+    misalignment: str = ""  # where not aligned_16b: the first tensor at fault and why (the CUDA backend says it)
     # True when k_cache and v_cache keep the KV heads of a token side by side (head stride == head_dim): a
     # kernel may then read two heads as one twice as wide (the cuda backend's KV-head pairs).
     kv_heads_adjacent: bool = False
@@ -384,7 +385,9 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
                              "elements are distinct, e.g. torch.empty of that shape or a slice of one")
     if sinks is not None:
         _check_sinks(sinks, Hq, q.device)
-    aligned = all(_aligned_16b(t) for t in (q, k_cache, v_cache) + ((out,) if out is not None else ()))
+    named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)) + ((("out", out),) if out is not None else ())
+    aligned = all(_aligned_16b(t) for _, t in named)
+    misalignment = "" if aligned else next(_misalignment(n, t) for n, t in named if not _aligned_16b(t))
     paged_fields = {}
     if paged:  # seqlen_k: a sequence's capacity through the table
         paged_fields = dict(page_size=S, num_blocks=Bk, max_blocks_per_seq=max_blocks,
@@ -394,7 +397,7 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     return Problem(batch=B, seqlen_q=T, heads_q=Hq, heads_kv=Hkv, seqlen_k=S, head_dim=D,
                    dtype=q.dtype, device=q.device, causal=bool(causal),
                    softmax_scale=softmax_scale, has_cache_seqlens=cache_seqlens is not None,
-                   aligned_16b=aligned, head_dim_v=Dv,
+                   aligned_16b=aligned, misalignment=misalignment, head_dim_v=Dv,
                    kv_heads_adjacent=all(t.stride(2) == t.shape[3] or Hkv == 1 for t in (k_cache, v_cache)),
                    has_sinks=sinks is not None, kv_shared=shares_memory(k_cache, v_cache),
                    window_left=window_left, window_right=window_right, softcap=softcap,
@@ -590,6 +593,17 @@ def _elements_share_memory(t: torch.Tensor) -> bool:
             return True
         reach += (n - 1) * stride
     return False
+
+
+def _misalignment(name: str, t: torch.Tensor) -> str:
+    """Why `t` (named `name`) breaks _aligned_16b's rule, in words."""
+    e = t.element_size()
+    if t.data_ptr() % 16:
+        return f"{name} starts {t.data_ptr() % 16} bytes past a 16-byte boundary"
+    for dim, (st, n) in enumerate(zip(t.stride()[:-1], t.shape[:-1])):
+        if not ((st * e) % 16 == 0 and (st > 0 or n == 1) and st < 1 << 40):
+            return f"{name} has stride {st} ({st * e} bytes) on dim {dim} of size {n}"
+    return f"{name} is not aligned"
 
 
 def _aligned_16b(t: torch.Tensor) -> bool:

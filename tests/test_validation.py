@@ -372,7 +372,18 @@ def test_broadcast_kv_is_not_tma_compatible():
     k = torch.randn(2, 16, 1, 64, dtype=bf16).expand(2, 16, 4, 64)  # stride 0 over heads
     p = validate(q, k, k)
     assert not p.aligned_16b  # the CUDA backend declines it; Triton and the reference serve it
+    assert p.misalignment == "k_cache has stride 0 (0 bytes) on dim 2 of size 4"
     fmha.attention(q, k, k)
+    if torch.cuda.is_available():  # the CUDA backend's refusal names it
+        with pytest.raises(NotImplementedError, match=r"k_cache has stride 0 \(0 bytes\) on dim 2 of size 4: q, "):
+            fmha.attention(q.cuda(), k.cuda(), k.cuda(), backend="cuda")
+    # the first tensor at fault is named: a start off the boundary, then a stride
+    buf = torch.zeros(2 * 16 * 4 * 64 + 4, dtype=bf16)
+    v = buf[4:].view(2, 16, 4, 64)
+    assert validate(q, v, v).misalignment == "k_cache starts 8 bytes past a 16-byte boundary"
+    q_odd = torch.randn(2, 1, 8, 66, dtype=bf16)[..., :64]
+    k_ok = torch.randn(2, 16, 4, 64, dtype=bf16)
+    assert validate(q_odd, k_ok, k_ok).misalignment == "q has stride 66 (132 bytes) on dim 2 of size 8"
 
 
 def _refused_calls():

@@ -306,8 +306,9 @@ class CudaBackend(Backend):
         if p.head_dim not in SUPPORTED_HEAD_DIMS:
             return f"head_dim {p.head_dim} not supported (64, 128, 256, 512; 576 with D_v = 512)"
         if not p.aligned_16b:
-            return ("q/k_cache/v_cache/out must start on 16-byte boundaries with every non-unit stride a nonzero multiple "
-                    "of 16 bytes (TMA and 16-byte loads)")
+            return (f"{p.misalignment or 'a tensor is misaligned'}: q, k_cache, v_cache and out must start on 16-byte "
+                    "boundaries with every stride but the last a nonzero multiple of 16 bytes (below 2^40 elements) "
+                    "where its dim has more than one element (TMA and 16-byte loads)")
         if p.batch > 65535 or p.heads_kv > 65535:
             return f"batch {p.batch} or heads_kv {p.heads_kv} above the grid limit 65535"
         too_large = token_indices_too_large(p, 1024)
