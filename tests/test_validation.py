@@ -374,9 +374,10 @@ def test_broadcast_kv_is_not_tma_compatible():
     assert not p.aligned_16b  # the CUDA backend declines it; Triton and the reference serve it
     assert p.misalignment == "k_cache has stride 0 (0 bytes) on dim 2 of size 4"
     fmha.attention(q, k, k)
-    if torch.cuda.is_available():  # the CUDA backend's refusal names it
+    if torch.cuda.is_available():  # the CUDA backend's refusal names it (expanded on the GPU: .cuda() would copy)
+        k_gpu = torch.randn(2, 16, 1, 64, dtype=bf16, device="cuda").expand(2, 16, 4, 64)
         with pytest.raises(NotImplementedError, match=r"k_cache has stride 0 \(0 bytes\) on dim 2 of size 4: q, "):
-            fmha.attention(q.cuda(), k.cuda(), k.cuda(), backend="cuda")
+            fmha.attention(q.cuda(), k_gpu, k_gpu, backend="cuda")
     # the first tensor at fault is named: a start off the boundary, then a stride
     buf = torch.zeros(2 * 16 * 4 * 64 + 4, dtype=bf16)
     v = buf[4:].view(2, 16, 4, 64)
