@@ -44,10 +44,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens: int in [0, 2^31) or contiguous int32 [B], the tokens each sequence has in the cache (None: all
     S). With k and v ([B, T_new, Hkv, D] and [B, T_new, Hkv, D_v]), those are first written into the caches in
     place at positions cache_seqlens .. cache_seqlens + T_new - 1 of each sequence, and the attention reads
-    cache_seqlens + T_new tokens. New tokens past a sequence's capacity are not written (they leave the cache as it
-    was) and the attention reads at most the capacity; page ids outside the pool are clamped into it, so such a
-    write lands inside the pool and its result is undefined. Device data: checking either would need a sync, so
-    neither is refused (FlashAttention raises for a paged cache that would overflow).
+    cache_seqlens + T_new tokens. Positions past a sequence's capacity and page ids outside the pool are clamped
+    into it (device data: checking them would need a sync; FlashAttention raises for a paged cache that would
+    overflow), so such a write lands inside the cache, over its last slot, and its result is undefined.
     causal: bottom-right aligned, as FlashAttention's. Returns out [B, T, Hq, D_v], and with return_softmax_lse
     also the LSE [B, Hq, T] (float32, natural log). backend: as fmha.attention's.
     rotary_cos / rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype or float32, seqlen_ro at least the cache's
@@ -283,29 +282,19 @@ def _(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_table, softmax_sc
 
 
 def _append(k_cache, v_cache, k, v, cache_seqlens, block_table) -> None:
-    """k and v into the caches at each sequence's positions cache_seqlens .., those that fit its capacity; page ids
-    clamped into the pool. Without a sync the writes cannot be filtered: a token past the capacity writes again
-    where the last token that fits went, with that token's value, and where none fits the last slot's own value."""
+    """k and v into the caches at each sequence's positions cache_seqlens .., clamped into the cache (the pool)."""
     B, T_new = k.shape[:2]
-    dev = k.device
-    capacity = k_cache.shape[1] if block_table is None else block_table.shape[1] * k_cache.shape[1]
-    start = cache_seqlens.to(torch.int64).clamp(0, capacity)
-    # j: the new token whose value each write stores (the last one that fits, for those past it); -1: none fits
-    j = torch.minimum(torch.arange(T_new, device=dev)[None, :], (capacity - 1 - start).clamp(max=T_new - 1)[:, None])
-    pos = torch.where(j >= 0, start[:, None] + j, capacity - 1)
-    rows = torch.arange(B, device=dev)[:, None]
+    pos = cache_seqlens.to(torch.int64)[:, None] + torch.arange(T_new, device=k.device)
     if block_table is None:
-        at = (rows.expand(B, T_new), pos)
+        rows = torch.arange(B, device=k.device)[:, None]
+        at = (rows, pos.clamp(0, k_cache.shape[1] - 1))
     else:
         page_size = k_cache.shape[1]
+        pos = pos.clamp(0, block_table.shape[1] * page_size - 1)
         pages = block_table.to(torch.int64).gather(1, pos // page_size).clamp(0, k_cache.shape[0] - 1)
         at = (pages, pos % page_size)
-    fits = (j >= 0)[:, :, None, None]
-    jc = j.clamp(min=0)
-    v_new = torch.where(fits, v[rows, jc], v_cache[at])  # (both caches read before either is written)
-    k_new = torch.where(fits, k[rows, jc], k_cache[at])
-    v_cache[at] = v_new
-    k_cache[at] = k_new  # (last: where V is K's memory, the whole key is what stays)
+    v_cache[at] = v
+    k_cache[at] = k  # (last: where V is K's memory, the whole key is what stays)
 
 
 def get_mla_metadata(*args, **kwargs):
