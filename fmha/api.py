@@ -10,8 +10,8 @@ from typing import Optional
 import torch
 
 from .backends import registry
-from .dispatch import (BACKEND_ENV, Decision, backend_env, check_backend_name, decide, decision_memo, requested_backend,
-                       why_not)
+from .dispatch import (BACKEND_ENV, Decision, backend_env, check_backend_name, decide, decision_memo,
+                       requested_backend, why_not)
 from .problem import (NO_WINDOW, SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, check_bool,
                       check_out_disjoint, check_softcap, check_softmax_scale, check_softmax_scale_type, check_window,
                       metadata_key, validate, validate_cached)
