@@ -19,7 +19,7 @@ def visible_mask(seqlens: torch.Tensor, T: int, S: int, causal: bool, window_lef
 
     Keys at j >= seqlens[b] are never visible; with `causal`, query t sees keys
     j <= seqlens[b] - T + t (bottom-right alignment, as flash-attn); a window bound of
-    -1 or more keeps keys j >= i - window_left and j <= i + window_right, i = seqlens[b] - T + t; with
+    0 or more (-1: none) keeps keys j >= i - window_left and j <= i + window_right, i = seqlens[b] - T + t; with
     `leftpad` (int [B]) keys j < leftpad[b] are not visible either. Lengths are clamped to [0, S], as the
     kernels do.
     """

@@ -361,6 +361,11 @@ def test_compare_flags_a_zeroed_or_negated_output_that_fits_the_absolute_bound(m
                                                                                    out.zero_()))
     r = fmha.compare(q, k, v, backends=["triton"], timing=False).results[0]
     assert r.status.startswith("DISAGREES") and "cosine 0.0000000" in r.status, r.status
+    # longer still, the true output itself is inside the bound of zero: all zeros are flagged all the same
+    q_long, k_long, v_long, _ = make_inputs(1, 1, 4, 1, 32768, 128, device=DEVICE)
+    r = fmha.compare(q_long, k_long, v_long, backends=["triton"], timing=False)
+    assert r.results[0].max_abs_err <= r.tolerance, str(r)
+    assert r.results[0].status.startswith("DISAGREES") and "cosine 0.0000000" in r.results[0].status, str(r)
     sl = torch.tensor([32], dtype=torch.int32, device=DEVICE)
     v[0, 32:] = 2000.0  # past the length: may hold anything
     monkeypatch.setattr(registry()["triton"], "run", lambda p, q, k, v, sl, out, lse: (real(p, q, k, v, sl, out, lse),
