@@ -6,7 +6,8 @@
 For each batch below (576/512 unless it says 512; --heads query heads on one latent KV head; the lengths drawn with a
 fixed seed per batch), the cuda backend's own plan is timed with FMHA_CUDA_SCHEDULE=static (one CTA a sequence) and
 =balanced (the tiles dealt by cache length, docs/deepseek.md): --calls calls (20) captured in a CUDA graph, rotating
-over --sets input sets (1; the suite's regime is --calls 2 --sets 2), the median over --rounds replays, µs per call
+over --sets input sets (1; the suite's regime is --calls 2 --sets 2; the contiguous cache's rows only, the paged rows
+and the peers run one set), the median over --rounds replays, µs per call
 and the cache bytes read (sum of the lengths) per second. Every output is compared with the static one (largest
 absolute difference: pieces merged in another order, not another answer). --lib: a prebuilt library (python -m
 fmha.cuda.build --out DIR), else the library the backend builds. --peers: the same batch on a 64-token page pool

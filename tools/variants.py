@@ -248,7 +248,8 @@ def main():
             clocks.pop("(separator)")
             print(f"  (times include one add per call; a graph of the adds alone: {statistics.median(sep):.1f} us "
                   f"per call)", flush=True)
-        gb = p.bytes_moved() / 1e9
+        # (a latent is read once: its K rows, with q and out; bytes_moved counts the V view's rows again)
+        gb = (p.bytes_moved() - (B * S * Hkv * p.head_dim_v * 2 if args.latent else 0)) / 1e9
         cells = []
         for name, ts in times.items():
             med = statistics.median(ts)
