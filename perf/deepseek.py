@@ -448,13 +448,16 @@ def targets(rec, read_gbps) -> list:
 
 
 def summary_rows(records, read_gbps) -> list:
-    """One row per shape: fmha-cuda's time, its speed-ups over FlashInfer and the separate call, the targets."""
+    """One row per shape: fmha-cuda's time, its speed-ups over FlashInfer (and, on the same page pool as
+    FlashInfer's, fmha-cuda-paged64's) and the separate call, the targets."""
     rows = []
     for rec in records:
         res = rec["results"]
-        us, fi, sep = (_ok_us(res.get(n)) for n in ("fmha-cuda", "flashinfer-mla", "fmha-cuda-separate"))
+        us, fi, sep, paged = (_ok_us(res.get(n)) for n in ("fmha-cuda", "flashinfer-mla", "fmha-cuda-separate",
+                                                           "fmha-cuda-paged64"))
         rows.append({"shape": rec["name"], "fmha_cuda_us": us, "flashinfer_mla_us": fi, "separate_us": sep,
                      "speedup_vs_flashinfer": fi / us if us and fi else None,
+                     "paged_speedup_vs_flashinfer": fi / paged if paged and fi else None,
                      "speedup_vs_separate": sep / us if us and sep else None,
                      "targets": targets(rec, read_gbps)})
     return rows
@@ -479,8 +482,9 @@ def tables(results) -> tuple:
     names = list(results["contenders"])
     rows = {r["shape"]: r for r in results["rows"]}
     times = ["| shape | " + " | ".join(f"{n} µs" for n in names)
-             + " | flashinfer-mla ÷ fmha-cuda | separate ÷ fmha-cuda | targets (fmha-cuda) |",
-             "|---|" + "--:|" * len(names) + "--:|--:|---|"]
+             + " | flashinfer-mla ÷ fmha-cuda | the same, both paged (÷ fmha-cuda-paged64) | separate ÷ fmha-cuda "
+             "| targets (fmha-cuda) |",
+             "|---|" + "--:|" * len(names) + "--:|--:|--:|---|"]
     rates = ["| shape | latent MB | GFLOP | " + " | ".join(f"{n} GB/s (% read) · TFLOP/s" for n in names) + " |",
              "|---|--:|--:|" + "--:|" * len(names)]
     clocks = ["| shape | " + " | ".join(f"{n} MHz" for n in names) + " |", "|---|" + "--:|" * len(names)]
@@ -492,9 +496,10 @@ def tables(results) -> tuple:
             times.append(f"| {_label(rec)} | error: {rec['error'][:60]} [{_note(rec['error'], notes)}] |")
             continue
         ratios = [_times(row[k], bound) if row[k] else "—"
-                  for k, bound in (("speedup_vs_flashinfer", 1.0), ("speedup_vs_separate", TARGET_SEPARATE_SPEEDUP))]
+                  for k, bound in (("speedup_vs_flashinfer", 1.0), ("paged_speedup_vs_flashinfer", 1.0),
+                                   ("speedup_vs_separate", TARGET_SEPARATE_SPEEDUP))]
         times.append(f"| {_label(rec)} | " + " | ".join(_cell(res.get(n), notes) for n in names)
-                     + f" | {ratios[0]} | {ratios[1]} | {_targets_cell(row)} |")
+                     + f" | {ratios[0]} | {ratios[1]} | {ratios[2]} | {_targets_cell(row)} |")
         cells = []
         for n in names:
             r = res.get(n) or {}

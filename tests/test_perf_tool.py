@@ -790,7 +790,8 @@ def test_deepseek_summary_and_targets():
                 "D_v": 512, "causal": True, "latent_bytes": 604e6, "flops": 1e12, "memory_bound": Hq * T <= 64,
                 "results": results}
 
-    records = [rec("a", "mla", 16, 1, {"fmha-cuda": ok(130.0), "flashinfer-mla": ok(150.0)}),
+    records = [rec("a", "mla", 16, 1, {"fmha-cuda": ok(130.0), "flashinfer-mla": ok(150.0),
+                                       "fmha-cuda-paged64": ok(151.0)}),
                rec("b", "mla", 128, 2, {"fmha-cuda": ok(500.0, tflops=550.0), "flashinfer-mla": ok(450.0)}),
                rec("c", "mla", 16, 2, {"fmha-cuda": {"status": "unsupported", "reason": "no shared latent"},
                                        "flashinfer-mla": ok(150.0)}),
@@ -802,6 +803,8 @@ def test_deepseek_summary_and_targets():
     assert [t["met"] for t in c["targets"]] == [None, None] and c["targets"][0]["figure"] == "fmha-cuda unsupported"
     assert [(t["met"], t["figure"]) for t in d["targets"]] == [(True, "1.90x")]
     assert abs(d["speedup_vs_separate"] - 1.9) < 1e-9 and abs(a["speedup_vs_flashinfer"] - 150 / 130) < 1e-9
+    # FlashInfer against fmha on its own page pool: a figure beside the verdict, which the issue sets on fmha-cuda
+    assert abs(a["paged_speedup_vs_flashinfer"] - 150 / 151) < 1e-9 and b["paged_speedup_vs_flashinfer"] is None
     # Near a bound the figures say which side of it a miss lies: 0.999x, not 1.00x; 1.797x, not 1.80x; and the
     # time limit and the share of the ceiling with a decimal.
     near = [rec("e", "mla", 16, 4, {"fmha-cuda": ok(137.0), "flashinfer-mla": ok(136.9)}),
@@ -816,7 +819,7 @@ def test_deepseek_summary_and_targets():
     md = markdown({"meta": meta, "ceilings": {"read_gbps": read, "read_source": "read_triton"},
                    "contenders": {n: "call" for n in ("fmha-cuda", "flashinfer-mla", "fmha-cuda-separate")},
                    "shapes": records, "rows": rows})
-    assert "| mla B128 T1 16h S4096 576/512 | 130.0 | 150.0 | — | 1.15x | — | faster than flashinfer-mla: met" in md
+    assert "| mla B128 T1 16h S4096 576/512 | 130.0 | 150.0 | — | 1.15x | 0.99x | — | faster than flashinfer-mla: met" in md
     assert "**MISSED** (550 TFLOP/s)" in md and "unsupported: no shared latent [1]" in md
     assert "SM clock" not in md  # no clock was recorded (no NVML)
     records[0]["results"]["fmha-cuda"].update(sm_mhz=1965.0, power_capped=0.0)
