@@ -518,6 +518,10 @@ def sweep(case_list, contiguous, paged, args, device, ceilings, t_start):
                     entry["build_s"] = round(time.perf_counter() - t0, 2)
                     for c in paged:
                         entry["results"][c.name] = _run(c, inputs, rows, ref, args, device, deadline)
+                    # The contiguous fmha calls again, right after these: the ratio's baseline (their first
+                    # timing sits right after the fp32 reference, a slot the deepseek suite found slow).
+                    entry["contiguous_again"] = {c.name: _run(c, inputs, rows, ref, args, device, deadline)
+                                                 for c in contiguous}
                 except torch.cuda.OutOfMemoryError as e:
                     for c in paged:
                         entry["results"].setdefault(c.name, {"status": "error", "is_fmha": c.is_fmha,
@@ -527,14 +531,18 @@ def sweep(case_list, contiguous, paged, args, device, ceilings, t_start):
                     if device.type == "cuda":
                         torch.cuda.empty_cache()
                 rec["paged"][str(P)] = entry
-                log(f"  page {P:>4}: " + "; ".join(f"{n} {_line(r)}" for n, r in entry["results"].items()))
+                log(f"  page {P:>4}: " + "; ".join(f"{n} {_line(r)}" for n, r in entry["results"].items())
+                    + "; contiguous again: " + "; ".join(f"{n} {_line(r)}"
+                                                         for n, r in entry.get("contiguous_again", {}).items()))
         except torch.cuda.OutOfMemoryError as e:
             rec["error"] = f"out of memory building inputs ({e})"[:300]
             log(f"  {rec['error']}")
         finally:
             free_inputs(inputs, device)
             del inputs
-        for r in list(rec["contiguous"].values()) + [r for e in rec["paged"].values() for r in e["results"].values()]:
+        for r in list(rec["contiguous"].values()) + [r for e in rec["paged"].values()
+                                                      for r in (*e["results"].values(),
+                                                                *e.get("contiguous_again", {}).values())]:
             if r.get("us"):
                 r["gbps"] = gbps(nbytes, r["us"])
                 r["pct_read_ceiling"] = 100.0 * r["gbps"] / ceilings["read_gbps"]
@@ -558,16 +566,19 @@ def _ok_us(r):
 
 
 def summary_rows(records) -> list:
-    """One row per (shape, page size): the numbers of the table, ratios and target verdicts."""
+    """One row per (shape, page size): the numbers of the table, ratios and target verdicts. A backend's
+    contiguous time is the one taken right after that page size's calls where there is one (contiguous_again),
+    else its first (kept as *_contiguous_first_us)."""
     rows = []
     for rec in records:
         cont = rec["contiguous"]
         for key, entry in rec["paged"].items():
-            P, res = entry["page_size"], entry["results"]
+            P, res, again = entry["page_size"], entry["results"], entry.get("contiguous_again", {})
             row = {"shape": rec["name"], "page_size": P}
             for b in FMHA_BACKENDS:
-                pu, cu = _ok_us(res.get(b)), _ok_us(cont.get(b))
-                row[f"{b}_paged_us"], row[f"{b}_contiguous_us"] = pu, cu
+                pu, first = _ok_us(res.get(b)), _ok_us(cont.get(b))
+                cu = _ok_us(again.get(b)) or first
+                row[f"{b}_paged_us"], row[f"{b}_contiguous_us"], row[f"{b}_contiguous_first_us"] = pu, cu, first
                 row[f"{b}_ratio"] = pu / cu if pu and cu else None
             row["cudnn_contiguous_us"] = _ok_us(cont.get("sdpa-cudnn"))
             row["flashinfer_paged_us"] = _ok_us(res.get("flashinfer"))
@@ -612,7 +623,7 @@ def _label(rec) -> str:
 def table(results) -> list:
     """The Markdown table (a list of lines) and its notes."""
     notes: list = []
-    L = ["| shape | page | fmha cuda paged µs | cuda contiguous µs | paged / contiguous | target | "
+    L = ["| shape | page | fmha cuda paged µs | cuda contiguous µs (again) | paged / contiguous | target | "
          "triton paged µs (÷ contiguous) | cuDNN contiguous µs | FlashInfer paged µs (÷ cuda paged) | "
          "cuda paged GB/s (% read ceiling) |",
          "|---|--:|--:|--:|--:|---|--:|--:|--:|--:|"]
@@ -639,7 +650,8 @@ def table(results) -> list:
             fi_extra = f" ({row['cuda_speedup_vs_flashinfer']:.2f}x)" if row["cuda_speedup_vs_flashinfer"] else ""
             bw = (f"{row['cuda_paged_gbps']:.0f} ({row['cuda_paged_pct_read_ceiling']:.0f}%)"
                   if row["cuda_paged_gbps"] else "—")
-            L.append(f"| {_label(rec)} | {P} | {_cell(res.get('cuda'), notes)} | {_cell(cont.get('cuda'), notes)} | "
+            cont_cuda = entry.get("contiguous_again", {}).get("cuda") or cont.get("cuda")
+            L.append(f"| {_label(rec)} | {P} | {_cell(res.get('cuda'), notes)} | {_cell(cont_cuda, notes)} | "
                      f"{f'{ratio:.3f}' if ratio else '—'} | {verdict} | {_cell(tri, notes, tri_extra)} | "
                      f"{_cell(cont.get('sdpa-cudnn'), notes)} | {_cell(fi, notes, fi_extra)} | {bw} |")
     return L, notes
@@ -670,7 +682,9 @@ def markdown(results) -> str:
           "GB/s: q + K + V + out bytes (the block table not counted) per second, decimal; % of the measured "
           f"read ceiling ({ceiling_text(ceil)}). Targets (issue 26): paged / "
           "contiguous time <= 1.03 for pages of 64 tokens or more, <= 1/0.9 = 1.11 for 16, page size 1 "
-          "measured only. Every output passed the suite's correctness gate (cosine >= "
+          "measured only; the contiguous time of a row is its fmha call timed again right after that page size's "
+          "calls (its first timing, right after the reference, is in the JSON as *_contiguous_first_us). "
+          "Every output passed the suite's correctness gate (cosine >= "
           f"{meta['min_cosine']} against the fp32 reference) unless marked WRONG.", ""]
     lines, notes = table(results)
     L += lines

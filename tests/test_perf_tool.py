@@ -477,7 +477,8 @@ def test_paged_summary_and_targets():
            "paged": {"64": {"page_size": 64, "results": {"cuda": ok(102.0), "triton": ok(210.0),
                                                           "flashinfer": ok(120.0)}},
                      "16": {"page_size": 16, "results": {"cuda": ok(115.0), "triton": ok(230.0),
-                                                          "flashinfer": {"status": "unsupported", "reason": "no"}}},
+                                                          "flashinfer": {"status": "unsupported", "reason": "no"}},
+                            "contiguous_again": {"cuda": ok(102.0), "triton": {"status": "error", "reason": "x"}}},
                      "1": {"page_size": 1, "results": {"cuda": ok(300.0), "triton": {"status": "error",
                                                                                       "reason": "boom"}}}}}
     rows = summary_rows([rec])
@@ -485,6 +486,9 @@ def test_paged_summary_and_targets():
     assert abs(r64["cuda_ratio"] - 1.02) < 1e-9 and r64["target_met"] is True
     assert abs(r64["cuda_speedup_vs_flashinfer"] - 120 / 102) < 1e-9 and r64["cudnn_contiguous_us"] == 110.0
     assert r16["target_met"] is False and r16["flashinfer_paged_us"] is None
+    # the contiguous call timed again after a page size's calls is that row's baseline (else the first timing)
+    assert r16["cuda_contiguous_us"] == 102.0 and r16["cuda_contiguous_first_us"] == 100.0
+    assert abs(r16["cuda_ratio"] - 115 / 102) < 1e-9 and r16["triton_contiguous_us"] == 200.0
     assert r1["target_met"] is None and r1["triton_paged_us"] is None
     meta = {"gpu": "X", "date": "d", "command": "c", "torch": "t", "triton": "t", "fmha": "f", "elapsed_s": 1,
             "replays": 30, "settle_ms": 200, "min_cosine": 0.9999}
