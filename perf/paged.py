@@ -521,7 +521,7 @@ def sweep(case_list, contiguous, paged, args, device, ceilings, t_start):
                     # The contiguous fmha calls again, right after these: the ratio's baseline (their first
                     # timing sits right after the fp32 reference, a slot the deepseek suite found slow).
                     entry["contiguous_again"] = {c.name: _run(c, inputs, rows, ref, args, device, deadline)
-                                                 for c in contiguous}
+                                                 for c in contiguous if c.is_fmha}
                 except torch.cuda.OutOfMemoryError as e:
                     for c in paged:
                         entry["results"].setdefault(c.name, {"status": "error", "is_fmha": c.is_fmha,
