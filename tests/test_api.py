@@ -178,7 +178,8 @@ def test_auto_passes_over_a_cuda_library_that_fails_to_build(monkeypatch):
     monkeypatch.setattr(fmha.tuning, "lookup", lambda *args: None)
 
     def no_nvcc(arch):
-        raise loader.CudaBuildError("fmha: nvcc failed (exit 1) building the CUDA kernels.")
+        raise loader.CudaBuildError("fmha: nvcc failed (exit 1) building the CUDA kernels.\n"
+                                    "  nvcc fatal   : Unknown option '--bogus'")
 
     monkeypatch.setattr(loader, "load", no_nvcc)
     monkeypatch.delenv("FMHA_BACKEND", raising=False)
@@ -190,7 +191,9 @@ def test_auto_passes_over_a_cuda_library_that_fails_to_build(monkeypatch):
         with pytest.warns(RuntimeWarning, match=r"backend 'cuda' could not be loaded, auto takes 'triton': fmha: nvcc "
                                                 r"failed \(exit 1\)"):
             assert _ready_runner(p, "auto") is registry()["triton"]
-        assert dict(decide(p, "auto").considered)["cuda"] == "fmha: nvcc failed (exit 1) building the CUDA kernels."
+        # (nvcc's own words kept, on one line)
+        assert dict(decide(p, "auto").considered)["cuda"] == ("fmha: nvcc failed (exit 1) building the CUDA kernels. "
+                                                              "nvcc fatal : Unknown option '--bogus'")
         with pytest.raises(NotImplementedError, match="backend 'cuda' cannot serve"):
             _ready_runner(p, "cuda")  # asked for by name: refused with the reason
         # explain, first in a fresh process state, says what attention runs (it raised the build error)

@@ -193,6 +193,41 @@ def test_the_cache_key_follows_the_build_not_its_spelling(monkeypatch):
     assert loader.source_hash("sm_90a") != two
 
 
+def test_the_cache_key_follows_the_recipe(monkeypatch):
+    """Which units a build compiles and how it links are part of the key, as its sources and flags are."""
+    monkeypatch.delenv("FMHA_NVCC_FLAGS", raising=False)
+    key = loader.source_hash("sm_90a")
+    units = loader.units
+    monkeypatch.setattr(loader, "units", lambda probe=None, arch=loader.DEFAULT_ARCH: units(probe, arch)[:-1])
+    assert loader.source_hash("sm_90a") != key
+    monkeypatch.setattr(loader, "units", units)
+    link = loader.link_command
+    monkeypatch.setattr(loader, "link_command", lambda nvcc, objects, output: link(nvcc, objects, output) + ["-lm"])
+    assert loader.source_hash("sm_90a") != key
+
+
+def test_the_link_step_gets_the_host_compiler_and_linker_flags(monkeypatch):
+    """-ccbin (the usual fix for a g++ too new for nvcc) and the linker's flags in FMHA_NVCC_FLAGS reach the link
+    step, which runs the host compiler too; the compile-only flags stay off it."""
+    monkeypatch.setenv("FMHA_NVCC_FLAGS", "-ccbin /opt/g++-12 -DX=1 -lineinfo -Xptxas -v -Xlinker -z -lfoo -L/lib64 "
+                                          "--compiler-bindir=/opt/bin")
+    assert loader.link_command("nvcc", ["a.o"], "x.so") == [
+        "nvcc", "--shared", "-ccbin", "/opt/g++-12", "-Xlinker", "-z", "-lfoo", "-L/lib64", "--compiler-bindir=/opt/bin",
+        "-o", "x.so", "a.o"]
+
+
+def test_a_cache_folder_whose_name_looks_like_a_pattern(tmp_path, monkeypatch):
+    """FMHA_CACHE_DIR's own name is no glob pattern: 'cache[v1]' finds its library and not one of 'cache1'."""
+    monkeypatch.delenv("FMHA_NVCC_FLAGS", raising=False)
+    name = f"libfmha_sm_90a_{loader.source_hash('sm_90a')}_0123abcd.so"
+    (tmp_path / "cache1").mkdir()
+    shutil.copy(ELF, tmp_path / "cache1" / name)
+    assert loader.prebuilt_library("sm_90a", tmp_path / "cache[v1]") is None
+    (tmp_path / "cache[v1]").mkdir()
+    shutil.copy(ELF, tmp_path / "cache[v1]" / name)
+    assert loader.prebuilt_library("sm_90a", tmp_path / "cache[v1]") == tmp_path / "cache[v1]" / name
+
+
 def test_a_library_cut_short_is_refused_by_load_and_rebuilt_by_build(fake_nvcc, tmp_path, monkeypatch):
     """A library file shorter than its own section headers say (a crash before it reached the disk) would crash
     the process inside dlopen: load names it instead, and build replaces it."""

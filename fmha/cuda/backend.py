@@ -332,7 +332,8 @@ class CudaBackend(Backend):
             lib = loader.load(_target_arch())
         except loader.CudaBuildError as e:
             # Remember it: `auto` stops choosing this backend (and stops rebuilding on every call).
-            self._build_error = str(e).strip().splitlines()[0]
+            msg = " ".join(str(e).split())  # (nvcc's own error follows the first line: kept, on one line)
+            self._build_error = msg if len(msg) <= 1500 else f"{msg[:700]} ... {msg[-700:]}"
             forget_decisions()
             raise
         keys = [(d, c) for d in SUPPORTED_HEAD_DIMS for c in Config]

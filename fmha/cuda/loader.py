@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import glob
 import hashlib
 import shlex
 import os
@@ -184,16 +183,43 @@ def compile_command(nvcc: str, arch: str, unit: Path, output: str, extra_flags: 
             *user_flags(), "-c", "-o", output, str(unit)]
 
 
+# FMHA_NVCC_FLAGS that the link step needs too: the host compiler (the usual fix for a g++ too new for nvcc) and
+# the linker's own flags; (flag, takes the next argument).
+LINK_FLAGS = (("-ccbin", True), ("--compiler-bindir", True), ("-Xlinker", True), ("--linker-options", True),
+              ("-L", False), ("-l", False))
+
+
+def link_flags(flags: Sequence[str]) -> list:
+    """The flags of `flags` (FMHA_NVCC_FLAGS split) that link_command passes on (LINK_FLAGS)."""
+    out, take_next = [], False
+    for f in flags:
+        if take_next:
+            out.append(f)
+            take_next = False
+            continue
+        for name, with_value in LINK_FLAGS:
+            if f == name:
+                out.append(f)
+                take_next = with_value
+                break
+            if f.startswith(name + "=") or (not with_value and f.startswith(name) and len(f) > len(name)
+                                            and f != "-lineinfo"):  # (a compile option, not -l ineinfo)
+                out.append(f)
+                break
+    return out
+
+
 def link_command(nvcc: str, objects: Sequence[str], output: str) -> list:
-    return [nvcc, "--shared", "-o", output, *objects]
+    return [nvcc, "--shared", *link_flags(user_flags()), "-o", output, *objects]
 
 
-def source_hash(arch: str, extra_flags: Sequence[str] = ()) -> str:
+def source_hash(arch: str, extra_flags: Sequence[str] = (), probe: Optional[str] = None) -> str:
     """The cache key of a build: the arch (however it is spelt), every flag (as separate arguments), the
-    variables nvcc reads and every source file."""
+    variables nvcc reads, the build's recipe (its translation units and link command) and every source file."""
     h = hashlib.sha256()
+    recipe = ([str(u.relative_to(CSRC)) for u in units(probe, arch)], link_command("nvcc", [], "out")[1:])
     h.update(repr((_arch_parts(arch)[1], BASE_FLAGS, tuple(extra_flags), user_flags(),
-                   [os.environ.get(v, "") for v in NVCC_ENV])).encode())
+                   [os.environ.get(v, "") for v in NVCC_ENV], recipe)).encode())
     for f in source_files():
         h.update(str(f.relative_to(CSRC)).encode())
         h.update(f.read_bytes())
@@ -212,14 +238,15 @@ def library_path(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None, nvcc:
     vh = hashlib.sha256(nvcc_version(nvcc).encode()).hexdigest()[:8]
     _, sm = _arch_parts(arch)
     flags = (*PROBE_MODES[probe], *extra_flags) if probe is not None else tuple(extra_flags)
-    return Path(out_dir or cache_dir()) / f"{_library_name(sm, probe)}_{source_hash(arch, flags)}_{vh}.so"
+    return Path(out_dir or cache_dir()) / f"{_library_name(sm, probe)}_{source_hash(arch, flags, probe)}_{vh}.so"
 
 
 def prebuilt_library(arch: str = DEFAULT_ARCH, out_dir: Optional[Path] = None) -> Optional[Path]:
     """A cached library built from exactly these sources, by any nvcc (used when nvcc is absent)."""
     _, sm = _arch_parts(arch)
-    hits = glob.glob(str(Path(out_dir or cache_dir()) / f"libfmha_{sm}_{source_hash(arch)}_*.so"))
-    return Path(max(hits, key=os.path.getmtime)) if hits else None
+    # (Path.glob: the folder's own name is no pattern, whatever characters it holds)
+    hits = list(Path(out_dir or cache_dir()).glob(f"libfmha_{sm}_{source_hash(arch)}_*.so"))
+    return max(hits, key=os.path.getmtime) if hits else None
 
 
 def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str] = (),
