@@ -50,11 +50,19 @@ def fake_nvcc(tmp_path, monkeypatch):
 
 def test_fmha_nvcc_that_is_not_executable_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("FMHA_NVCC", str(tmp_path / "missing" / "nvcc"))
-    with pytest.raises(loader.CudaBuildError, match=r"FMHA_NVCC='.*missing/nvcc' is not an executable file"):
+    with pytest.raises(loader.CudaBuildError, match=r"FMHA_NVCC='.*missing/nvcc' is not an executable file; "
+                                                    r"expected the path of an nvcc executable"):
         loader.find_nvcc()
     assert "is not an executable file" in loader.buildable("sm_90a")
     with pytest.raises(loader.CudaBuildError, match="FMHA_NVCC="):
         loader.build("sm_90a", out_dir=tmp_path / "out", quiet=True)
+
+
+def test_a_relative_cache_dir_is_taken_from_where_it_was_read(tmp_path, monkeypatch):
+    """A relative FMHA_CACHE_DIR names one folder, not another under each working directory."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FMHA_CACHE_DIR", "fmha-cache")
+    assert loader.cache_dir() == tmp_path / "fmha-cache" and loader.cache_dir().is_absolute()
 
 
 def test_nvcc_whose_version_fails_is_an_error(tmp_path, monkeypatch):

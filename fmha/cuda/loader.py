@@ -75,7 +75,8 @@ def arch_for_capability(cap) -> Optional[str]:
 
 def cache_dir() -> Path:
     d = os.environ.get("FMHA_CACHE_DIR")
-    return Path(d).expanduser() if d else Path.home() / ".cache" / "fmha"
+    # (absolute: a relative folder would be another cache, and another build, in each working directory)
+    return Path(d).expanduser().absolute() if d else Path.home() / ".cache" / "fmha"
 
 
 def find_nvcc() -> Optional[str]:
@@ -84,7 +85,8 @@ def find_nvcc() -> Optional[str]:
     chosen = os.environ.get("FMHA_NVCC")
     if chosen:
         if not (os.path.isfile(chosen) and os.access(chosen, os.X_OK)):
-            raise CudaBuildError(f"fmha: FMHA_NVCC={chosen!r} is not an executable file")
+            raise CudaBuildError(f"fmha: FMHA_NVCC={chosen!r} is not an executable file; expected the path of an nvcc "
+                                 "executable, e.g. /usr/local/cuda/bin/nvcc")
         return chosen
     named = _named_nvccs()
     for c in nvcc_candidates():
