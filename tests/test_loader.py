@@ -245,6 +245,12 @@ def test_a_library_cut_short_is_refused_by_load_and_rebuilt_by_build(fake_nvcc, 
     with pytest.raises(loader.CudaBuildError, match=r"is cut short .*section headers end at .*--force"):
         loader._open(lib)
     assert loader.build("sm_90a", out_dir=tmp_path, quiet=True) == lib and loader.truncated(lib) is None
+    # cut short and filled back to its size with zeros (an interrupted copy): its section headers are zeros
+    data = Path(ELF).read_bytes()
+    lib.write_bytes(data[:len(data) // 2] + bytes(len(data) - len(data) // 2))
+    with pytest.raises(loader.CudaBuildError, match=r"is cut short .*is not a string table.*--force"):
+        loader._open(lib)
+    assert loader.build("sm_90a", out_dir=tmp_path, quiet=True) == lib and loader.truncated(lib) is None
 
 
 def test_build_jobs_follow_the_variable_or_the_cpus_this_process_may_use(monkeypatch):

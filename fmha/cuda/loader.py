@@ -550,20 +550,28 @@ def _open(path: Path) -> ctypes.CDLL:
 
 
 def truncated(path: Path) -> Optional[str]:
-    """Why the ELF64 file at `path` cannot be whole (its header, or its section header table, which the linker
-    puts at the end, lies past the file's end), or None."""
+    """Why the ELF64 file at `path` cannot be whole, or None: its header, or its section header table (which the
+    linker puts at the end) lies past the file's end, or that table's string-table entry is not one (a file cut
+    short and filled back to its size with zeros, which dlopen may crash on)."""
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
             head = f.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+                return f"{size} bytes, not an ELF64 file"
+            order = "little" if head[5] == 1 else "big"
+            shoff = int.from_bytes(head[0x28:0x30], order)
+            shentsize, shnum, shstrndx = (int.from_bytes(head[o:o + 2], order) for o in (0x3A, 0x3C, 0x3E))
+            end = shoff + shentsize * shnum
+            if end > size:
+                return f"{size} bytes where its section headers end at {end}"
+            if shnum and shentsize >= 8 and shstrndx < shnum:
+                f.seek(shoff + shstrndx * shentsize + 4)
+                if int.from_bytes(f.read(4), order) != 3:  # SHT_STRTAB
+                    return f"{size} bytes whose section header {shstrndx} (the section names) is not a string table"
     except OSError as e:
         return str(e)
-    if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
-        return f"{size} bytes, not an ELF64 file"
-    order = "little" if head[5] == 1 else "big"
-    shoff = int.from_bytes(head[0x28:0x30], order)
-    end = shoff + int.from_bytes(head[0x3A:0x3C], order) * int.from_bytes(head[0x3C:0x3E], order)
-    return f"{size} bytes where its section headers end at {end}" if end > size else None
+    return None
 
 
 @functools.lru_cache(maxsize=8)
