@@ -7,13 +7,11 @@ import torch
 
 from .base import Backend, interpreter_enabled
 from .problem import token_indices_too_large
-from .cuda.backend import CudaBackend
+from .cuda.backend import CudaBackend, _current_device
 from .reference import attention_reference
 from .splits import num_sms
 
 __all__ = ["Backend", "CudaBackend", "ReferenceBackend", "TritonBackend", "available_backends", "registry"]
-
-_current_cuda_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 class ReferenceBackend(Backend):
@@ -80,7 +78,7 @@ class TritonBackend(Backend):
         args = (p, q, k_cache, v_cache, cache_seqlens, out, lse)
         kwargs = dict(block_table=block_table, sinks=sinks, cache_leftpad=cache_leftpad)
         # Triton launches on the current device and its current stream: the tensors' device must be current.
-        if p.device.type == "cuda" and p.device.index is not None and p.device.index != _current_cuda_device():
+        if p.device.type == "cuda" and p.device.index is not None and p.device.index != _current_device():
             with torch.cuda.device(p.device.index):
                 decode_attention(*args, **kwargs)
         else:

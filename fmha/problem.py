@@ -386,8 +386,8 @@ def validate(q, k_cache, v_cache, cache_seqlens=None, softmax_scale=None, causal
     if sinks is not None:
         _check_sinks(sinks, Hq, q.device)
     named = (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)) + ((("out", out),) if out is not None else ())
-    aligned = all(_aligned_16b(t) for _, t in named)
-    misalignment = "" if aligned else next(_misalignment(n, t) for n, t in named if not _aligned_16b(t))
+    misalignment = next((m for m in (_misalignment(n, t) for n, t in named) if m), "")
+    aligned = not misalignment
     paged_fields = {}
     if paged:  # seqlen_k: a sequence's capacity through the table
         paged_fields = dict(page_size=S, num_blocks=Bk, max_blocks_per_seq=max_blocks,
@@ -596,19 +596,13 @@ def _elements_share_memory(t: torch.Tensor) -> bool:
 
 
 def _misalignment(name: str, t: torch.Tensor) -> str:
-    """Why `t` (named `name`) breaks _aligned_16b's rule, in words."""
+    """Why `t` (named `name`) breaks the CUDA kernels' layout rule, in words, or "": a 16-byte aligned start, and
+    every stride a multiple of 16 bytes below 2^40 elements, positive unless its dimension is 1 (the C API checks
+    q's and out's unit dimensions too)."""
     e = t.element_size()
     if t.data_ptr() % 16:
         return f"{name} starts {t.data_ptr() % 16} bytes past a 16-byte boundary"
     for dim, (st, n) in enumerate(zip(t.stride()[:-1], t.shape[:-1])):
         if not ((st * e) % 16 == 0 and (st > 0 or n == 1) and st < 1 << 40):
             return f"{name} has stride {st} ({st * e} bytes) on dim {dim} of size {n}"
-    return f"{name} is not aligned"
-
-
-def _aligned_16b(t: torch.Tensor) -> bool:
-    """The CUDA kernels' layout rule: a 16-byte aligned start, and every stride a multiple of 16 bytes below 2^40
-    elements, positive unless its dimension is 1 (the C API checks q's and out's unit dimensions too)."""
-    e = t.element_size()
-    return t.data_ptr() % 16 == 0 and all((st * e) % 16 == 0 and (st > 0 or n == 1) and st < 1 << 40
-                                          for st, n in zip(t.stride()[:-1], t.shape[:-1]))
+    return ""

@@ -247,11 +247,12 @@ size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits) {
 
 size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int num_splits) {
   if (B < 1 || T < 1 || Hq < 1 || Hkv < 1 || Dv < 1 || num_splits < 1) return 0;
+  if (num_splits > INT32_MAX / 2) return SIZE_MAX;  // (before 2 num_splits is formed)
   // 2 num_splits splits' partials (fmha::workspace_bytes saturates at SIZE_MAX, which no workspace satisfies),
   // rounded to 16 bytes as balanced_desc_offset_bytes, then the descriptors
   const size_t partials = fmha::workspace_bytes(B, T, Hq, Dv, 2 * num_splits);
   const size_t desc = 16u * static_cast<size_t>(B) * static_cast<size_t>(Hkv);
-  if (num_splits > INT32_MAX / 2 || partials > SIZE_MAX - desc - 15) return SIZE_MAX;
+  if (partials > SIZE_MAX - desc - 15) return SIZE_MAX;
   return (partials + 15) / 16 * 16 + desc;
 }
 
