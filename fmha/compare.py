@@ -31,6 +31,12 @@ LSE_ATOL = 1e-3
 # 0) leaves a zeroed or negated one inside the absolute bound, not near cosine 1 (outputs within their bound of
 # zero are judged by the cosine only where the backend's is all zeros: _errors).
 MIN_COSINE = 0.99999
+# The cosine does not see scale: a head's output scaled by a wrong factor keeps its direction, and at long caches
+# its abs error stays inside the bound. Rounding noise hardly moves a norm (it is mostly orthogonal to the output),
+# and rounding P to bf16 the same way in every weight moves it by at most u (0.4%).
+MAX_SCALE_ERR = 0.01
+# Heads whose true output has a smaller RMS are not judged by scale (fp16 flushes outputs of e^-20 sinks).
+SCALE_MIN_RMS = 1e-3
 
 
 def tolerance(dtype, vmax: float) -> float:
@@ -40,6 +46,18 @@ def tolerance(dtype, vmax: float) -> float:
     the input dtype (unit roundoff u) each cost at most u * max|v|.
     """
     return 2 * UNIT_ROUNDOFF[dtype] * vmax + 1e-3
+
+
+def scale_errors(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """|norm(out) / norm(ref) - 1| per (index of dim 0, index of dim -2), i.e. per sequence and head of
+    [B, T, H, D] outputs, over the rest; 0 where the true output's RMS is below SCALE_MIN_RMS."""
+    def groups(x):
+        x = x.double()
+        return x.movedim(-2, 1).flatten(2) if x.dim() >= 3 else x.flatten(1).unsqueeze(1)
+    o, r = groups(out), groups(ref)
+    on, rn = o.norm(dim=-1), r.norm(dim=-1)
+    judged = rn >= SCALE_MIN_RMS * r.shape[-1] ** 0.5
+    return torch.where(judged, (on / torch.where(judged, rn, 1.0) - 1).abs(), torch.zeros_like(rn))
 
 
 def lse_tolerance(ref_lse: torch.Tensor) -> torch.Tensor:
@@ -408,6 +426,10 @@ def _errors(name, out, lse, ref, ref_lse, tols) -> BackendResult:
     if low:
         b = min(low, key=lambda i: cosines[i])
         problems.append(f"cosine {cosines[b]:.7f} < {MIN_COSINE} in sequence {b}")
+    scale = scale_errors(o, ref)
+    if (scale > MAX_SCALE_ERR).any():
+        b, h = divmod(int(scale.argmax()), scale.shape[1])
+        problems.append(f"output norm off by {scale[b, h].item():.1%} in sequence {b}, head {h}")
     if not same_inf or torch.isnan(lse).any():
         problems.append("LSE -inf/NaN pattern differs")
     elif finite.any() and (lse_err[finite] > lse_tolerance(ref_lse)[finite]).any():

@@ -1,4 +1,6 @@
 """Public API: sdpa drop-in, explain, env override, torch.compile and CUDA graphs."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -375,6 +377,28 @@ def test_compare_flags_a_zeroed_or_negated_output_that_fits_the_absolute_bound(m
                                                                                    out.neg_()))
     report = fmha.compare(q, k, v, sl, backends=["triton"], timing=False)
     assert report.tolerance < 0.1 and report.results[0].status.startswith("DISAGREES: max abs err"), str(report)
+
+
+def test_compare_flags_an_output_scaled_by_a_wrong_factor(monkeypatch):
+    """A long cache's output is small: off by 3% it fits the abs bound and keeps the cosine, not the norm."""
+    from fmha.backends import registry
+    real = registry()["reference"].run
+
+    def scaled(p, q, k, v, sl, out, lse):
+        real(p, q, k, v, sl, out, lse)
+        out.mul_(0.97)
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 2048, 64, device=DEVICE)
+    monkeypatch.setattr(registry()["triton"], "run", scaled)
+    r = fmha.compare(q, k, v, backends=["triton"], timing=False).results[0]
+    assert r.max_abs_err <= fmha.compare(q, k, v, backends=["reference"], timing=False).tolerance
+    assert r.cosine > 0.99999 and re.fullmatch(r"DISAGREES: output norm off by 3\.0% in sequence 0, head \d", r.status), r.status
+    # the tests' own comparison too
+    ref, ref_lse = attention_reference(q, k, v, None, 64 ** -0.5, True)
+    bad = ref.clone()
+    bad *= 0.97
+    compare(ref, ref_lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item())
+    with pytest.raises(AssertionError, match=r"output norm off by 3\.00% at \(0, \d\)"):
+        compare(bad, ref_lse, ref, ref_lse, q.dtype, vmax=v.abs().max().item())
 
 
 def test_compare_judges_each_sequence_on_its_own_keys(monkeypatch):
