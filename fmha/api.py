@@ -8,6 +8,7 @@ import warnings
 from typing import Optional
 
 import torch
+from torch.autograd.graph import increment_version
 
 from .backends import registry
 from .dispatch import (BACKEND_ENV, Decision, backend_env, check_backend_name, decide, decision_memo,
@@ -31,7 +32,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     softmax_scale: 1 / sqrt(D) by default, else a float in [1e-37, 1e38] (the kernels scale in float32, so
     softmax_scale * q.k must stay finite in float32: past that a row's result is undefined).
     Returns out [B, T, Hq, D_v] (into `out` if given: distinct elements, a memory range that meets
-    none of the other tensors', and not an inference tensor outside torch.inference_mode()) and, with
+    none of the other tensors', and not an inference tensor outside torch.inference_mode(); its version
+    counter is bumped, as by torch's out= ops) and, with
     return_lse, lse [B, Hq, T] float32 (natural log; -inf and a zero output for a row with no visible key).
     sinks: float32 [Hq] on q's device, or None (-inf, or finite below 1e38 in magnitude: device data, never
     checked; the kernels take them times log2(e) in float32): one logit per query head that joins every
@@ -94,6 +96,7 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
                                       or (out is not None and out.requires_grad)):
         _check_inference_only(q, k_cache, v_cache, sinks, out)  # requires_grad is not part of the key
     p, runner, lse_scratch = call
+    given_out = out is not None
     if out is None:  # unpacked sizes: torch.empty parses them ~0.5 us faster than a tuple
         out = torch.empty(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, dtype=p.dtype, device=p.device)
     else:
@@ -103,6 +106,8 @@ def attention(q, k_cache, v_cache, cache_seqlens=None, *, block_table=None, soft
     else:  # the kernels always write an LSE; nobody reads this one
         lse = _lse_scratch(p) if lse_scratch is None else lse_scratch
     _run(runner, p, q, k_cache, v_cache, cache_seqlens, out, lse, block_table, sinks, cache_leftpad)
+    if given_out:  # written through pointers: as torch's out= ops do, so that autograd sees `out` has changed
+        increment_version(out)
     return (out, lse) if return_lse else out
 
 

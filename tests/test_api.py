@@ -228,6 +228,19 @@ def test_auto_output_and_default_out():
     assert (out.float().cpu() - ref.float().cpu()).abs().max() < 0.04
 
 
+@pytest.mark.parametrize("backend", [b for b in fmha.available_backends() if b != "reference"])
+def test_a_given_out_is_seen_as_modified_by_autograd(backend):
+    """The kernels write `out` through pointers; a tensor autograd saved must not change unseen."""
+    q, k, v, _ = make_inputs(1, 1, 4, 1, 16, 64, device=DEVICE)
+    out = torch.zeros_like(q)
+    w = torch.ones(64, dtype=q.dtype, device=DEVICE, requires_grad=True)
+    y = (out * w).sum()  # saves `out` for w's gradient
+    fmha.attention(q, k, v, out=out, backend=backend)
+    fmha.attention(q, k, v, out=out, backend=backend)  # (the second call takes the memo's path)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
 @pytest.mark.parametrize("backend", ["reference", "triton"])
 def test_torch_compile_fullgraph(backend):
     """A decode step calling fmha.attention compiles without graph breaks and matches eager."""
