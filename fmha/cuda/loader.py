@@ -12,6 +12,7 @@ product one.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -267,7 +268,7 @@ def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str
         workdir = tempfile.TemporaryDirectory(prefix=out.name + ".", suffix=".build", dir=str(out.parent))
     except OSError as e:
         raise CudaBuildError(f"fmha: cannot create a build folder in {out.parent}: {e}") from e
-    with workdir as tmp, _Compiles(nvcc, timeout, tmp) as compiles:
+    with _terminate_unwinds(), workdir as tmp, _Compiles(nvcc, timeout, tmp) as compiles:
         objects = [os.path.join(tmp, f"{i:02d}_{u.stem}.o") for i, u in enumerate(srcs)]
         cmds = [compile_command(nvcc, arch, u, o, flags) for u, o in zip(srcs, objects)]
         with ThreadPoolExecutor(max_workers=jobs or build_jobs()) as pool:
@@ -293,6 +294,27 @@ def compile_library(nvcc: str, arch: str, output: str, extra_flags: Sequence[str
             raise CudaBuildError(f"fmha: linking the CUDA kernels failed (exit {r.returncode}).\n"
                                  f"{(r.stderr or r.stdout or '')[-4000:]}")
         return log + r.stdout + r.stderr
+
+
+@contextlib.contextmanager
+def _terminate_unwinds():
+    """SIGTERM raises SystemExit(143) in the main thread while this is entered, so that the build's way out kills
+    its nvcc process groups (the signal's default action ends Python and leaves them running). Only where the
+    main thread builds and SIGTERM has its default action."""
+    import signal
+    import threading
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 class _Compiles:
