@@ -16,7 +16,7 @@ wave efficiency (work / (waves x SMs)) is within 5% of the best one, capped at
 `max_splits`. With `one_wave` (the CUDA kernels, one CTA per SM), a count that
 runs several waves gives way to the most splits that fit one wave, where that
 is at least two: each wave pays every CTA's start and end again, more than the
-few percent of idle SMs it saves (docs/design-sm90.md, the launch plan).
+few percent of idle SMs it saves (docs/design-sm90.md, "Host plan rules").
 """
 from __future__ import annotations
 

@@ -80,26 +80,26 @@ _D512_LOOP[Config.LATENT_SEESAW64] = (_D512_LOOP[Config.SEESAW] + "; P V reads V
 
 # Narrow grids (<= 16 packed rows) filling at least this share of one wave, unsplit or in the splits the deep
 # plan chose, stream faster from the shallow 64 KB ring (WIDE at D = 64, STREAM at D = 128) than from DEEP's
-# 192 KB one (H200: B16 Hkv8 D128 S32768 468.5 -> 462.8 us); split grids run one CTA per SM (the C API launches
-# one-wave split grids so). D = 256 measured level, so it stays deep.
+# 192 KB one (docs/design-sm90.md); split grids run one CTA per SM (the C API launches one-wave split grids so).
+# D = 256 measured level, so it stays deep.
 SHALLOW_RING_MIN_FILL = 0.8
 # Measured from this many keys a CTA (the cache's keys over the splits) up; shorter shares keep the deep plan.
 SHALLOW_RING_MIN_KEYS = 2048
 _SHALLOW_RING_CONFIG = {64: Config.WIDE, 128: Config.STREAM}
 # Short split-KV problems: 64 CTAs whose splits merge inside clusters (no combine kernel) beat the ~128-CTA
-# plan that needs the combine kernel while a CTA's K/V share is at most 1 MiB (H200, D=128 B1 S8192: 15.5 ->
-# 13.2 us); longer shares, D = 64, grids of fewer than 8 clusters (they gather on few GPCs) and grids other
-# than exactly 64 CTAs gain less or lose.
+# plan that needs the combine kernel while a CTA's K/V share is at most 1 MiB (docs/design-sm90.md); longer
+# shares, D = 64, grids of fewer than 8 clusters (they gather on few GPCs) and grids other than exactly 64 CTAs
+# gain less or lose.
 CLUSTER_PLAN_CTAS = 64
 CLUSTER_PLAN_MIN_CLUSTERS = 8
 CLUSTER_PLAN_MAX_KV_BYTES_PER_CTA = {128: 1 << 20, 256: 1 << 20}
 # D = 64 grids of at least this share of the SMs in KV-head pairs run as pairs: one CTA streams each token's
-# 256 contiguous bytes where single heads would run twice the CTAs on 128-byte pieces (H200, B31 Hq32 Hkv8
-# S8192: 119.0 vs 123.3 us); fewer pairs leave SMs idle.
+# 256 contiguous bytes where single heads would run twice the CTAs on 128-byte pieces; fewer pairs leave SMs
+# idle.
 HEAD_PAIRS_MIN_FILL = 0.8
 # Paged caches at D = 128 run DEEP where they gather (fmha_paged_gather): one CTA per SM gathers with four warps
-# where WIDE's and STREAM's CTAs have two (H200, B128 S8192 16-token pages: 1200 -> 958 us); and with more CTAs
-# than SMs at any page size, which the C API then gathers too. D = 64 measured slower so.
+# where WIDE's and STREAM's CTAs have two (docs/paged.md); and with more CTAs than SMs at any page size, which the
+# C API then gathers too. D = 64 measured slower so.
 GATHER_DEEP_HEAD_DIMS = (128,)
 _DTYPE_CODE = {torch.float16: 0, torch.bfloat16: 1}
 # `auto` leaves the sm_100a kernel, which no Blackwell GPU has run yet, to callers who ask for it (read when a shape is
@@ -135,15 +135,14 @@ def _arch_capability(arch) -> tuple:
 
 LATENT_NARROW_ROWS = 32  # the latent narrow loop's widest N (fmha_config_narrow_rows)
 # It takes up to 16 packed rows on any grid, 17-32 (N = 32) only on an unsplit grid of one wave filling at least
-# this share of the SMs: there the 64-key seesaw, which multiplies those rows padded to 64, runs at the power cap
-# (H200, B128 Hq16 T2: 158.1 -> 148.3 us); on split and multi-wave grids the seesaw is the faster
-# (docs/deepseek.md).
+# this share of the SMs: there the 64-key seesaw, which multiplies those rows padded to 64, runs at the power cap;
+# on split and multi-wave grids the seesaw is the faster (docs/deepseek.md).
 LATENT_NARROW_ANY_GRID_ROWS = 16
 LATENT_NARROW32_MIN_FILL = 0.875
 # A LATENT_SEESAW64 CTA streams at the pace of its own hand-off chain, so a grid of a few more CTAs than SMs runs a
 # second wave nearly as long as the first; split, every CTA is shorter (docs/deepseek.md, "Splits for grids just
 # past one wave").
-PAST_WAVE_SPLITS = 3  # two or four were no faster
+PAST_WAVE_SPLITS = 3  # two or four were at most 3% better on the grids measured, and worse on most
 PAST_WAVE_MAX_FILL = 1.3  # past this many waves of CTAs, the waves a split adds outweigh what it takes off each
 PAST_WAVE_MIN_TILES = 64  # shorter CTAs save less than the merge costs
 BALANCED_MAX_ROWS = 65535  # packed rows (T x G) of a balanced launch: its combine's grid.y (kBalancedMaxRows)
@@ -152,9 +151,8 @@ BALANCED_MAX_ROWS = 65535  # packed rows (T x G) of a balanced launch: its combi
 # Which schedule latent narrow and 64-key seesaw launches with cache lengths take: "static" (each sequence and KV
 # head split over the plan's num_splits CTAs) or "balanced" (the tiles dealt over the same CTAs, at most one per SM,
 # by cache length, fmha_capi.h); "auto", the default, is balanced where the static grid, splits included, has more
-# CTAs than the SMs (its last wave ragged: B136 Hq16 221.9 -> 158.8 us, H200), for the seesaw only where its
-# unsplit grid is past one wave by at most PAST_WAVE_MAX_FILL waves (B67 Hq128 212.2 -> 182.2 us, H100), else
-# static. Balanced is faster where lengths differ and a few percent slower where they are equal in one wave
+# CTAs than the SMs (its last wave ragged), for the seesaw only where its unsplit grid is past one wave by at most
+# PAST_WAVE_MAX_FILL waves, else static. Balanced is faster where lengths differ and a few percent slower where they are equal in one wave
 # (docs/deepseek.md); read when a call shape is first planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
 SCHEDULES = ("auto", "static", "balanced")
@@ -189,8 +187,7 @@ def latent_ring(p: Problem, arch: int = 90) -> bool:
 
 def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config:
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
-    than one 64-row block, SPLIT_QK for one, where each is the faster (H200, MQA B64 Hq=128: seesaw 176.5 vs
-    199.9 us); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, and up to 32 where its unsplit grid
+    than one 64-row block, SPLIT_QK for one, where each is the faster (docs/design-sm90.md); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, and up to 32 where its unsplit grid
     fills one wave of `sms` SMs (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64 (docs/deepseek.md); sm_100a
     has one kernel for each ring (SEESAW and LATENT_SEESAW name SPLIT_QK's and LATENT_SPLIT_QK's)."""
     if latent_ring(p, arch) and arch == 100:
@@ -239,7 +236,7 @@ class CudaBackend(Backend):
                "capability 10.0, never run on hardware): TMA K/V ring, WGMMA QK^T and PV, GQA rows packed "
                "into M, split-KV merged inside thread-block clusters or by a combine kernel (built with nvcc on "
                "first use)")
-    eager_call_us = 10.0  # perf/overhead.py on an H200
+    eager_call_us = 20.0  # host time of an eager call (perf/overhead.py)
 
     def __init__(self):
         self._fn = None
@@ -408,8 +405,7 @@ class CudaBackend(Backend):
     def _paged_stream(self, p: Problem, index: int, ctas: int) -> bool:
         """Whether a grid of `ctas` > SMs CTAs that the GATHER_DEEP_HEAD_DIMS rule would run DEEP runs STREAM
         instead: at most the narrow loop's rows, and at most the CTAs STREAM holds at once (two a SM), which
-        stream faster at every page size through its ring and narrow loop (B32 T4 64-token pages: 130.6 ->
-        127.3 us; docs/paged.md)."""
+        stream faster at every page size through its ring and narrow loop (docs/paged.md)."""
         key = (p.head_dim, Config.STREAM)
         return (p.seqlen_q * p.group_size <= self._narrow_rows[key]
                 and ctas <= self._ctas_per_sm[key] * num_sms(index))
@@ -418,7 +414,7 @@ class CudaBackend(Backend):
         """Whether p runs as KV-head pairs (KV_HEAD_PAIRS, see HEAD_PAIRS_MIN_FILL): D = 64 with its KV heads side
         by side, an even number of them, at most the narrow loop's rows a pair, and at least HEAD_PAIRS_MIN_FILL x
         SMs pairs (unsplit); paged, only through TMA boxes: gathered pages run faster on WIDE_GATHER's four
-        warps than on the pairs kernel's two (H200, B32 S8192 16-token pages: 134.8 against 146.5 us)."""
+        warps than on the pairs kernel's two (docs/paged.md)."""
         if p.head_dim != 64 or p.heads_kv % 2 or not p.kv_heads_adjacent:
             return False
         if 2 * p.seqlen_q * p.group_size > self._narrow_rows[(64, Config.KV_HEAD_PAIRS)]:

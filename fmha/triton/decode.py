@@ -301,9 +301,8 @@ def launch_config(head_dim: int, rows: int):
     BLOCK_M covers the packed rows (T x G) up to 64, a register budget: the fp32
     accumulator is BLOCK_M x D. BLOCK_N keeps a K and a V tile per pipeline stage
     within shared memory (128 keys at D = 128, 64 at D = 64 and 256, 32 at 512).
-    The values are the fastest of a sweep on an H200 (perf/RESULTS.md), e.g.
-    D=128: BLOCK_N=128, 4 warps, 3 stages was within 1% of the best config on
-    every shape tried.
+    Tuned by a sweep on an H200, e.g. D=128: BLOCK_N=128, 4 warps, 3 stages was
+    within 1% of the best config on every shape tried.
     D_qk = 576 (D_v = 512 plus a 64-column tail) takes D = 512's tiles, not
     tuned for it: the same accumulator and one more 64-column Q and K tile.
     """

@@ -214,8 +214,8 @@ __device__ __forceinline__ void softmax_ring_tile(float (&s)[Tr::kBlockN / 2], R
 }
 
 // The consumer warpgroup of thread ctid, read from lane 0 so that the compiler knows it is warp-uniform:
-// shared-memory descriptors built from it then stay in uniform registers (the D = 512 loop's SASS had an
-// R2UR before nearly every wgmma: 89 in the kernel, 8 with this).
+// shared-memory descriptors built from it then stay in uniform registers (else ptxas moves nearly every
+// wgmma's descriptor into one with an R2UR).
 template <class Tr>
 __device__ __forceinline__ int warpgroup_index(int ctid) {
   return Tr::kConsumerWGs == 1 ? 0 : __shfl_sync(0xffffffffu, ctid / 128, 0);
