@@ -23,9 +23,9 @@ import torch
 
 from .api import _check_inference_only, _ready_runner, attention
 from .dispatch import check_backend_name
-from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, _elements_share_memory, check_bool,
-                      check_cache_seqlens, check_qk_head_dims, check_softcap, check_window, check_writable_in_place,
-                      validate, validate_cached)
+from .problem import (SUPPORTED_HEAD_DIM_PAIRS, _check_dense, _check_tensor, _elements_share_memory, _shown,
+                      check_bool, check_cache_seqlens, check_qk_head_dims, check_softcap, check_window,
+                      check_writable_in_place, validate, validate_cached)
 
 __all__ = ["flash_attn_with_kvcache", "flash_mla_with_kvcache", "get_mla_metadata"]
 
@@ -44,7 +44,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens: int in [0, 2^31) or contiguous int32 [B], the tokens each sequence has in the cache (None: all
     S). With k and v ([B, T_new, Hkv, D] and [B, T_new, Hkv, D_v]), those are first written into the caches in
     place at positions cache_seqlens .. cache_seqlens + T_new - 1 of each sequence, and the attention reads
-    cache_seqlens + T_new tokens. Positions past a sequence's capacity and page ids outside the pool are clamped
+    cache_seqlens + T_new tokens (so q may not lie in the caches' memory then). Positions past a sequence's capacity and page ids outside the pool are clamped
     into it (device data: checking them would need a sync; FlashAttention raises for a paged cache that would
     overflow), so such a write lands inside the cache, over its last slot, and its result is undefined.
     causal: bottom-right aligned, as FlashAttention's. Returns out [B, T, Hq, D_v], and with return_softmax_lse
@@ -102,6 +102,9 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         raise ValueError("rotary_cos: rotary embeddings need the new keys k and v (they rotate q and k at the "
                          "positions k is written to); without them, rotate q before the call")
     if k is None:
+        if cache_seqlens is not None and not isinstance(cache_seqlens, torch.Tensor):
+            raise TypeError(f"cache_seqlens: expected an int, a contiguous int32 tensor [B] or None, got "
+                            f"{type(cache_seqlens).__name__} {_shown(cache_seqlens)}")
         return attention(q, k_cache, v_cache, cache_seqlens, block_table=block_table, softmax_scale=softmax_scale,
                          causal=causal, return_lse=return_softmax_lse, backend=backend, **extra)
     if not isinstance(cache_seqlens, torch.Tensor):
@@ -256,6 +259,11 @@ def _checked_append(q, k_cache, v_cache, k, v, cache_seqlens, lengths, block_tab
     append."""
     p = check(q, k_cache, v_cache, lengths, softmax_scale, causal, None, block_table, None, window_size, softcap,
               cache_leftpad)
+    qa, s = q.data_ptr(), p.spans  # (ranges, as for out: the append would change what the attention reads as q)
+    for name, a, span in (("k_cache", k_cache.data_ptr(), s[1]), ("v_cache", v_cache.data_ptr(), s[2])):
+        if qa < a + span and a < qa + s[0]:
+            raise ValueError(f"q: its memory meets {name}'s, which the new tokens are written into before the "
+                             "attention reads q; pass a q of its own")
     _ready_runner(p, backend)
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):  # (on real tensors: not traceable)
         check_writable_in_place(name, cache, "call with the new tokens under torch.inference_mode()")

@@ -218,7 +218,8 @@ def check_softcap(softcap) -> float:
     try:
         value = float(softcap)
     except OverflowError:
-        value = math.inf
+        raise ValueError(f"softcap: got {_shown(softcap)}, beyond a float; expected 0.0 (no cap) or a cap of at "
+                         f"most {MAX_SOFTCAP:.3g}") from None
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"softcap: expected a finite real number >= 0 (0.0: no cap), got {softcap!r}")
     if value and not MIN_SOFTMAX_SCALE <= value <= MAX_SOFTCAP:
@@ -250,6 +251,12 @@ def check_softmax_scale_type(softmax_scale) -> None:
                         f"got {type(softmax_scale).__name__} {softmax_scale!r}")
 
 
+def _shown(value) -> str:
+    """repr(value), its middle cut where it is long (an int of hundreds of digits)."""
+    r = repr(value)
+    return r if len(r) <= 40 else f"{r[:16]}...{r[-8:]} ({len(r)} characters)"
+
+
 def check_softmax_scale(softmax_scale, D: int) -> float:
     """softmax_scale: None (1 / sqrt(D)) or a real number in [MIN_SOFTMAX_SCALE, MAX_SOFTMAX_SCALE], as a float."""
     if softmax_scale is None:
@@ -258,7 +265,7 @@ def check_softmax_scale(softmax_scale, D: int) -> float:
     try:
         softmax_scale = float(softmax_scale)
     except OverflowError:
-        raise ValueError(f"softmax_scale: got {softmax_scale!r}, beyond a float; expected a finite positive "
+        raise ValueError(f"softmax_scale: got {_shown(softmax_scale)}, beyond a float; expected a finite positive "
                          f"float of at most {MAX_SOFTMAX_SCALE:.3g}") from None
     if not math.isfinite(softmax_scale) or softmax_scale <= 0:
         raise ValueError(f"softmax_scale: expected a finite positive float, got {softmax_scale}")

@@ -349,6 +349,24 @@ def _refusals():
     ]
 
 
+@pytest.mark.parametrize("cache_seqlens", [3.0, [3, 3]])
+def test_cache_seqlens_of_no_allowed_type_is_named_without_new_tokens(cache_seqlens):
+    q, k, v, _ = make_inputs(2, 1, 4, 1, 8, 64, device=DEVICE)
+    with pytest.raises(TypeError, match=r"cache_seqlens: expected an int, a contiguous int32 tensor \[B\] or None, "
+                                        r"got (float 3\.0|list \[3, 3\])"):
+        fmha.flash_attn_with_kvcache(q, k, v, cache_seqlens=cache_seqlens, backend="reference")
+
+
+def test_a_q_inside_the_cache_the_tokens_are_written_to_is_refused():
+    q, k, v, _ = make_inputs(2, 1, 2, 2, 8, 64, device=DEVICE)
+    k_new, v_new = torch.randn_like(k[:, :1]), torch.randn_like(v[:, :1])
+    sl = torch.tensor([3, 5], dtype=torch.int32, device=DEVICE)
+    k_before = k.clone()
+    with pytest.raises(ValueError, match=r"q: its memory meets k_cache's, which the new tokens are written into"):
+        fmha.flash_attn_with_kvcache(k[:, 4:5], k, v, k=k_new, v=v_new, cache_seqlens=sl, backend="reference")
+    assert torch.equal(k, k_before)  # nothing written
+
+
 @pytest.mark.parametrize("case", range(len(_refusals()[-1])))
 def test_refusals_name_the_argument_and_write_nothing(case):
     q, k, v, k_new, v_new, sl, cases = _refusals()
