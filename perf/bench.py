@@ -267,9 +267,17 @@ def make_contenders(args):
 # ---- one contender on one shape --------------------------------------------------------------
 
 def cosine(a, b) -> float:
-    a, b = a.float().flatten(), b.float().flatten()
+    """The smaller of the whole output's cosine and the smallest over its rows (each sequence, token and head's
+    D_v values): over the whole output a mask ignored at T > 1 or a dropped key stays above the gate, and a row's
+    cosine misses a wrong scale of the row (sinks dropped). A row whose reference is zero counts as 1 where the
+    output's is zero too; NaN anywhere gives NaN."""
+    import torch
+    a, b = a.float().reshape(-1, a.shape[-1]), b.float().reshape(-1, b.shape[-1])
     den = (a.norm() * b.norm()).item()
-    return (a @ b).item() / den if den > 0 else float("nan")
+    whole = (a.flatten() @ b.flatten()).item() / den if den > 0 else float("nan")
+    na, nb = a.norm(dim=1), b.norm(dim=1)
+    rows = torch.where(nb == 0, (na == 0).float(), (a * b).sum(1) / (na * nb))
+    return min(whole, rows.min().item()) if rows.numel() and whole == whole else float("nan")
 
 
 def reference_rows(inputs):
@@ -448,6 +456,9 @@ def more_rounds(results, contenders, kept, n_sets, args, device, deadline, start
     median of the rounds' (`round_mhz`); the raw samples and the eager time stay round 1's. A round that
     fails is noted (`round_error`) and ends that contender's rounds; its other figures stand."""
     import contextlib
+
+    import torch
+
     from perf.peers import short_reason
     from perf.timing import even_rounds, graph_round, round_order
 

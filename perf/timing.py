@@ -107,10 +107,9 @@ def comparable(r: dict) -> bool:
 
 
 def even_rounds(n: int) -> int:
-    """n rounds, rounded up to an even count: two contenders in round_order then run as many rounds in each
-    position, so a median over their rounds favours neither (with 3, the first one runs first twice). With
-    more contenders than rounds, some never run first; what the rotation guarantees is no contender timed
-    twice in a row."""
+    """n rounds, rounded up to an even count (each of the rounds' first slots then goes to as many contenders as
+    it can: with 3 rounds of several contenders, the first one runs first twice). With more contenders than
+    rounds, some never run first; what round_order guarantees is no contender timed twice in a row."""
     return max(2, n + n % 2)
 
 
@@ -121,8 +120,11 @@ def round_order(items, k: int) -> list:
     """The contenders of round k (0-based): the list rotated by k, so each round starts one contender later. No
     contender runs twice in a row across a round boundary, and the slot after a boundary falls to another
     contender each round: at the H200's power cap the slot after a contender timed twice in a row ran 7-8% slower
-    than its contender's best round. Two contenders alternate as in reversed order."""
+    than its contender's best round. Two contenders keep their order (a rotation would be a reversal, which times
+    one of them twice in a row at every other boundary), so they strictly alternate."""
     items = list(items)
+    if len(items) == 2:
+        return items
     k %= max(1, len(items))
     return items[k:] + items[:k]
 
