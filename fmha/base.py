@@ -56,8 +56,9 @@ class Backend:
 
 
 def interpreter_enabled() -> bool:
-    """Whether TRITON_INTERPRET asks for the Triton interpreter (Triton kernels on the CPU)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """Whether TRITON_INTERPRET asks for the Triton interpreter (Triton kernels on the CPU), read as Triton reads
+    it (1, true, on or yes, in any case), so that both agree on which kernel runs."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
 
 
 _DECISION_MEMOS: list = []

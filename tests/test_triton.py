@@ -237,6 +237,28 @@ def test_capacity_past_int32_token_indices_refused():
         assert splits * per_split + 128 < 2 ** 31
 
 
+@pytest.mark.parametrize("value,on", [("1", True), ("true", True), ("ON", True), ("yes", True), ("0", False),
+                                      ("false", False), ("off", False), ("no", False), ("2", False), ("", False)])
+def test_triton_interpret_is_read_as_triton_reads_it(monkeypatch, value, on):
+    """fmha's interpreter switch (the fp32 dot operands, CPU tensors) follows Triton's own reading of the variable."""
+    from fmha.base import interpreter_enabled
+    monkeypatch.setenv("TRITON_INTERPRET", value)
+    assert interpreter_enabled() is on
+
+
+def test_a_window_with_left_padding_past_half_the_int32_tokens_is_refused():
+    """With both, a split's keys start at the left pad (up to the capacity S) and span the window (up to S): its
+    int32 end reaches 2 S, so S past about 2^30 is refused by name (it wrapped and zeroed the row)."""
+    triton_backend = registry()["triton"]
+    p = dataclasses.replace(make_problem(1, 1, 8, 8, 16, 64, device=DEVICE), window_left=100, has_leftpad=True)
+    assert p.has_window
+    assert triton_backend.unsupported_reason(dataclasses.replace(p, seqlen_k=2 ** 29)) is None
+    big = dataclasses.replace(p, seqlen_k=2 ** 30 + 2 ** 20)
+    assert "too large for a window with cache_leftpad" in triton_backend.unsupported_reason(big)
+    assert triton_backend.unsupported_reason(dataclasses.replace(big, has_leftpad=False)) is None
+    assert triton_backend.unsupported_reason(dataclasses.replace(big, window_left=-1)) is None
+
+
 @pytest.mark.parametrize("D", [64, 512])
 def test_garbage_past_seqlen_is_ignored(D):
     """Unused cache slots (past cache_seqlens) may hold anything, NaN included (a torch.empty cache)."""
