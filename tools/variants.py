@@ -17,8 +17,8 @@ round starting one contender later, so slow drifts of the GPU's state (power cap
 an H200 the same kernel timed minutes apart in separate processes moved by up to 12%. Each timing is the median of
 30 CUDA-graph replays over rotating input sets larger than 3x L2; the table shows the median over rounds, the spread
 (max - min) / median and, where NVML answers, the median SM clock the contender was timed at (perf/clocks.py). Every
-variant's output is checked against the triton backend's (maxdiff; "wrong by design" marks the probe modes whose
-results are not meant to be right). Units: us per call, GB/s decimal (q + k + v + out bytes). --separate puts a
+contender's output, cuDNN's included, is checked against the triton backend's (maxdiff; "wrong by design" marks the
+probe modes whose results are not meant to be right). Units: us per call, GB/s decimal (q + k + v + out bytes). --separate puts a
 one-element add after every call (see its help).
 
 By default each replay is timed on its own (the host waits for it before launching the next), which
@@ -229,6 +229,12 @@ def main():
             else:
                 b.run(p, q, k, v, None, o, lse)
             check[name] = (o.float() - ref.float()).abs().max().item()
+        for name, calls in contenders.items():  # the others (fmha calls into outs[0], cuDNN's [B, H, T, D] return)
+            if name not in check:
+                outs[0].fill_(float("nan"))
+                got = calls[0]()
+                o = got.transpose(1, 2) if name == "sdpa-cudnn" else outs[0]
+                check[name] = (o.float() - ref.float()).abs().max().item()
         if args.separate:
             contenders = {name: separated(calls) for name, calls in contenders.items()}
             contenders["(separator)"] = [separator] * n
