@@ -44,9 +44,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     cache_seqlens: int in [0, 2^31) or contiguous int32 [B], the tokens each sequence has in the cache (None: all
     S). With k and v ([B, T_new, Hkv, D] and [B, T_new, Hkv, D_v]), those are first written into the caches in
     place at positions cache_seqlens .. cache_seqlens + T_new - 1 of each sequence, and the attention reads
-    cache_seqlens + T_new tokens (so q may not lie in the caches' memory then). Positions past a sequence's capacity and page ids outside the pool are clamped
-    into it (device data: checking them would need a sync; FlashAttention raises for a paged cache that would
-    overflow), so such a write lands inside the cache, over its last slot, and its result is undefined.
+    cache_seqlens + T_new tokens (so q may not lie in the caches' memory then). Positions past a sequence's
+    capacity and page ids outside the pool are clamped into it (device data: checking them would need a sync;
+    FlashAttention raises for a paged cache that would overflow), so such a write lands inside the cache, over
+    its last slot, and its result is undefined.
     causal: bottom-right aligned, as FlashAttention's. Returns out [B, T, Hq, D_v], and with return_softmax_lse
     also the LSE [B, Hq, T] (float32, natural log). backend: as fmha.attention's.
     rotary_cos / rotary_sin: [seqlen_ro, rotary_dim / 2] in q's dtype or float32, seqlen_ro at least the cache's

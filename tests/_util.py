@@ -26,7 +26,8 @@ import torch
 import fmha
 from fmha.reference import attention_reference
 
-from fmha.compare import LSE_ATOL, MAX_SCALE_ERR, MIN_COSINE, scale_errors, tolerance  # noqa: E402  (the same bounds as fmha.compare)
+# (the same bounds as fmha.compare)
+from fmha.compare import LSE_ATOL, MAX_SCALE_ERR, MIN_COSINE, scale_errors, tolerance  # noqa: E402
 
 POISON = float("nan")
 

@@ -142,8 +142,9 @@ def test_softmax_scale_must_be_a_real_number(scale, got):
         fmha.sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=scale, enable_gqa=True)
 
 
-@pytest.mark.parametrize("scale,says", ((10 ** 400, r"got 1000000000000000\.\.\.00000000 \(401 characters\), beyond a float"), (1e300, "must lie in"), (1e-300, "must lie in"),
-                                        (2e38, "must lie in")))
+@pytest.mark.parametrize("scale,says", (
+    (10 ** 400, r"got 1000000000000000\.\.\.00000000 \(401 characters\), beyond a float"),
+    (1e300, "must lie in"), (1e-300, "must lie in"), (2e38, "must lie in")))
 def test_softmax_scale_must_stay_a_float32_scale(scale, says):
     """The kernels multiply the scores by softmax_scale * log2(e) in float32: a scale whose product is not a
     normal float32 (or that is no float at all) is refused, not turned into NaN."""

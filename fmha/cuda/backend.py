@@ -152,8 +152,8 @@ BALANCED_MAX_ROWS = 65535  # packed rows (T x G) of a balanced launch: its combi
 # head split over the plan's num_splits CTAs) or "balanced" (the tiles dealt over the same CTAs, at most one per SM,
 # by cache length, fmha_capi.h); "auto", the default, is balanced where the static grid, splits included, has more
 # CTAs than the SMs (its last wave ragged), for the seesaw only where its unsplit grid is past one wave by at most
-# PAST_WAVE_MAX_FILL waves, else static. Balanced is faster where lengths differ and a few percent slower where they are equal in one wave
-# (docs/deepseek.md); read when a call shape is first planned.
+# PAST_WAVE_MAX_FILL waves, else static. Balanced is faster where lengths differ and a few percent slower where
+# they are equal in one wave (docs/deepseek.md); read when a call shape is first planned.
 SCHEDULE_ENV = "FMHA_CUDA_SCHEDULE"
 SCHEDULES = ("auto", "static", "balanced")
 
@@ -187,9 +187,10 @@ def latent_ring(p: Problem, arch: int = 90) -> bool:
 
 def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config:
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
-    than one 64-row block, SPLIT_QK for one, where each is the faster (docs/design-sm90.md); for a shared latent (latent_ring) LATENT_NARROW up to 16 rows, and up to 32 where its unsplit grid
-    fills one wave of `sms` SMs (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64 (docs/deepseek.md); sm_100a
-    has one kernel for each ring (SEESAW and LATENT_SEESAW name SPLIT_QK's and LATENT_SPLIT_QK's)."""
+    than one 64-row block, SPLIT_QK for one, where each is the faster (docs/design-sm90.md); for a shared latent
+    (latent_ring) LATENT_NARROW up to 16 rows, and up to 32 where its unsplit grid fills one wave of `sms` SMs
+    (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64 (docs/deepseek.md); sm_100a has one kernel for each ring
+    (SEESAW and LATENT_SEESAW name SPLIT_QK's and LATENT_SPLIT_QK's)."""
     if latent_ring(p, arch) and arch == 100:
         return Config.LATENT_SPLIT_QK
     if latent_ring(p, arch):
