@@ -592,8 +592,8 @@ class CudaBackend(Backend):
 
     def _launch_constants(self, p: Problem):
         """What `run` packs the same way for every call of `p`, from shapes only: (p, device index,
-        device, num_splits, workspace bytes, and as packed bytes the shape fields, the scale..config
-        fields and the block_table..max_blocks_per_seq fields)."""
+        device, num_splits, workspace bytes, as packed bytes the shape fields, the scale..config fields and
+        the block_table..max_blocks_per_seq fields, and whether the launch takes the balanced schedule)."""
         index = _device_index(p.device)
         config, num_splits = self.launch_plan(p, index)
         ws_bytes = 0  # splits merged inside clusters need no workspace (nor an allocation per call)

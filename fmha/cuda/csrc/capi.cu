@@ -1,7 +1,7 @@
 // fmha: the C API (fmha_capi.h) of the CUDA decode kernels: argument checks, the choice of the
-// instantiation, and the configuration queries. No ATen, no pybind11. Every function reports failure
-// by a non-zero return value and a thread-local message readable through fmha_last_error(); nothing
-// prints, exits, synchronises or allocates: the launches are safe under CUDA-graph capture on the
+// instantiation, and the configuration queries. No ATen, no pybind11. fmha_decode reports failure by
+// a non-zero return value and a thread-local message readable through fmha_last_error() (the queries
+// by -1, or 0 bytes, alone); nothing prints, exits, synchronises or allocates: the launches are safe under CUDA-graph capture on the
 // caller's stream. The first launch of a kernel on a device also sets its function attributes and,
 // for split-KV, asks the driver how many clusters fit (cached; sm90/launch.cuh).
 //

@@ -1,9 +1,11 @@
 // fmha: the C API of the CUDA decode kernels (implemented in capi.cu).
 //
 // One library per architecture (fmha_arch() says which); the same entry points on every one.
-// Every function returns 0 on success; on failure a non-zero status and a thread-local message
-// from fmha_last_error(). Nothing prints, exits, synchronises or allocates: launches go on the
-// caller's stream and are safe under CUDA-graph capture. Tensors are raw device pointers with
+// fmha_decode (and a probe build's fmha_probe_*) returns 0 on success; on failure a non-zero status
+// and a thread-local message from fmha_last_error(). The queries return their answer, or -1 (0 for
+// fmha_max_active_clusters and the workspace sizes) for arguments they cannot answer, and leave that
+// message as it was. Nothing prints, exits, synchronises or allocates: launches go on the caller's
+// stream and are safe under CUDA-graph capture. Tensors are raw device pointers with
 // element strides; see fmha_decode for the layouts.
 #pragma once
 
