@@ -54,12 +54,9 @@ class TritonBackend(Backend):
                     "with TRITON_INTERPRET=1")
         # (a window's or left pad's split starts past its first tile: up to 2 T + 2 tiles more)
         extra = 2 * p.seqlen_q + 256 if p.has_window or p.has_leftpad else 0
-        if p.has_window and p.has_leftpad and 2 * p.seqlen_k > 2 ** 31 - 1 - TRITON_TOKEN_MARGIN - extra:
-            what = "max_blocks_per_seq x page_size" if p.has_block_table else "seqlen_k"
-            return (f"{what} {p.seqlen_k} too large for a window with cache_leftpad: a split's keys start at the "
-                    f"left pad and span up to the window, so the kernel's token indices reach twice the capacity, "
-                    f"which must stay below 2^31 - {TRITON_TOKEN_MARGIN + extra}")
-        return token_indices_too_large(p, TRITON_TOKEN_MARGIN + extra)
+        twice = ("for a window with cache_leftpad: a split's keys start at the left pad and span up to the window"
+                 if p.has_window and p.has_leftpad else "")
+        return token_indices_too_large(p, TRITON_TOKEN_MARGIN + extra, twice)
 
     # Importing fmha.triton.decode imports triton, which reads TRITON_INTERPRET when the kernels are defined
     # and takes about a second: deferred to the first use, so that `import fmha` does neither.

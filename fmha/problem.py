@@ -144,11 +144,15 @@ def _shape(t: torch.Tensor) -> str:
     return "[" + ", ".join(str(s) for s in t.shape) + "]"
 
 
-def token_indices_too_large(p: "Problem", margin: int) -> Optional[str]:
-    """Why a kernel whose int32 token indices pass the capacity S by up to `margin` cannot serve p, or None."""
-    if p.seqlen_k <= 2 ** 31 - 1 - margin:
+def token_indices_too_large(p: "Problem", margin: int, twice: str = "") -> Optional[str]:
+    """Why a kernel whose int32 token indices pass the capacity S by up to `margin` (2 S + `margin`, for the
+    reason `twice`, where it is given) cannot serve p, or None."""
+    if (2 if twice else 1) * p.seqlen_k <= 2 ** 31 - 1 - margin:
         return None
     what = "max_blocks_per_seq x page_size" if p.has_block_table else "seqlen_k"
+    if twice:
+        return (f"{what} {p.seqlen_k} too large {twice}, so the kernel's token indices reach twice the capacity, "
+                f"which must stay below 2^31 - {margin}")
     return f"{what} {p.seqlen_k} too large: the kernel's token indices must stay below 2^31 - {margin}"
 
 

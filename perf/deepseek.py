@@ -33,7 +33,7 @@ import time
 import torch
 
 from perf import paged
-from perf.paged import (FLASHINFER_WORKSPACE_BYTES, FlashInferPaged, _cell, _note, _ok_us, _run,
+from perf.paged import (FLASHINFER_WORKSPACE_BYTES, FlashInferPaged, _cell, _figure, _note, _ok_us, _run,
                         flashinfer_plan_args, flashinfer_version, import_flashinfer, log, page_pools)
 from perf.peers import FmhaBackendContender, PeerLibraryContender, Unsupported
 from perf.timing import ceiling_text
@@ -405,13 +405,6 @@ def sweep(shapes, contenders, args, device, ceilings, t_start) -> list:
 
 def _verdict(label, met, figure) -> dict:
     return {"target": label, "met": met, "figure": figure}
-
-
-def _figure(value, bound, digits) -> str:
-    """value to `digits` decimals, or one more where those would round it onto the target's bound (a miss then
-    reads as one: 0.999x, not 1.00x)."""
-    text = f"{value:.{digits}f}"
-    return f"{value:.{digits + 1}f}" if float(text) == bound and value != bound else text
 
 
 def _times(ratio, bound=1.0) -> str:

@@ -561,6 +561,13 @@ def target_for(page_size: int):
     return None, "measured only"
 
 
+def _figure(value, bound, digits) -> str:
+    """value to `digits` decimals, or one more where those would round it onto the target's bound as shown (a
+    miss then reads as one: 0.999x, not 1.00x)."""
+    text = f"{value:.{digits}f}"
+    return f"{value:.{digits + 1}f}" if float(text) == round(bound, digits) and value != bound else text
+
+
 def _ok_us(r):
     """A contender's graph time where it ran right; None for an eager time (comparable), which enters no ratio."""
     return r["us"] if r and r.get("us") and r.get("status") == "ok" and comparable(r) else None
@@ -652,9 +659,7 @@ def table(results) -> list:
             bw = (f"{row['cuda_paged_gbps']:.0f} ({row['cuda_paged_pct_read_ceiling']:.0f}%)"
                   if row["cuda_paged_gbps"] else "—")
             cont_cuda = entry.get("contiguous_again", {}).get("cuda") or cont.get("cuda")
-            shown = f"{ratio:.3f}" if ratio else "—"
-            if ratio and limit is not None and float(shown) == round(limit, 3) and ratio != limit:
-                shown = f"{ratio:.4f}"  # (a miss by less than the last digit reads as one)
+            shown = "—" if not ratio else f"{ratio:.3f}" if limit is None else _figure(ratio, limit, 3)
             L.append(f"| {_label(rec)} | {P} | {_cell(res.get('cuda'), notes)} | {_cell(cont_cuda, notes)} | "
                      f"{shown} | {verdict} | {_cell(tri, notes, tri_extra)} | "
                      f"{_cell(cont.get('sdpa-cudnn'), notes)} | {_cell(fi, notes, fi_extra)} | {bw} |")
