@@ -693,7 +693,7 @@ def markdown(results) -> str:
           "contiguous time <= 1.03 for pages of 64 tokens or more, <= 1/0.9 = 1.11 for 16, page size 1 "
           "measured only; the contiguous time of a row is its fmha call timed again right after that page size's "
           "calls (its first timing, right after the reference, is in the JSON as *_contiguous_first_us). "
-          "Every output passed the suite's correctness gate (every output row's cosine >= "
+          "Every output passed the suite's correctness gate (cosine over the whole output and over each row >= "
           f"{meta['min_cosine']} against the fp32 reference) unless marked WRONG.", ""]
     lines, notes = table(results)
     L += lines

@@ -134,7 +134,8 @@ def markdown(results: dict) -> str:
                                             "sequence that its queries can see" if windows else "")
           + "); % = share of the measured HBM read ceiling. "
           f"Every output is checked on input set 0 against fmha's fp32 reference (first and last sequence; "
-          f"every output row's cosine >= {meta['min_cosine']}). Bold: fastest correct contender of the row.", ""]
+          f"cosine over the whole output and over each row >= {meta['min_cosine']}). Bold: fastest correct contender "
+          "of the row.", ""]
     if meta.get("separate"):
         L += ["**--separate: every timed call is followed by a one-element add (a kernel without PDL, as the next "
               "op of a model would be), and the times include it.** Compare contenders within a shape; µs, GB/s "
