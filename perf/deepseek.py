@@ -90,16 +90,18 @@ class LatentInputs:
         self.separate_sets = self.paged_sets = self.page_size = None
 
     @classmethod
-    def of_tensors(cls, shape, q, kv, cache_seqlens, pool, block_table, page_size):
-        """One input set of given tensors: q, the contiguous latent kv, its lengths and its page pool (block_table);
-        for tools that time the peers on a batch of their own (tools/latent_lengths.py)."""
+    def of_tensors(cls, shape, sets, cache_seqlens, block_table, page_size):
+        """Input sets of given tensors: sets[i] = (q, the contiguous latent kv, its page pool), the pools behind one
+        block_table, and the lengths; for tools that time the peers on a batch of their own
+        (tools/latent_lengths.py)."""
         self = cls.__new__(cls)
-        self.shape, self.device, self.n_sets, self.dtype, self.seed = shape, q.device, 1, q.dtype, 0
-        self.sets = [(q, kv)]
+        q = sets[0][0]
+        self.shape, self.device, self.n_sets, self.dtype, self.seed = shape, q.device, len(sets), q.dtype, 0
+        self.sets = [(q, kv) for q, kv, _ in sets]
         self.cache_seqlens = cache_seqlens
         self.softmax_scale = 1.0 / math.sqrt(shape.D)
         self.separate_sets = None
-        self.paged_sets, self.page_size = [(q, pool, block_table)], page_size
+        self.paged_sets, self.page_size = [(q, pool, block_table) for q, _, pool in sets], page_size
         return self
 
     def build_separate(self):

@@ -6,8 +6,8 @@
 For each batch below (576/512 unless it says 512; --heads query heads on one latent KV head; the lengths drawn with a
 fixed seed per batch), the cuda backend's own plan is timed with FMHA_CUDA_SCHEDULE=static (one CTA a sequence) and
 =balanced (the tiles dealt by cache length, docs/deepseek.md): --calls calls (20) captured in a CUDA graph, rotating
-over --sets input sets (1; the suite's regime is --calls 2 --sets 2; the contiguous cache's rows only, the paged rows
-and the peers run one set), the median over --rounds replays, µs per call
+over --sets input sets (1; the suite's regime is --calls 2 --sets 2; each set's page pool behind one block table for
+the paged rows and the peers), the median over --rounds replays, µs per call
 and the cache bytes read (sum of the lengths) per second. Every output is compared with the static one (largest
 absolute difference: pieces merged in another order, not another answer). --lib: a prebuilt library (python -m
 fmha.cuda.build --out DIR), else the library the backend builds. --peers: the same batch on a 64-token page pool
@@ -72,19 +72,20 @@ def failure(e) -> str:
     return f"failed: {type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}"
 
 
-def peer_calls(kind, B, T, S, D, q, kv, sl, pool, block_table):
-    """The --peers contenders on the page pool: (name, fn) where they import, (name, reason) where not."""
+def peer_calls(kind, B, T, S, D, sets, sl, block_table):
+    """The --peers contenders on the page pools of sets [(q, kv, pool)]: (name, fn(set)) where they import, (name,
+    reason) where not."""
     from perf import deepseek
     from perf.peers import Unsupported
     from perf.shapes import LatentShape
-    inputs = deepseek.LatentInputs.of_tensors(LatentShape(kind, B=B, S=S, Hq=q.shape[2], T=T, D=D, Dv=512),
-                                              q, kv, sl, pool, block_table, PAGE)
+    inputs = deepseek.LatentInputs.of_tensors(LatentShape(kind, B=B, S=S, Hq=sets[0][0].shape[2], T=T, D=D, Dv=512),
+                                              sets, sl, block_table, PAGE)
     calls = []
     for contender in (deepseek.FlashInferMLA(), deepseek.FlashMLA()):
         try:
             fn = contender.prepare(inputs)
             contender.first_call(fn, 0)
-            calls.append((contender.name, lambda fn=fn: fn(0)))
+            calls.append((contender.name, fn))
         except Unsupported as e:
             calls.append((contender.name, str(e)))
         except Exception as e:  # (one that fails on these lengths: said, not raised)
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="only the batches of this kind (equal, uniform, padded, ...)")
     ap.add_argument("--calls", type=int, default=20, help="calls a graph replay holds (the suite's: 2)")
     ap.add_argument("--sets", type=int, default=1,
-                    help="input sets the calls rotate over, on the contiguous cache (the suite's: 2)")
+                    help="input sets the calls rotate over (the suite's: 2)")
     ap.add_argument("--batch", action="append", default=[], metavar="KIND:B:T:S:D",
                     help="time this batch instead of the list above (repeatable), e.g. equal:136:1:4096:576")
     ap.add_argument("--heads", type=int, default=16, help="query heads on the latent KV head (64, 128: the 64-key "
@@ -136,11 +137,13 @@ def main(argv=None) -> int:
         sl = lengths(kind, B, S, gen)
         more = [(torch.randn_like(q), torch.randn_like(kv)) for _ in range(args.sets - 1)]  # (rotated, not checked)
         cache_bytes = sl.double().sum().item() * D * 2
-        layouts = [("", kv, None, [(q, kv)] + more)]
+        contiguous = [(q, kv)] + more
+        layouts = [("", kv, None, contiguous)]
         if args.peers:
             from perf.paged import page_pools
-            (pool,), block_table = page_pools((kv,), PAGE, torch.Generator().manual_seed(B * S))
-            layouts.append((f"p{PAGE} ", pool, block_table, [(q, pool)]))
+            pools, block_table = page_pools([c for _, c in contiguous], PAGE, torch.Generator().manual_seed(B * S))
+            paged = [(qs, pool) for (qs, _), pool in zip(contiguous, pools)]
+            layouts.append((f"p{PAGE} ", pools[0], block_table, paged))
         outs = {}
 
         def report(name, us, out, note="", peer=False):
@@ -170,13 +173,14 @@ def main(argv=None) -> int:
                 outs.setdefault(prefix + schedule, out)
                 report(prefix + schedule, us, out, f"  ({b.launch_plan(p, 0)[0].name.lower()})")
         if args.peers:
-            for name, fn in peer_calls(kind, B, T, S, D, q, kv, sl, layouts[1][1], layouts[1][2]):
+            peer_sets = [(qs, c, pool) for (qs, c), (_, pool) in zip(contiguous, layouts[1][3])]
+            for name, fn in peer_calls(kind, B, T, S, D, peer_sets, sl, layouts[1][2]):
                 if isinstance(fn, str):
                     print(f"{kind:8s} B{B} T{T} Hq{args.heads} S{S} D{D}  {name:14s} not run: {fn}", flush=True)
                     continue
                 try:
-                    us = graph_us(lambda i, fn=fn: fn(), args.rounds, args.calls)
-                    report(name, us, fn().view(B, T, args.heads, 512), peer=True)
+                    us = graph_us(fn, args.rounds, args.calls, len(peer_sets))
+                    report(name, us, fn(0).view(B, T, args.heads, 512), peer=True)
                 except Exception as e:  # (a peer that refuses empty sequences)
                     print(f"{kind:8s} B{B} T{T} Hq{args.heads} S{S} D{D}  {name:14s} {failure(e)}", flush=True)
                     torch.cuda.synchronize()
