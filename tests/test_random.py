@@ -62,7 +62,7 @@ def draw(seed: int, gpu: bool) -> dict:
         window = (left, -1) if causal else (left, r.choice([-1, 0, r.randint(0, 40)]))
     if r.random() < 0.1:
         softcap = r.choice([5.0, 30.0, 50.0])
-    if lengths is not None and not paged and r.random() < 0.1:
+    if lengths is not None and r.random() < 0.1:
         leftpad = [r.randint(0, n) for n in lengths]
     return dict(
         seed=seed, dtype=r.choice([torch.bfloat16, torch.bfloat16, torch.float16]), D=D, Dv=Dv, v_mode=v_mode,
