@@ -37,7 +37,7 @@ def compile_config(head_dim: int, rows: int, splits: int, option: str):
     from fmha.triton import decode
 
     dv, tail = (512, 64) if head_dim == 576 else (head_dim, 0)
-    block_m, block_n, warps, stages = decode.launch_config(head_dim, rows)
+    block_m, block_n, warps, stages = decode.launch_config(head_dim, rows, kv_shared=dv == 512)
     kernel = decode._decode_kernel
     names = kernel.arg_names
     constexprs = dict(HEADS_KV=8, GROUP=rows, NUM_SPLITS=splits, HEAD_DIM=dv, BLOCK_M=block_m, BLOCK_N=block_n,
