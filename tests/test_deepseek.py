@@ -184,7 +184,7 @@ def test_triton_split_merge_adds_the_sink_once(Dqk, Dv, v_mode, num_splits):
 
 @pytest.mark.parametrize("Dqk,Dv,v_mode,page_size,num_splits,dtype", [
     (576, 512, "slice", 16, 3, torch.bfloat16), (576, 512, "slice", None, 2, torch.float16),
-    (512, 512, "self", 32, 2, torch.bfloat16), (128, 128, "separate", 5, 3, torch.float16),
+    (512, 512, "self", 64, 2, torch.bfloat16), (128, 128, "separate", 5, 3, torch.float16),
     (128, 128, "separate", None, 2, torch.bfloat16)])
 def test_triton_forced_splits_over_nan_caches_with_sinks(Dqk, Dv, v_mode, page_size, num_splits, dtype):
     """The split path (partials + combine) where every slot past a length, or no sequence's, holds NaN: contiguous

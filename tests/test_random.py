@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import fmha
-from _util import PAGED_LAYOUTS, compare, make_paged
+from _util import LSE_ATOL, PAGED_LAYOUTS, compare, make_paged
 from conftest import DEVICE, HAS_GPU
 from fmha.reference import attention_reference, visible_mask
 
@@ -130,10 +130,43 @@ def options(c: dict, table, sinks, leftpad) -> dict:
     return kw
 
 
+# fp16 outputs below this (a sink far above every score) lie in or near fp16's subnormal range (from 2^-14), where
+# rounding is absolute: their cosine says nothing, so they are held to an absolute bound instead.
+FP16_TINY = 2.0 ** -10
+
+
+def compare_drawn(c, out, lse, ref, ref_lse, vmax, what):
+    """_util.compare, except for fp16 sequences whose reference output is below FP16_TINY: their output within
+    2^-19 (about 2 u of FP16_TINY plus half a subnormal step), their LSE as compare checks it."""
+    tiny = torch.zeros(c["B"], dtype=torch.bool)
+    if c["dtype"] == torch.float16:
+        tiny = ref.float().abs().flatten(1).amax(1).cpu() < FP16_TINY
+    keep = ~tiny
+    if keep.any():
+        rows = keep.to(out.device)
+        compare(out[rows], lse[rows], ref[rows.to(ref.device)], ref_lse[rows.to(ref_lse.device)], c["dtype"],
+                vmax=vmax, what=what)
+    if tiny.any():
+        rows = tiny.to(out.device)
+        o, r = out[rows].float().cpu(), ref[rows.to(ref.device)].float().cpu()
+        assert not torch.isnan(o).any(), f"{what}: NaN in a tiny fp16 output"
+        err = (o - r).abs().max().item()
+        assert err <= 2.0 ** -19, f"{what}: max abs error {err:.3e} on outputs below {FP16_TINY:g}"
+        ls, rl = lse[rows].cpu(), ref_lse[rows.to(ref_lse.device)].cpu()
+        assert torch.equal(torch.isneginf(ls), torch.isneginf(rl)), f"{what}: -inf pattern of LSE differs"
+        finite = torch.isfinite(rl)
+        if finite.any():
+            assert (ls[finite] - rl[finite]).abs().max().item() <= LSE_ATOL, f"{what}: LSE error"
+
+
 @pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + N_PROBLEMS))
 def test_random_problem(seed, monkeypatch):
     c = draw(seed, HAS_GPU)
-    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", c["schedule"])  # (read when the backend first plans a shape)
+    # The drawn schedule, read when the cuda backend first plans a shape: its plans of earlier tests forgotten.
+    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", c["schedule"])
+    if "cuda" in BACKENDS:
+        from fmha.backends import registry
+        monkeypatch.setattr(registry()["cuda"], "_launches", {})
     q, k, v, sl, k_in, v_in, table, sinks, leftpad = tensors(c)
     kw = options(c, table, sinks, leftpad)
     scale = c["scale"] if c["scale"] is not None else c["D"] ** -0.5
@@ -148,7 +181,7 @@ def test_random_problem(seed, monkeypatch):
         except NotImplementedError:
             continue
         assert res.data_ptr() == out.data_ptr()
-        compare(out, lse, ref, ref_lse, q.dtype, vmax=vmax, what=f"{backend}: {what}")
+        compare_drawn(c, out, lse, ref, ref_lse, vmax, what=f"{backend}: {what}")
 
 
 def meta_problem(c: dict):
