@@ -156,8 +156,8 @@ class ShapeInputs:
         def rnd(*dims):
             return torch.randn(*dims, generator=gen, device=device, dtype=self.dtype)
 
-        # With a score cap c, q is scaled so that the scores' standard deviation is c / 2: unscaled it is 1, where
-        # c tanh(s / c) is s to 1e-3 and a contender that ignored the cap passed the gate (cosine 0.67 now at 50).
+        # With a score cap c, q is scaled so that the scores' standard deviation is c / 2, where an ignored cap fails
+        # the gate (cosine 0.67 at 50); at 1, unscaled, c tanh(s / c) is s to 1e-3.
         q_scale = float(getattr(s, "softcap", 0.0)) / 2 or 1.0
         self.sets = [(rnd(s.B, s.T, s.Hq, s.D) * q_scale, rnd(s.B, s.S, s.Hkv, s.D), rnd(s.B, s.S, s.Hkv, s.D))
                      for _ in range(n_sets)]
