@@ -1,13 +1,14 @@
 """Random problems: every backend that serves one, against the fp32 reference.
 
-Each problem draws from its seed every axis a caller may vary: dtype; head dims, the latent pairs with V as K itself,
-as K's leading columns or as a tensor of its own; query and KV heads (GQA 28/4, MQA up to 128 heads); T; batch; cache
-length; per-sequence lengths (empty ones included) or none; page size and pool layout; a q that is a slice of a fused
-QKV tensor; causal or not; softmax_scale; sinks; the `cuda` backend's schedule (FMHA_CUDA_SCHEDULE); and, which only
-some backends take, a sliding window, a score cap and left padding. Every cache slot that no query may see holds NaN,
-the output buffer is NaN, and output and LSE are compared as in every other test (_util.compare). A backend that
-refuses a problem by name (NotImplementedError) is skipped for it; the draws of a GPU run give the `cuda` backend at
-least a third of the problems.
+Each problem draws from its seed every axis a caller may vary: dtype; head dims, the latent pairs with V as K
+itself, as K's leading columns or as a tensor of its own; query and KV heads (GQA 28/4, MQA up to 128 heads); T;
+batch; cache length; per-sequence lengths (empty ones included) or none; page size and pool layout; a q that is a
+slice of a fused QKV tensor; causal or not; softmax_scale; sinks; the `cuda` backend's schedule
+(FMHA_CUDA_SCHEDULE); and, which only some backends take, a sliding window, a score cap and left padding. Every
+cache slot that no query may see holds NaN, the output buffer is NaN, and output and LSE are compared as in every
+other test (_util.compare), then produced again into NaN buffers, bit for bit. A backend that refuses a problem by
+name (NotImplementedError) is skipped for it; the draws of a GPU run give the `cuda` backend at least a third of the
+problems.
 
 FMHA_RANDOM_PROBLEMS sets how many (default: 48 without a GPU, where Triton runs under its interpreter, 300 with one)
 and FMHA_RANDOM_SEED the first seed (0). A failure names its seed: FMHA_RANDOM_SEED=<seed> FMHA_RANDOM_PROBLEMS=1
@@ -24,6 +25,9 @@ import torch
 import fmha
 from _util import LSE_ATOL, PAGED_LAYOUTS, compare, make_paged
 from conftest import DEVICE, HAS_GPU
+from fmha.backends import registry
+from fmha.dispatch import decide
+from fmha.problem import validate
 from fmha.reference import attention_reference, visible_mask
 
 N_PROBLEMS = int(os.environ.get("FMHA_RANDOM_PROBLEMS", "300" if HAS_GPU else "48"))
@@ -165,7 +169,6 @@ def test_random_problem(seed, monkeypatch):
     # The drawn schedule, read when the cuda backend first plans a shape: its plans of earlier tests forgotten.
     monkeypatch.setenv("FMHA_CUDA_SCHEDULE", c["schedule"])
     if "cuda" in BACKENDS:
-        from fmha.backends import registry
         monkeypatch.setattr(registry()["cuda"], "_launches", {})
     q, k, v, sl, k_in, v_in, table, sinks, leftpad = tensors(c)
     kw = options(c, table, sinks, leftpad)
@@ -182,13 +185,20 @@ def test_random_problem(seed, monkeypatch):
             continue
         assert res.data_ptr() == out.data_ptr()
         compare_drawn(c, out, lse, ref, ref_lse, vmax, what=f"{backend}: {what}")
+        # Once more through the backend's runner into a NaN output and a NaN LSE (fmha.attention's LSE is a fresh
+        # allocation, which may hold an earlier call's values): every element written, the same bits.
+        p = validate(q, k_in, v_in, sl, kw["softmax_scale"], c["causal"], None, table, sinks,
+                     window_size=c["window"], softcap=c["softcap"], cache_leftpad=leftpad)
+        out_again, lse_again = torch.full_like(out, float("nan")), torch.full_like(lse, float("nan"))
+        registry()[decide(p, backend).backend].run(p, q, k_in, v_in, sl, out_again, lse_again, block_table=table,
+                                                   sinks=sinks, cache_leftpad=leftpad)
+        assert torch.equal(out_again, out) and torch.equal(lse_again, lse), f"{backend}: not reproduced; {what}"
 
 
 def meta_problem(c: dict):
     """The Problem a drawn problem poses, from meta tensors of its shapes, as on the first GPU."""
     import dataclasses
 
-    from fmha.problem import validate
     B, T, Hq, Hkv, S, D, Dv, P = c["B"], c["T"], c["Hq"], c["Hkv"], c["S"], c["D"], c["Dv"], c["page_size"]
     meta = dict(dtype=c["dtype"], device="meta")
     index = dict(dtype=torch.int32, device="meta")
