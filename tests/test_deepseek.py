@@ -14,7 +14,8 @@ import torch
 
 import fmha
 from conftest import DEVICE
-from _util import CUDA_KERNEL_SKIP, compare, force_launch_plan, has_cuda_kernel, make_paged
+from _util import (CUDA_KERNEL_SKIP, compare, force_launch_plan, has_cuda_kernel, make_paged, paged_latent,
+                   run_poisoned)
 from fmha.problem import validate, validate_cached
 from fmha.reference import attention_reference
 from fmha.cuda.backend import LATENT_NARROW_ROWS
@@ -52,18 +53,6 @@ def with_nan_past_lengths(k, v, sl, v_mode):
     return k, v
 
 
-def paged_latent(k, v, page_size, sl, v_mode, seed):
-    """Page pools of k and v with one shuffled table (NaN in every slot no sequence owns): (k_pool, v_pool, table);
-    v_pool is k_pool's memory where v was k's."""
-    k_pool, _, table = make_paged(k, k, page_size, sl, seed=seed)
-    if v_mode == "separate":
-        v_pool, _, table_v = make_paged(v, v, page_size, sl, seed=seed)
-        assert torch.equal(table, table_v)
-    else:
-        v_pool = k_pool[..., :v.shape[-1]]
-    return k_pool, v_pool, table
-
-
 def case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seqlens, seed, device=DEVICE, dtype=bf16):
     """A case's inputs as a kernel sees them (NaN past every length, or page pools with NaN in every slot no
     sequence owns) and the fp32 reference on the clean caches: (q, k_in, v_in, sl, table, sinks, ref, ref_lse, v).
@@ -82,24 +71,6 @@ def case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seqlens, see
         q, k_in = q.to(dtype), k_in.to(dtype)
         v_in = {"separate": v_in.to(dtype), "slice": k_in[..., :Dv], "self": k_in}[v_mode]
     return q, k_in, v_in, sl, table, sinks, ref, ref_lse, v
-
-
-def run_poisoned(backend, q, k, v, sl, **kw):
-    """`backend` into a NaN-filled out; then its runner once more into NaN-filled out and LSE (fmha.attention's LSE
-    is a fresh allocation, which may hold an earlier call's values), bit for bit the same."""
-    from fmha.backends import registry
-    from fmha.dispatch import decide
-
-    out = torch.full((*q.shape[:3], v.shape[-1]), float("nan"), dtype=q.dtype, device=q.device)
-    res, lse = fmha.attention(q, k, v, sl, return_lse=True, backend=backend, out=out, **kw)
-    assert res.data_ptr() == out.data_ptr()
-    p = validate(q, k, v, sl, kw.get("softmax_scale"), kw.get("causal", True), None, kw.get("block_table"),
-                 kw.get("sinks"))
-    out_again, lse_again = torch.full_like(out, float("nan")), torch.full_like(lse, float("nan"))
-    registry()[decide(p, backend).backend].run(p, q, k, v, sl, out_again, lse_again, block_table=kw.get("block_table"),
-                                               sinks=kw.get("sinks"))
-    assert torch.equal(out_again, out) and torch.equal(lse_again, lse), f"{backend}: not reproduced"
-    return out, lse
 
 
 # (D_qk, D_v, v_mode, T, (Hq, Hkv), S, page_size, sinks): every value of each axis, the latent modes at both
