@@ -90,3 +90,27 @@ def test_explain_says_how_close_the_table_was(monkeypatch):
         assert (d.backend, d.within_noise) == ("triton", False) and "7.2% apart" in str(d)
     finally:
         forget_decisions()
+
+
+def test_every_shipped_table_is_found_by_its_gpu_name_and_reads(monkeypatch):
+    """Each fmha/tuning/*.json is named after its GPU as load_table looks it up (a misnamed table would never
+    load), and its entries have the fields lookup reads, with a time for at least one backend."""
+    import glob
+    import json
+    import os
+
+    paths = sorted(glob.glob(os.path.join(tuning.TABLE_DIR, "*.json")))
+    assert any(os.path.basename(p) == "nvidia-h200.json" for p in paths), paths
+    for path in paths:
+        with open(path) as f:
+            table = json.load(f)
+        assert os.path.basename(path) == tuning.gpu_key(table["gpu"]) + ".json", (path, table["gpu"])
+        assert table["entries"] and table["date"] and table["command"].startswith("python -m perf"), path
+        for e in table["entries"]:
+            assert all(isinstance(e[k], int) and e[k] > 0 for k in ("B", "T", "G", "Hkv", "S", "D")), (path, e)
+            times = e["median_us"]
+            assert set(times) <= {"cuda", "triton"} and any(t for t in times.values()), (path, e)
+        table["path"] = path
+        monkeypatch.setattr(tuning, "load_table", lambda index, t=table: t)
+        pick = tuning.lookup(problem(8, 1, 32, 8, 8192, 128), ["cuda", "triton"])
+        assert pick is not None and pick.backend in ("cuda", "triton"), path
