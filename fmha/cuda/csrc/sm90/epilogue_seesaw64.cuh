@@ -71,7 +71,7 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
 // One visit's epilogue (the balanced schedule): this warpgroup's 256 columns of the row block's rows, whole (out,
 // with the sink) where the unit is one piece, else as fp32 O / l and the LSE in the piece's workspace slot
 // (common/params.h balanced_slot; fragment order where pieces_by_fragment), which combine_balanced_kernel merges.
-// From the fragments, not staged: ring stage 0 may already hold the next visit's first tile.
+// From the fragments: pieces staged and written by bulk copies measured no faster (docs/deepseek.md).
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void store_output_visit(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
                                                    RowState& st, const BalancedVisit& vis, int row0, int wg,
