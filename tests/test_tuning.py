@@ -1,6 +1,10 @@
 """fmha.tuning.lookup: the measured entry nearest to a problem decides `auto` (a stub table; no GPU)."""
 from __future__ import annotations
 
+import glob
+import json
+import os
+
 from _util import make_problem
 
 from fmha import tuning
@@ -95,10 +99,6 @@ def test_explain_says_how_close_the_table_was(monkeypatch):
 def test_every_shipped_table_is_found_by_its_gpu_name_and_reads(monkeypatch):
     """Each fmha/tuning/*.json is named after its GPU as load_table looks it up (a misnamed table would never
     load), and its entries have the fields lookup reads, with a time for at least one backend."""
-    import glob
-    import json
-    import os
-
     paths = sorted(glob.glob(os.path.join(tuning.TABLE_DIR, "*.json")))
     assert any(os.path.basename(p) == "nvidia-h200.json" for p in paths), paths
     for path in paths:
