@@ -371,6 +371,25 @@ def test_the_first_failing_unit_stops_the_compiles_in_flight(tmp_path, monkeypat
     assert _survivors(pids) == []
 
 
+def test_a_ctrl_c_while_nvcc_starts_unwinds_once_it_is_registered():
+    """A SIGINT that lands while an nvcc is being started and registered (loader._signals_held) raises
+    KeyboardInterrupt only at the end of that block, so that the build's way out finds the process and kills it;
+    the handler is put back."""
+    import signal
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        reached = []
+        with pytest.raises(KeyboardInterrupt):
+            with loader._signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # (the held handler has run by now)
+                reached.append("the end of the block")
+        assert reached == ["the end of the block"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.mark.parametrize("signal_number", [2, 15])
 def test_an_interrupted_or_terminated_build_kills_the_nvcc_it_waits_on(tmp_path, signal_number):
     """Ctrl-C (SIGINT) or a job scheduler's stop (SIGTERM) while the link runs: nvcc, in a session of its own so

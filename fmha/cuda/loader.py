@@ -317,6 +317,30 @@ def _terminate_unwinds():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """On the main thread, SIGINT and SIGTERM handlers written in Python (KeyboardInterrupt's, _terminate_unwinds')
+    are held while this is entered and run at its end, so that an nvcc started inside it is registered, and so
+    killed on the way out, before Ctrl-C or a stop can unwind past it. Other threads run no Python handlers."""
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if callable(signal.getsignal(signum)):
+            previous[signum] = signal.signal(signum, lambda n, frame: held.append((n, frame)))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum, frame in held[:1]:  # (the first one unwinds)
+            previous[signum](signum, frame)
+
+
 class _Compiles:
     """The nvcc processes of one build. Each leads a process group of its own, so that killing it also kills the
     cicc and ptxas it started, with TMPDIR in the build folder, so that a killed build's intermediates go with
@@ -338,7 +362,7 @@ class _Compiles:
         self.stop()
 
     def run(self, cmd) -> subprocess.CompletedProcess:
-        with self.guard:
+        with self.guard, _signals_held():  # (a Ctrl-C between the start and the registration would leave nvcc running)
             if self.stopped:
                 return self._stopped(cmd)
             try:
