@@ -373,21 +373,56 @@ def test_the_first_failing_unit_stops_the_compiles_in_flight(tmp_path, monkeypat
 
 def test_a_ctrl_c_while_nvcc_starts_unwinds_once_it_is_registered():
     """A SIGINT that lands while an nvcc is being started and registered (loader._signals_held) raises
-    KeyboardInterrupt only at the end of that block, so that the build's way out finds the process and kills it;
-    the handler is put back."""
+    KeyboardInterrupt only at the end of that block, and the handlers are put back."""
     import signal
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    term = signal.getsignal(signal.SIGTERM)
     try:
         reached = []
         with pytest.raises(KeyboardInterrupt):
             with loader._signals_held():
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(0.05)  # (the held handler has run by now)
+                signal.raise_signal(signal.SIGINT)  # (its handler has run when this returns)
                 reached.append("the end of the block")
         assert reached == ["the end of the block"]
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        assert signal.getsignal(signal.SIGTERM) is term
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_as_the_link_starts_still_kills_its_nvcc(tmp_path, monkeypatch):
+    """Ctrl-C the moment the link's nvcc has started, before the build has registered it (raised from inside
+    Popen): the build unwinds with KeyboardInterrupt and that nvcc is killed, not left running."""
+    import signal
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0; fi
+        case "$*" in *--shared*) echo $$ > "{tmp_path}/link.pid"; exec sleep 60;; esac
+        """))
+    nvcc.chmod(0o755)
+    monkeypatch.setenv("FMHA_NVCC", str(nvcc))
+    loader.nvcc_version.cache_clear()
+    popen = subprocess.Popen
+
+    def started_then_interrupted(cmd, *args, **kwargs):
+        proc = popen(cmd, *args, **kwargs)
+        if "--shared" in cmd:
+            deadline = time.monotonic() + 30
+            while not (tmp_path / "link.pid").exists() or not (tmp_path / "link.pid").read_text().strip():
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            signal.raise_signal(signal.SIGINT)
+        return proc
+    monkeypatch.setattr(loader.subprocess, "Popen", started_then_interrupted)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loader.build("sm_90a", out_dir=tmp_path / "out", quiet=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert _survivors(tmp_path, "link.pid") == []
 
 
 @pytest.mark.parametrize("signal_number", [2, 15])
@@ -404,7 +439,9 @@ def test_an_interrupted_or_terminated_build_kills_the_nvcc_it_waits_on(tmp_path,
         """))
     nvcc.chmod(0o755)
     env = {**os.environ, "FMHA_NVCC": str(nvcc)}
-    script = (f"from fmha.cuda import loader\ntry:\n    loader.build('sm_90a', out_dir={str(tmp_path / 'out')!r}, "
+    # (Ctrl-C's handler set as a terminal's Python has it: a shell's background job inherits SIGINT ignored)
+    script = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              f"from fmha.cuda import loader\ntry:\n    loader.build('sm_90a', out_dir={str(tmp_path / 'out')!r}, "
               "quiet=True)\nexcept KeyboardInterrupt:\n    print('interrupted')\n")
     repo = Path(__file__).resolve().parents[1]
     child = subprocess.Popen([sys.executable, "-c", script], cwd=repo, env=env, stdout=subprocess.PIPE, text=True)

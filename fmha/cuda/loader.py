@@ -319,26 +319,37 @@ def _terminate_unwinds():
 
 @contextlib.contextmanager
 def _signals_held():
-    """On the main thread, SIGINT and SIGTERM handlers written in Python (KeyboardInterrupt's, _terminate_unwinds')
-    are held while this is entered and run at its end, so that an nvcc started inside it is registered, and so
-    killed on the way out, before Ctrl-C or a stop can unwind past it. Other threads run no Python handlers."""
+    """On the main thread, SIGINT and SIGTERM, where their handlers are Python callables (KeyboardInterrupt's,
+    _terminate_unwinds'), are held while this is entered and the first one's handler runs at its end (a later one is
+    dropped), so that an nvcc started inside it is registered, and so killed on the way out, before Ctrl-C or a stop
+    can unwind past it. Other threads run no Python handlers."""
     import signal
     import threading
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    held = []
-    previous = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        if callable(signal.getsignal(signum)):
-            previous[signum] = signal.signal(signum, lambda n, frame: held.append((n, frame)))
+    held, previous, holding = [], {}, True
+
+    def hold(signum, frame):
+        if holding:
+            held.append((signum, frame))
+        else:  # (one that lands while the handlers are put back)
+            previous[signum](signum, frame)
     try:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            handler = signal.getsignal(signum)
+            if callable(handler):
+                previous[signum] = handler  # (kept before the swap, which a signal landing in it may unwind)
+                signal.signal(signum, hold)
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        for signum, frame in held[:1]:  # (the first one unwinds)
-            previous[signum](signum, frame)
+        holding = False
+        try:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        finally:
+            for signum, frame in held[:1]:
+                previous[signum](signum, frame)
 
 
 class _Compiles:
@@ -360,9 +371,11 @@ class _Compiles:
 
     def __exit__(self, *exc):
         self.stop()
+        for proc in list(self.running):  # (one whose run() unwound before it waited: reaped, its pipes closed)
+            proc.communicate()
 
     def run(self, cmd) -> subprocess.CompletedProcess:
-        with self.guard, _signals_held():  # (a Ctrl-C between the start and the registration would leave nvcc running)
+        with _signals_held(), self.guard:  # (a Ctrl-C between the start and the registration would leave nvcc running)
             if self.stopped:
                 return self._stopped(cmd)
             try:
