@@ -371,6 +371,28 @@ def test_the_first_failing_unit_stops_the_compiles_in_flight(tmp_path, monkeypat
     assert _survivors(pids) == []
 
 
+def _linking_nvcc(tmp_path: Path) -> Path:
+    """An nvcc that says it is release 13.0, compiles nothing, and as the link writes its pid to link.pid and
+    sleeps for a minute."""
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.parent.mkdir()
+    nvcc.write_text(textwrap.dedent(f"""\
+        #!/bin/sh
+        if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0; fi
+        case "$*" in *--shared*) echo $$ > "{tmp_path}/link.pid"; exec sleep 60;; esac
+        """))
+    nvcc.chmod(0o755)
+    return nvcc
+
+
+def _wait_for_link(tmp_path: Path, running=lambda: True) -> None:
+    """Until the stand-in's link has written its pid (at most 60 s, and only while `running()`)."""
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "link.pid").exists() or not (tmp_path / "link.pid").read_text().strip():
+        assert running() and time.monotonic() < deadline
+        time.sleep(0.02)
+
+
 def test_a_ctrl_c_while_nvcc_starts_unwinds_once_it_is_registered():
     """A SIGINT that lands while an nvcc is being started and registered (loader._signals_held) raises
     KeyboardInterrupt only at the end of that block, and the handlers are put back."""
@@ -394,25 +416,14 @@ def test_a_ctrl_c_as_the_link_starts_still_kills_its_nvcc(tmp_path, monkeypatch)
     """Ctrl-C the moment the link's nvcc has started, before the build has registered it (raised from inside
     Popen): the build unwinds with KeyboardInterrupt and that nvcc is killed, not left running."""
     import signal
-    nvcc = tmp_path / "bin" / "nvcc"
-    nvcc.parent.mkdir()
-    nvcc.write_text(textwrap.dedent(f"""\
-        #!/bin/sh
-        if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0; fi
-        case "$*" in *--shared*) echo $$ > "{tmp_path}/link.pid"; exec sleep 60;; esac
-        """))
-    nvcc.chmod(0o755)
-    monkeypatch.setenv("FMHA_NVCC", str(nvcc))
+    monkeypatch.setenv("FMHA_NVCC", str(_linking_nvcc(tmp_path)))
     loader.nvcc_version.cache_clear()
     popen = subprocess.Popen
 
     def started_then_interrupted(cmd, *args, **kwargs):
         proc = popen(cmd, *args, **kwargs)
         if "--shared" in cmd:
-            deadline = time.monotonic() + 30
-            while not (tmp_path / "link.pid").exists() or not (tmp_path / "link.pid").read_text().strip():
-                assert time.monotonic() < deadline
-                time.sleep(0.01)
+            _wait_for_link(tmp_path)
             signal.raise_signal(signal.SIGINT)
         return proc
     monkeypatch.setattr(loader.subprocess, "Popen", started_then_interrupted)
@@ -430,15 +441,7 @@ def test_an_interrupted_or_terminated_build_kills_the_nvcc_it_waits_on(tmp_path,
     """Ctrl-C (SIGINT) or a job scheduler's stop (SIGTERM) while the link runs: nvcc, in a session of its own so
     that the terminal's SIGINT misses it, is killed by the build on its way out (SIGTERM unwinds as Ctrl-C does,
     then exits with 143), and no folder is left beside the library."""
-    nvcc = tmp_path / "bin" / "nvcc"
-    nvcc.parent.mkdir()
-    nvcc.write_text(textwrap.dedent(f"""\
-        #!/bin/sh
-        if [ "$1" = "--version" ]; then echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0; fi
-        case "$*" in *--shared*) echo $$ > "{tmp_path}/link.pid"; exec sleep 60;; esac
-        """))
-    nvcc.chmod(0o755)
-    env = {**os.environ, "FMHA_NVCC": str(nvcc)}
+    env = {**os.environ, "FMHA_NVCC": str(_linking_nvcc(tmp_path))}
     # (Ctrl-C's handler set as a terminal's Python has it: a shell's background job inherits SIGINT ignored)
     script = ("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
               f"from fmha.cuda import loader\ntry:\n    loader.build('sm_90a', out_dir={str(tmp_path / 'out')!r}, "
@@ -446,10 +449,7 @@ def test_an_interrupted_or_terminated_build_kills_the_nvcc_it_waits_on(tmp_path,
     repo = Path(__file__).resolve().parents[1]
     child = subprocess.Popen([sys.executable, "-c", script], cwd=repo, env=env, stdout=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "link.pid").exists() or not (tmp_path / "link.pid").read_text().strip():
-            assert child.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        _wait_for_link(tmp_path, lambda: child.poll() is None)
         child.send_signal(signal_number)
         printed = child.communicate(timeout=30)[0].strip()
         assert (printed, child.returncode) == (("interrupted", 0) if signal_number == 2 else ("", 143))
