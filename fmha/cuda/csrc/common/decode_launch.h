@@ -26,10 +26,10 @@ struct KvCaches {
 
 // Tokens per TMA box of a paged launch that the gather does not serve (each architecture's paged_gathers
 // sends at least the pages of fewer than 8 rows, a box's 1024-byte swizzle group, to the gather): the largest
-// power of two dividing the page size, at most the configuration's TMA rows.
+// power of two dividing the page size and the configuration's TMA rows.
 constexpr int paged_box_rows(int page_size, int tma_rows) {
-  const int low = page_size & -page_size;
-  return low < tma_rows ? low : tma_rows;
+  const int low = page_size & -page_size, tma_low = tma_rows & -tma_rows;
+  return low < tma_low ? low : tma_low;
 }
 
 // Dynamic shared memory a decode launch asks for: the kernel's own (`own`), or for an exclusive launch

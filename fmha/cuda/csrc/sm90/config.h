@@ -17,6 +17,10 @@ constexpr size_t kSmemPerSm = 228 * 1024;
 constexpr size_t kSmemPerCta = 227 * 1024;  // the most one CTA may ask for
 constexpr size_t kSmemReservedPerCta = 1024;
 
+#ifndef FMHA_LATENT512_TILE48  // 0: the 512-wide shared latent's seesaw on two stages of 64-key tiles, as at 576
+#define FMHA_LATENT512_TILE48 1
+#endif
+
 // The consumer loop of problems of more than kNarrowRows packed rows (the narrow loop takes the rest
 // where Config::narrow).
 enum class Mainloop : int {
@@ -91,7 +95,11 @@ constexpr Config config_table(int D, int config) {
       // 64-key tiles: an N = 64 Q K^T reads as many shared-memory bytes as it has math; two stages, one per
       // warpgroup. 64 Q columns in registers (128 leave the consumer too few). Splits merge inside clusters:
       // the idle ring receives them.
-      if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, true, false, true};
+      if (config == FMHA_CONFIG_LATENT_SEESAW64) {
+        // 48-key tiles: three stages fit, so each Q K^T is issued a tile ahead of its softmax.
+        if (FMHA_LATENT512_TILE48) return {48, 3, 0, 1, 48, kSeesaw64, false, false, 64, false, true, false, true};
+        return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, true, false, true};
+      }
       // At most 32 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;
@@ -121,11 +129,21 @@ constexpr int kSkipUnitRescaleMinD = 128;
 // smaller boxes stream slower than the gather (docs/paged.md).
 constexpr int kPagedTmaMinRows = 32;
 
-// Whether a paged launch gathers (cp.async) instead of reading TMA boxes: pages under kPagedTmaMinRows rows,
-// and any page size on the D = 128 DEEP kernel with more CTAs than SMs, where its four gathering warps
-// outpace one TMA thread (docs/paged.md). `ctas`: the whole grid's.
+// The fewest rows of a paged launch's TMA box: kPagedTmaMinRows, or on 48-key tiles 16, the largest power of two
+// that divides them (a box lies inside one page and one tile).
+constexpr int paged_tma_min_rows(int D, int config) {
+  const int low = config_table(D, config).tma_rows & -config_table(D, config).tma_rows;
+  return low < kPagedTmaMinRows ? low : kPagedTmaMinRows;
+}
+
+// Whether a paged launch gathers (cp.async) instead of reading TMA boxes: boxes (of the largest power of two
+// dividing the page and the tile's TMA rows, common/decode_launch.h paged_box_rows) under paged_tma_min_rows, and
+// any page size on the D = 128 DEEP kernel with more CTAs than SMs, where its four gathering warps outpace one TMA
+// thread (docs/paged.md). `ctas`: the whole grid's.
 constexpr bool paged_gathers(int D, int config, int page_size, long long ctas, int sms) {
-  return (page_size & -page_size) < kPagedTmaMinRows || (D == 128 && config == FMHA_CONFIG_DEEP && ctas > sms);
+  const int tma_low = config_table(D, config).tma_rows & -config_table(D, config).tma_rows;
+  const int box_rows = (page_size & -page_size) < tma_low ? page_size & -page_size : tma_low;
+  return box_rows < paged_tma_min_rows(D, config) || (D == 128 && config == FMHA_CONFIG_DEEP && ctas > sms);
 }
 // Registers the D = 512 producer warpgroup keeps (setmaxnreg); the consumers get the rest.
 constexpr int kProducerRegs = 24;

@@ -23,6 +23,17 @@ __device__ __forceinline__ bool merges_pair_in_registers(const DecodeParams& p) 
   }
 }
 
+// Where store_output_staged stages row r of this warpgroup's output box j: row r of the warpgroup's box j of ring
+// stage 0, or where a ring box has fewer rows than the block (48-key tiles), the rows past it in the same box of
+// stage 1 (the warpgroup's half of every stage is free by then).
+template <class Tr>
+__device__ __forceinline__ int staged_row_offset(int j, int r) {
+  static_assert(Tr::kBlockN == Tr::kBlockM || (Tr::kStages >= 2 && 2 * Tr::kBlockN >= Tr::kBlockM),
+                "the block's kBlockM output rows in one or two ring boxes");
+  constexpr int kStageBytes = Tr::kBoxes * Tr::kKvBoxBytes;
+  return j * Tr::kKvBoxBytes + (r < Tr::kBlockN ? r * Tr::kRowBytes : kStageBytes + (r - Tr::kBlockN) * Tr::kRowBytes);
+}
+
 // The unsplit epilogue: this warpgroup's 64 x 256 output tile, normalised (and the sink joined), into its
 // half of ring stage 0 as four 128B-swizzled boxes, then copied out a row at a time by 16-byte loads and
 // stores (a warp writes 512 contiguous bytes, where the fragments' own stores write 16 bytes in each of 8
@@ -48,22 +59,28 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
 #pragma unroll
   for (int c = 0; c < Tr::kOutCols / 8; ++c)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      *reinterpret_cast<uint32_t*>(staged + (c / 8) * Tr::kKvBoxBytes + (16 * w + g + 8 * h) * Tr::kRowBytes +
-                                   ((c % 8) ^ g) * 16 + 4 * ql) =
-          pack2<kBf16>(acc[4 * c + 2 * h] * inv_l[h], acc[4 * c + 2 * h + 1] * inv_l[h]);
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (Tr::kBlockN == Tr::kBlockM)
+        *reinterpret_cast<uint32_t*>(staged + (c / 8) * Tr::kKvBoxBytes + (16 * w + g + 8 * h) * Tr::kRowBytes +
+                                     ((c % 8) ^ g) * 16 + 4 * ql) =
+            pack2<kBf16>(acc[4 * c + 2 * h] * inv_l[h], acc[4 * c + 2 * h + 1] * inv_l[h]);
+      else
+        *reinterpret_cast<uint32_t*>(staged + staged_row_offset<Tr>(c / 8, 16 * w + g + 8 * h) + ((c % 8) ^ g) * 16 +
+                                     4 * ql) = pack2<kBf16>(acc[4 * c + 2 * h] * inv_l[h], acc[4 * c + 2 * h + 1] * inv_l[h]);
+    }
   if (wg == 0)  // (constant ids: a computed one makes ptxas reserve all 16 barriers)
     ptx::named_barrier_sync(kBarOutStaged, 128);
   else
     ptx::named_barrier_sync(kBarOutStaged + 1, 128);
   static_assert(kBoxesOut * 8 == 32, "a warp copies one row's kOutCols columns, 16 bytes a lane");
-  static_assert(Tr::kBlockN == Tr::kBlockM, "a ring box (kBlockN rows) holds the block's kBlockM output rows");
   const int box = lane / 8, chunk = lane % 8;
 #pragma unroll 4
   for (int r = w; r < Tr::kBlockM; r += 4) {
     if (row0 + r >= p.rows) break;  // padding rows (the last rows of the block)
-    const uint4 v = *reinterpret_cast<const uint4*>(staged + box * Tr::kKvBoxBytes + r * Tr::kRowBytes +
-                                                    (chunk ^ (r % 8)) * 16);
+    const uint4 v = Tr::kBlockN == Tr::kBlockM
+                        ? *reinterpret_cast<const uint4*>(staged + box * Tr::kKvBoxBytes + r * Tr::kRowBytes +
+                                                          (chunk ^ (r % 8)) * 16)
+                        : *reinterpret_cast<const uint4*>(staged + staged_row_offset<Tr>(box, r) + (chunk ^ (r % 8)) * 16);
     *reinterpret_cast<uint4*>(OutRow(p, b, kvh, row0 + r).out(p, b) + wg * Tr::kOutCols + 8 * lane) = v;
   }
 }

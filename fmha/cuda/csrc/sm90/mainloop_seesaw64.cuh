@@ -73,13 +73,19 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   const int n = tr.end - tr.begin;
   const int unmasked_until = fmha::unmasked_until(p, tr);
 
+  constexpr int kStages = Tr::kStages;
+  // Ring position r = pos0 + it: its stage and its barriers' phase.
+  auto stage_of = [&](int it) { return kStages == 2 ? (pos0 + it) & 1 : (pos0 + it) % kStages; };
+  auto phase_of = [&](int r) {
+    return static_cast<uint32_t>(kStages == 2 ? r >> 1 : r / kStages) & 1u;
+  };
   // Half h of tile it's stage landed (h = 0: full_k, 1: full_v).
   auto wait_half = [&](int it, int h) {
     const int r = pos0 + it;  // its ring position
     if (h == 0)
-      wait_full_stage(&ss.full_k[r & 1], static_cast<uint32_t>(r >> 1) & 1u, r, kProbeKFullWait, ctid, gathered);
+      wait_full_stage(&ss.full_k[stage_of(it)], phase_of(r), r, kProbeKFullWait, ctid, gathered);
     else
-      wait_full_stage(&ss.full_v[r & 1], static_cast<uint32_t>(r >> 1) & 1u, r, kProbeVFullWait, ctid, gathered);
+      wait_full_stage(&ss.full_v[stage_of(it)], phase_of(r), r, kProbeVFullWait, ctid, gathered);
   };
   // S = Q K^T of tile it over the stage's first half (kSecond = false: steps [0, kHalfSteps), once that half
   // landed) or its second half (the rest, once it landed; the last steps take Q from registers). No commit.
@@ -87,7 +93,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     constexpr bool kSecond = decltype(second)::value;
     constexpr uint32_t kSbo = Tr::kSwizzleSbo, kLbo = Tr::kLboUnused;
     const ptx::SmemDescSw128 da(ptx::smem_addr(&ss.q[0][0]), kLbo, kSbo);
-    const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[(pos0 + it) & 1][0][0]), kLbo, kSbo);
+    const ptx::SmemDescSw128 db(ptx::smem_addr(&ss.k[stage_of(it)][0][0]), kLbo, kSbo);
     wait_half(it, kSecond ? 1 : 0);  // (ptxas fences the chain after the wait's loop: C7519)
 #pragma unroll
     for (int kk = kSecond ? kHalfSteps : 0; kk < (kSecond ? kSmemSteps : kHalfSteps); ++kk) {
@@ -112,11 +118,11 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   };
   // O[:, own columns] += P(it) V(it), one group; V is this warpgroup's half of the stage.
   auto issue_pv = [&](int it) {
-    Sm::template issue_pv<kBf16>(ss, pos0 + it, acc, &ss.k[(pos0 + it) & 1][wg * (Tr::kOutCols / Tr::kBoxCols)][0]);
+    Sm::template issue_pv<kBf16>(ss, pos0 + it, acc, &ss.k[stage_of(it)][wg * (Tr::kOutCols / Tr::kBoxCols)][0]);
   };
   // This warpgroup's P V of tile it completed: its half of the stage has no reader left.
   auto free_half = [&](int it) {
-    const int stage = (pos0 + it) & 1;
+    const int stage = stage_of(it);
     release_stage(wg == 0 ? &ss.empty_k[stage] : &ss.empty_v[stage], lane);
   };
   // Own tile it, S landed: masked online softmax (s becomes P); P into its box; the V rows past the
@@ -125,7 +131,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   auto softmax_publish = [&](int it, float (&alpha)[2]) {
     softmax_ring_tile<Tr>(s, st, p, tr, it, limit_abs, unmasked_until, 0, alpha);
     Sm::template store_p<kBf16>(ss, pos0 + it, s, w, g, ql);
-    clear_v_tail<Tr, 128>(ss, tr, it, (pos0 + it) & 1, tid_wg);
+    clear_v_tail<Tr, 128>(ss, tr, it, stage_of(it), tid_wg);
     Sm::publish(ss, pos0 + it, st, alpha, tid_wg);
   };
   auto take = [&](int it, float (&alpha)[2]) { Sm::take(ss, pos0 + it, st, alpha, tid_wg); };  // the other's tile it
@@ -176,6 +182,42 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     }
   };
 
+  // Three stages (48-key tiles): tile o + 2 reuses the stage of o - 1, whose halves were freed after both
+  // P V(o - 1), so Q K^T(o+2) is issued before the p_full wait for o + 1 and runs during the other
+  // warpgroup's softmax; the landing wait it may start with then costs nothing the wait for P(o+1) would not.
+  //   trip(o): softmax(o), publish; P V(o); free; Q K^T(o+2); take P(o+1); P V(o+1); free
+  auto trip3 = [&](int o, auto next, auto next_qk) {
+    constexpr bool kNext = decltype(next)::value, kNextQk = decltype(next_qk)::value;
+    float alpha[2];
+    softmax_publish(o, alpha);
+    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
+    fence_regs(acc);
+    fence_regs(s);
+    ptx::wgmma_fence();
+    issue_pv(o);
+    ptx::wgmma_wait_group<0>();
+    fence_regs(acc);
+    fence_regs(s);
+    free_half(o);
+    if constexpr (kNextQk) {
+      ptx::wgmma_fence();
+      issue_qk(o + 2);
+    }
+    if constexpr (kNext) {
+      float alpha_next[2];
+      take(o + 1, alpha_next);
+      rescale_acc<Tr::kSkipUnitRescale>(acc, alpha_next);
+      wait_half(o + 1, wg);
+      fence_regs(acc);
+      ptx::wgmma_fence();
+      issue_pv(o + 1);
+      ptx::wgmma_wait_group<0>();
+      fence_regs(acc);
+      fence_regs(s);
+      free_half(o + 1);
+    }
+  };
+
   int o = wg;
   if (o < n) {  // S of this warpgroup's first tile
     fence_regs(s);
@@ -197,11 +239,19 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     fence_regs(s);
     free_half(0);
   }
-  for (; o + 2 < n; o += 2) trip(o, True{}, True{});
-  if (o + 1 < n)
-    trip(o, True{}, False{});
-  else if (o < n)
-    trip(o, False{}, False{});
+  if constexpr (kStages == 3) {
+    for (; o + 2 < n; o += 2) trip3(o, True{}, True{});
+    if (o + 1 < n)
+      trip3(o, True{}, False{});
+    else if (o < n)
+      trip3(o, False{}, False{});
+  } else {
+    for (; o + 2 < n; o += 2) trip(o, True{}, True{});
+    if (o + 1 < n)
+      trip(o, True{}, False{});
+    else if (o < n)
+      trip(o, False{}, False{});
+  }
 
   if (ctid == 0) probe_timeline(kTimelineLoopDone);  // (each warpgroup's loop end: what its epilogue takes)
   if (ctid == 128) probe_timeline(kTimelineLoopDoneWg1);

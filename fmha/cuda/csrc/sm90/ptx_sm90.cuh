@@ -118,6 +118,14 @@ struct SmemDescSw128 {
 #define FMHA_ACC_OPERANDS_16(d) \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define FMHA_ACC_REGS_24 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, " \
+  "%8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23"
+#define FMHA_ACC_OPERANDS_24(d) \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
 #define FMHA_ACC_REGS_32 \
   "%0, %1, %2, %3, %4, %5, %6, %7, " \
   "%8, %9, %10, %11, %12, %13, %14, %15, " \
@@ -201,6 +209,47 @@ __device__ __forceinline__ void wgmma_ss_m64n32k16(float (&d)[16], uint64_t desc
                  : "memory");
 #else
   (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// m64n48k16: the 48-key seesaw's Q K^T (three ring stages at D = 512), A and B K-major.
+template <bool kBf16>
+__device__ __forceinline__ void wgmma_ss_m64n48k16(float (&d)[24], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+#if FMHA_SM90_ENABLED
+  if constexpr (kBf16)
+    asm volatile(FMHA_WGMMA_ASM("m64n48k16", "bf16", FMHA_ACC_REGS_24, "%24, %25, p, 1, 1, 0, 0", "%26")
+                 : FMHA_ACC_OPERANDS_24(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+  else
+    asm volatile(FMHA_WGMMA_ASM("m64n48k16", "f16", FMHA_ACC_REGS_24, "%24, %25, p, 1, 1, 0, 0", "%26")
+                 : FMHA_ACC_OPERANDS_24(d)
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+#else
+  (void)d; (void)desc_a; (void)desc_b; (void)scale_d;
+  FMHA_TRAP_UNSUPPORTED();
+#endif
+}
+
+// m64n48k16, A from registers (Q fragments held across tiles), B K-major.
+template <bool kBf16>
+__device__ __forceinline__ void wgmma_rs_m64n48k16_kmajor(float (&d)[24], const uint32_t (&a)[4], uint64_t desc_b,
+                                                          int scale_d) {
+#if FMHA_SM90_ENABLED
+  if constexpr (kBf16)
+    asm volatile(FMHA_WGMMA_ASM("m64n48k16", "bf16", FMHA_ACC_REGS_24, "{%24, %25, %26, %27}, %28, p, 1, 1, 0", "%29")
+                 : FMHA_ACC_OPERANDS_24(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+  else
+    asm volatile(FMHA_WGMMA_ASM("m64n48k16", "f16", FMHA_ACC_REGS_24, "{%24, %25, %26, %27}, %28, p, 1, 1, 0", "%29")
+                 : FMHA_ACC_OPERANDS_24(d)
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)
+                 : "memory");
+#else
+  (void)d; (void)a; (void)desc_b; (void)scale_d;
   FMHA_TRAP_UNSUPPORTED();
 #endif
 }
@@ -384,8 +433,9 @@ __device__ __forceinline__ void wgmma_ss_narrow(float (&d)[N / 2], uint64_t desc
 // Compile-time dispatch over N (kBf16: bf16 inputs, else f16).
 template <int N, bool kBf16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  static_assert(N == 32 || N == 64 || N == 128, "wgmma_ss: N not instantiated");
+  static_assert(N == 32 || N == 48 || N == 64 || N == 128, "wgmma_ss: N not instantiated");
   if constexpr (N == 32) wgmma_ss_m64n32k16<kBf16>(d, desc_a, desc_b, scale_d);
+  else if constexpr (N == 48) wgmma_ss_m64n48k16<kBf16>(d, desc_a, desc_b, scale_d);
   else if constexpr (N == 64) wgmma_ss_m64n64k16<kBf16>(d, desc_a, desc_b, scale_d);
   else wgmma_ss_m64n128k16<kBf16>(d, desc_a, desc_b, scale_d);
 }
@@ -393,8 +443,9 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
 // A from registers, B K-major (Q K^T with Q fragments held in registers).
 template <int N, bool kBf16>
 __device__ __forceinline__ void wgmma_rs_kmajor(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int scale_d) {
-  static_assert(N == 32 || N == 64, "wgmma_rs_kmajor: N not instantiated");
+  static_assert(N == 32 || N == 48 || N == 64, "wgmma_rs_kmajor: N not instantiated");
   if constexpr (N == 32) wgmma_rs_m64n32k16_kmajor<kBf16>(d, a, desc_b, scale_d);
+  else if constexpr (N == 48) wgmma_rs_m64n48k16_kmajor<kBf16>(d, a, desc_b, scale_d);
   else wgmma_rs_m64n64k16<kBf16, false>(d, a, desc_b, scale_d);
 }
 

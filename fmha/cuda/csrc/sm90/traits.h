@@ -116,8 +116,8 @@ struct DecodeTraits {
   static constexpr int kTmaRows = kCfg.tma_rows;
   // The fewest tokens of a paged launch's TMA box (config.h paged_gathers: smaller pages gather), as the
   // producer's page lookup counts them: the 64-key seesaw's setmaxnreg producer keeps two page ids a
-  // tile instead of eight, which its registers hold.
-  static constexpr int kPagedMinBoxRows = kSeesaw64 ? kPagedTmaMinRows : 8;
+  // tile (three on 48-key tiles) instead of eight, which its registers hold.
+  static constexpr int kPagedMinBoxRows = kSeesaw64 ? paged_tma_min_rows(D, kConfig) : 8;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread. The
   // seesaw keeps its row states there instead: per parity, 2 float4 per thread (see SeesawSmem).
@@ -172,16 +172,20 @@ struct DecodeTraits {
   static_assert(!kSharedKv || (kCfg.loop != Mainloop::kSerial && kStages >= 2 &&
                                ((!kSeesaw && !kEarlyOperandWait) || kStages >= 3 || kSeesaw64)),
                 "one ring: too few stages for the loop, or the serial loop");
-  static_assert(!kSeesaw64 || (kSharedKv && kStages == 2 && kBoxesV % 2 == 0),
-                "64-key seesaw: one ring of two stages (one per warpgroup), halves of whole V boxes");
+  static_assert(!kSeesaw64 || (kSharedKv && (kStages == 2 || (kStages == 3 && kBlockN == 48)) && kBoxesV % 2 == 0),
+                "64-key seesaw: one ring of two stages (one per warpgroup; 48-key tiles: three), halves of whole V "
+                "boxes");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
-  static_assert(kQRegCols == 0 || kBlockN == 32 || (kSeesaw64 && kBlockN == 64),
+  static_assert(kQRegCols == 0 || kBlockN == 32 || (kSeesaw64 && (kBlockN == 64 || kBlockN == 48)),
                 "Q in registers: the m64n32k16 (m64n64k16 in the 64-key seesaw) register-A wgmma");
   static_assert(kQRegCols == 0 || kSeesaw || kSplitQk, "Q in registers: split Q K^T or seesaw");
-  static_assert(!kSeesaw || (kConsumerWGs == 2 && kBlockN == (kSeesaw64 ? 64 : 32) && kOutCols == 256),
+  static_assert(!kSeesaw || (kConsumerWGs == 2 && (kSeesaw64 ? kBlockN == 64 || kBlockN == 48 : kBlockN == 32) &&
+                             kOutCols == 256),
                 "seesaw: 32-key P buffers, two to a box (64-key: one a box); N = 256 P V");
   static_assert(kBlockN % kTmaRows == 0 && kTmaRows % 8 == 0, "TMA box rows: whole 1024 B swizzle groups");
-  static_assert(kBlockN % (8 * kGatherWarps) == 0, "gather: whole swizzle groups per gathering warp");
+  // (The lean gather swizzles by each row's own index, so its warps' shares need only whole 4-row groups.)
+  static_assert(kBlockN % ((kLeanProducer ? 4 : 8) * kGatherWarps) == 0,
+                "gather: whole swizzle groups (lean: 4-row groups) per gathering warp");
   static_assert(kGatherThreads >= kThreads, "a gathered launch holds every warp of a TMA launch");
 };
 
