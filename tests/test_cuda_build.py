@@ -360,6 +360,21 @@ def test_feature_flags_compile(flag, absent, unit, tmp_path):
         assert "decode_kernel" in sass and absent not in sass
 
 
+@needs_nvcc
+def test_latent512_tile48_build_has_no_spills(tmp_path):
+    """-DFMHA_LATENT512_TILE48=1 (the 512-wide latent seesaw on three stages of 48-key tiles) builds, without spills
+    and with no ptxas advisory but the four injected warpgroup.arrive (C7519) each 64-key seesaw kernel has."""
+    unit = loader.CSRC / "instantiations" / "sm90_decode_d512_bf16_latent_seesaw64.cu"
+    r = subprocess.run(loader.compile_command(NVCC, "sm_90a", unit, str(tmp_path / "unit.o"),
+                                              ["-DFMHA_LATENT512_TILE48=1", "-Xptxas", "-v"]),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", r.stderr)
+    assert len(spills) == 2 and all(a == b == "0" for a, b in spills), r.stderr[-4000:]
+    advisories = re.findall(r"\(C(\d+)\)", r.stderr)
+    assert advisories.count("7519") == 8 and set(advisories) == {"7519"}, r.stderr[-4000:]
+
+
 def test_instantiations_are_generated():
     """csrc/instantiations/ holds exactly what its generator writes (one unit per head dim x dtype x
     configuration of sm90/config.h, and the combine kernels)."""

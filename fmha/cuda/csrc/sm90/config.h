@@ -17,8 +17,10 @@ constexpr size_t kSmemPerSm = 228 * 1024;
 constexpr size_t kSmemPerCta = 227 * 1024;  // the most one CTA may ask for
 constexpr size_t kSmemReservedPerCta = 1024;
 
-#ifndef FMHA_LATENT512_TILE48  // 0: the 512-wide shared latent's seesaw on two stages of 64-key tiles, as at 576
-#define FMHA_LATENT512_TILE48 1
+// 1: the 512-wide shared latent's seesaw on three stages of 48-key tiles: 1-5% faster on contiguous caches, but its
+// paged launches read 16-row boxes, up to 45% slower (docs/deepseek.md), so two 64-key stages stay the default.
+#ifndef FMHA_LATENT512_TILE48
+#define FMHA_LATENT512_TILE48 0
 #endif
 
 // The consumer loop of problems of more than kNarrowRows packed rows (the narrow loop takes the rest
@@ -96,7 +98,7 @@ constexpr Config config_table(int D, int config) {
       // warpgroup. 64 Q columns in registers (128 leave the consumer too few). Splits merge inside clusters:
       // the idle ring receives them.
       if (config == FMHA_CONFIG_LATENT_SEESAW64) {
-        // 48-key tiles: three stages fit, so each Q K^T is issued a tile ahead of its softmax.
+        // (FMHA_LATENT512_TILE48) 48-key tiles: three stages fit, so each Q K^T is issued a tile before its softmax.
         if (FMHA_LATENT512_TILE48) return {48, 3, 0, 1, 48, kSeesaw64, false, false, 64, false, true, false, true};
         return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, true, false, true};
       }

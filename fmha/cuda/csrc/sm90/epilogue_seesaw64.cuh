@@ -66,7 +66,8 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
             pack2<kBf16>(acc[4 * c + 2 * h] * inv_l[h], acc[4 * c + 2 * h + 1] * inv_l[h]);
       else
         *reinterpret_cast<uint32_t*>(staged + staged_row_offset<Tr>(c / 8, 16 * w + g + 8 * h) + ((c % 8) ^ g) * 16 +
-                                     4 * ql) = pack2<kBf16>(acc[4 * c + 2 * h] * inv_l[h], acc[4 * c + 2 * h + 1] * inv_l[h]);
+                                     4 * ql) =
+            pack2<kBf16>(acc[4 * c + 2 * h] * inv_l[h], acc[4 * c + 2 * h + 1] * inv_l[h]);
     }
   if (wg == 0)  // (constant ids: a computed one makes ptxas reserve all 16 barriers)
     ptx::named_barrier_sync(kBarOutStaged, 128);
@@ -80,7 +81,8 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
     const uint4 v = Tr::kBlockN == Tr::kBlockM
                         ? *reinterpret_cast<const uint4*>(staged + box * Tr::kKvBoxBytes + r * Tr::kRowBytes +
                                                           (chunk ^ (r % 8)) * 16)
-                        : *reinterpret_cast<const uint4*>(staged + staged_row_offset<Tr>(box, r) + (chunk ^ (r % 8)) * 16);
+                        : *reinterpret_cast<const uint4*>(staged + staged_row_offset<Tr>(box, r) +
+                                                          (chunk ^ (r % 8)) * 16);
     *reinterpret_cast<uint4*>(OutRow(p, b, kvh, row0 + r).out(p, b) + wg * Tr::kOutCols + 8 * lane) = v;
   }
 }

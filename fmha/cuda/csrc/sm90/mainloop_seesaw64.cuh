@@ -17,7 +17,7 @@ namespace sm90 {
 // The seesaw over 64-key tiles (Tr::kSeesaw64)
 // ----------------------------------------------------------------------------
 // Warpgroup w owns the tiles it = w, w + 2, ... and ring stage w: the ring has two stages and tile it
-// lives in stage it % 2. As in consumer_loop_seesaw, the owner computes S = Q K^T of its tile over the
+// lives in stage it % 2 (a build of three 48-key stages, FMHA_LATENT512_TILE48, runs trip3 below). As in consumer_loop_seesaw, the owner computes S = Q K^T of its tile over the
 // whole head dim (an m64n64k16 chain: its shared-memory operands are as many bytes as its math takes
 // cycles to consume, where N = 32 read 1.5x that) and the tile's online softmax, and publishes P(it) and
 // the row state after it; both warpgroups accumulate O += P V of every tile, in tile order, over their own
