@@ -696,7 +696,10 @@ def test_cuda_balanced_schedule(monkeypatch, config, Dqk, v_mode, T, heads, page
                                                                    use_sinks, seqlens, seed=S + T, device="cuda")
     said = str(fmha.explain(q, k_in, v_in, sl, block_table=table, sinks=sinks, backend="cuda"))
     G = heads[0] // heads[1]
-    min_box = 16 if "48-token tiles" in said else 32  # (-DFMHA_LATENT512_TILE48=1: sm90/config.h paged_gathers)
+    from fmha.backends import registry
+    from fmha.cuda.backend import Config
+    tile = registry()["cuda"]._tile_n[(Dqk, Config[config.upper()])]
+    min_box = 16 if tile == 48 else 32  # (-DFMHA_LATENT512_TILE48=1's 48-key tiles: sm90/config.h paged_gathers)
     tma_pages = page_size is None or (page_size & -page_size) >= min_box
     rows = 32 if config == "latent_narrow" else 64  # (Q's box: fmha_balanced_deals)
     dealt = tma_pages and (G % rows == 0 or rows % G == 0)

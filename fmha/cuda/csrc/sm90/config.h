@@ -17,8 +17,8 @@ constexpr size_t kSmemPerSm = 228 * 1024;
 constexpr size_t kSmemPerCta = 227 * 1024;  // the most one CTA may ask for
 constexpr size_t kSmemReservedPerCta = 1024;
 
-// 1: the 512-wide shared latent's seesaw on three stages of 48-key tiles: 1-5% faster on contiguous caches, but its
-// paged launches read 16-row boxes, up to 45% slower (docs/deepseek.md), so two 64-key stages stay the default.
+// 1: the 512-wide shared latent's seesaw on three stages of 48-key tiles; not the default, because its paged
+// launches read 16-row boxes, which stream slower (docs/deepseek.md).
 #ifndef FMHA_LATENT512_TILE48
 #define FMHA_LATENT512_TILE48 0
 #endif

@@ -34,11 +34,11 @@ __device__ __forceinline__ int staged_row_offset(int j, int r) {
   return j * Tr::kKvBoxBytes + (r < Tr::kBlockN ? r * Tr::kRowBytes : kStageBytes + (r - Tr::kBlockN) * Tr::kRowBytes);
 }
 
-// The unsplit epilogue: this warpgroup's 64 x 256 output tile, normalised (and the sink joined), into its
-// half of ring stage 0 as four 128B-swizzled boxes, then copied out a row at a time by 16-byte loads and
-// stores (a warp writes 512 contiguous bytes, where the fragments' own stores write 16 bytes in each of 8
-// rows). The half is free: the warpgroup's last P V has completed, and before it every Q K^T (the last one
-// precedes the last publish); no load is in flight past the range's last tile. The LSE as store_output.
+// The unsplit epilogue: this warpgroup's 64 x 256 output tile, normalised (and the sink joined), into its half of
+// ring stage 0 (and of stage 1 on 48-key tiles: staged_row_offset) as four 128B-swizzled boxes, then copied out a row
+// at a time by 16-byte loads and stores (a warp writes 512 contiguous bytes, where the fragments' own stores write 16
+// bytes in each of 8 rows). The half is free: the warpgroup's last P V has completed, and before it every Q K^T (the
+// last one precedes the last publish); no load is in flight past the range's last tile. The LSE as store_output.
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                     const float (&acc)[Tr::kOutCols / 2], RowState& st, int b,

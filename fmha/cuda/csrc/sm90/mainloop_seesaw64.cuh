@@ -16,15 +16,16 @@ namespace sm90 {
 // ----------------------------------------------------------------------------
 // The seesaw over 64-key tiles (Tr::kSeesaw64)
 // ----------------------------------------------------------------------------
-// Warpgroup w owns the tiles it = w, w + 2, ... and ring stage w: the ring has two stages and tile it
-// lives in stage it % 2 (a build of three 48-key stages, FMHA_LATENT512_TILE48, runs trip3 below). As in consumer_loop_seesaw, the owner computes S = Q K^T of its tile over the
-// whole head dim (an m64n64k16 chain: its shared-memory operands are as many bytes as its math takes
-// cycles to consume, where N = 32 read 1.5x that) and the tile's online softmax, and publishes P(it) and
-// the row state after it; both warpgroups accumulate O += P V of every tile, in tile order, over their own
-// 256 output columns, which are the V columns of their half of the stage (Tr::kRingHalves: warpgroup 0's
-// P V reads boxes [0, kHalfBoxes), warpgroup 1's the rest, which also holds the rope columns of a 576-wide
-// key that only Q K^T reads). The owner's Q K^T completes before it publishes, so each half has one
-// reader left, which frees it as soon as its P V completed; the producer refills it then.
+// Warpgroup w owns the tiles it = w, w + 2, ... and ring stage w: the ring has two stages and tile it lives in stage
+// it % 2 (three stages of 48-key tiles, FMHA_LATENT512_TILE48: stage it % 3, trip3 below). As in
+// consumer_loop_seesaw, the owner computes S = Q K^T of its tile over the whole head dim (an m64n64k16 chain,
+// m64n48k16 on 48-key tiles: its shared-memory operands are as many bytes as its math takes cycles to consume, where
+// N = 32 read 1.5x that) and the tile's online softmax, and publishes P(it) and the row state after it; both
+// warpgroups accumulate O += P V of every tile, in tile order, over their own 256 output columns, which are the V
+// columns of their half of the stage (Tr::kRingHalves: warpgroup 0's P V reads boxes [0, kHalfBoxes), warpgroup 1's
+// the rest, which also holds the rope columns of a 576-wide key that only Q K^T reads). The owner's Q K^T completes
+// before it publishes, so each half has one reader left, which frees it as soon as its P V completed; the producer
+// refills it then.
 //   trip(o), o = w, w + 2, ... (on entry S(o) has landed and nothing is in flight):
 //     softmax(o); publish P(o) and the state (p_full)
 //     O *= alpha(o); P V(o); free this warpgroup's half of stage o
@@ -40,8 +41,8 @@ namespace sm90 {
 // No wgmma group is in flight across the loop's back edge (ptxas would serialise them).
 // kBalanced: one visit of the balanced schedule (sm90/schedule_balanced.cuh), tiles tr of the unit (b, kvh), whose
 // ring positions and hand-off slots continue from pos0 (the visits before it in this CTA) and whose Q is the
-// visit-th to land; vis says where its rows go (store_output_visit). Tile it's stage and slot are then
-// (pos0 + it) % 2, and its owner still warpgroup it % 2.
+// visit-th to land; vis says where its rows go (store_output_visit). Tile it's stage is then
+// (pos0 + it) % Tr::kStages and its slot (pos0 + it) % 2, and its owner still warpgroup it % 2.
 template <class Tr, bool kBf16, bool kBalanced = false>
 __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, const DecodeParams& p, const TileRange& tr,
                                                        int b, int kvh, int row0, int split, int ctid, int pos0 = 0,
@@ -184,7 +185,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
 
   // Three stages (48-key tiles): tile o + 2 reuses the stage of o - 1, whose halves were freed after both
   // P V(o - 1), so Q K^T(o+2) is issued before the p_full wait for o + 1 and runs during the other
-  // warpgroup's softmax; the landing wait it may start with then costs nothing the wait for P(o+1) would not.
+  // warpgroup's softmax.
   //   trip(o): softmax(o), publish; P V(o); free; Q K^T(o+2); take P(o+1); P V(o+1); free
   auto trip3 = [&](int o, auto next, auto next_qk) {
     constexpr bool kNext = decltype(next)::value, kNextQk = decltype(next_qk)::value;

@@ -177,7 +177,7 @@ struct DecodeTraits {
                 "boxes");
   static_assert(kQRegCols % kBoxCols == 0 && kQSmemBoxesPerWg >= 1, "Q in registers: whole boxes, some left in shared memory");
   static_assert(kQRegCols == 0 || kBlockN == 32 || (kSeesaw64 && (kBlockN == 64 || kBlockN == 48)),
-                "Q in registers: the m64n32k16 (m64n64k16 in the 64-key seesaw) register-A wgmma");
+                "Q in registers: the m64n32k16 (the 64-key seesaw's m64n64k16 or m64n48k16) register-A wgmma");
   static_assert(kQRegCols == 0 || kSeesaw || kSplitQk, "Q in registers: split Q K^T or seesaw");
   static_assert(!kSeesaw || (kConsumerWGs == 2 && (kSeesaw64 ? kBlockN == 64 || kBlockN == 48 : kBlockN == 32) &&
                              kOutCols == 256),
@@ -239,7 +239,8 @@ struct SharedStorage {
   //   q[kQSmemBoxes ..]: the seesaws' P tiles (kPBoxes; SeesawSmem)
   //   q's rows past the narrow loop's: its P^T (box 0) and cross-warp reductions (box 0 or 1; NarrowSmem), the
   //     balanced schedule's running sums (boxes 2 ..; BalancedPrefix)
-  //   k[0]: the 64-key seesaw's unsplit epilogue stages each warpgroup's output tile in its half (store_output_staged)
+  //   k[0] (and k[1] on 48-key tiles): the 64-key seesaw's unsplit epilogue stages each warpgroup's output tile in its
+  //     halves (store_output_staged)
   __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
   // The V tile of a ring stage: its own ring's, or (kSharedKv) the K stage's first kBoxesV boxes.
   __device__ uint16_t (&v_stage(int stage))[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols] {
