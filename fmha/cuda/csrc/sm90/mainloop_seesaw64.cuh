@@ -136,12 +136,9 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     Sm::publish(ss, pos0 + it, st, alpha, tid_wg);
   };
   auto take = [&](int it, float (&alpha)[2]) { Sm::take(ss, pos0 + it, st, alpha, tid_wg); };  // the other's tile it
-  // Compile-time shape of a trip: kNext: the other's tile o + 1 exists; kNextQk: so does o + 2, whose
-  // Q K^T is issued. Each P V is waited for and its half freed before the next p_full wait and before a wait
-  // for a second half, so that no refill waits behind a load; only the wait for the first half of o + 2's
-  // stage, which was refilled about a tile period earlier, lies between P V(o+1) and its release.
-  auto trip = [&](int o, auto next, auto next_qk) {
-    constexpr bool kNext = decltype(next)::value, kNextQk = decltype(next_qk)::value;
+  // Own tile o, S landed: its softmax and publish, then O *= alpha(o) and P V(o), waited for, and this warpgroup's
+  // half of its stage freed.
+  auto own_tile = [&](int o) {
     float alpha[2];
     softmax_publish(o, alpha);
     rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
@@ -153,6 +150,14 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     fence_regs(acc);
     fence_regs(s);
     free_half(o);
+  };
+  // Compile-time shape of a trip: kNext: the other's tile o + 1 exists; kNextQk: so does o + 2, whose
+  // Q K^T is issued. Each P V is waited for and its half freed before the next p_full wait and before a wait
+  // for a second half, so that no refill waits behind a load; only the wait for the first half of o + 2's
+  // stage, which was refilled about a tile period earlier, lies between P V(o+1) and its release.
+  auto trip = [&](int o, auto next, auto next_qk) {
+    constexpr bool kNext = decltype(next)::value, kNextQk = decltype(next_qk)::value;
+    own_tile(o);
     if constexpr (kNext) {
       float alpha_next[2];
       take(o + 1, alpha_next);
@@ -189,17 +194,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   //   trip(o): softmax(o), publish; P V(o); free; Q K^T(o+2); take P(o+1); P V(o+1); free
   auto trip3 = [&](int o, auto next, auto next_qk) {
     constexpr bool kNext = decltype(next)::value, kNextQk = decltype(next_qk)::value;
-    float alpha[2];
-    softmax_publish(o, alpha);
-    rescale_acc<Tr::kSkipUnitRescale>(acc, alpha);
-    fence_regs(acc);
-    fence_regs(s);
-    ptx::wgmma_fence();
-    issue_pv(o);
-    ptx::wgmma_wait_group<0>();
-    fence_regs(acc);
-    fence_regs(s);
-    free_half(o);
+    own_tile(o);
     if constexpr (kNextQk) {
       ptx::wgmma_fence();
       issue_qk(o + 2);
