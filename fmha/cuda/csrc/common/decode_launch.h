@@ -24,14 +24,6 @@ struct KvCaches {
   int64_t v_b, v_s, v_h;
 };
 
-// Tokens per TMA box of a paged launch that the gather does not serve (each architecture's paged_gathers
-// sends at least the pages of fewer than 8 rows, a box's 1024-byte swizzle group, to the gather): the largest
-// power of two dividing the page size and the configuration's TMA rows.
-constexpr int paged_box_rows(int page_size, int tma_rows) {
-  const int low = page_size & -page_size, tma_low = tma_rows & -tma_rows;
-  return low < tma_low ? low : tma_low;
-}
-
 // Dynamic shared memory a decode launch asks for: the kernel's own (`own`), or for an exclusive launch
 // (exclusive_sms) at least half an SM's, so that two CTAs (with their reserved 1 KB each) never share an SM.
 constexpr size_t launch_smem_bytes(size_t own, size_t smem_per_sm, bool exclusive) {

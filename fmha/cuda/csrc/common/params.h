@@ -131,6 +131,14 @@ __host__ __device__ __forceinline__ int64_t balanced_piece_elem(bool by_fragment
   return (slot_row0 + n - g) * Dv + 64 * (col / 8) + 8 * g + col % 8;
 }
 
+// Tokens per TMA box of a paged launch that the gather does not serve (each architecture's paged_gathers
+// sends at least the pages of fewer than 8 rows, a box's 1024-byte swizzle group, to the gather): the largest
+// power of two dividing the page size and the configuration's TMA rows.
+constexpr int paged_box_rows(int page_size, int tma_rows) {
+  const int low = page_size & -page_size, tma_low = tma_rows & -tma_rows;
+  return low < tma_low ? low : tma_low;
+}
+
 // Whether the producer warps gather the tiles with cp.async: paged caches whose pages take no TMA boxes
 // (the launch sets page_box_rows, see paged_box_rows). Read by the host launch and by every role of the kernel.
 __host__ __device__ __forceinline__ bool kv_gather(const DecodeParams& p) {

@@ -138,14 +138,12 @@ constexpr int paged_tma_min_rows(int D, int config) {
   return low < kPagedTmaMinRows ? low : kPagedTmaMinRows;
 }
 
-// Whether a paged launch gathers (cp.async) instead of reading TMA boxes: boxes (of the largest power of two
-// dividing the page and the tile's TMA rows, common/decode_launch.h paged_box_rows) under paged_tma_min_rows, and
-// any page size on the D = 128 DEEP kernel with more CTAs than SMs, where its four gathering warps outpace one TMA
-// thread (docs/paged.md). `ctas`: the whole grid's.
+// Whether a paged launch gathers (cp.async) instead of reading TMA boxes: boxes (common/params.h paged_box_rows)
+// under paged_tma_min_rows, and any page size on the D = 128 DEEP kernel with more CTAs than SMs, where its four
+// gathering warps outpace one TMA thread (docs/paged.md). `ctas`: the whole grid's.
 constexpr bool paged_gathers(int D, int config, int page_size, long long ctas, int sms) {
-  const int tma_low = config_table(D, config).tma_rows & -config_table(D, config).tma_rows;
-  const int box_rows = (page_size & -page_size) < tma_low ? page_size & -page_size : tma_low;
-  return box_rows < paged_tma_min_rows(D, config) || (D == 128 && config == FMHA_CONFIG_DEEP && ctas > sms);
+  return paged_box_rows(page_size, config_table(D, config).tma_rows) < paged_tma_min_rows(D, config) ||
+         (D == 128 && config == FMHA_CONFIG_DEEP && ctas > sms);
 }
 // Registers the D = 512 producer warpgroup keeps (setmaxnreg); the consumers get the rest.
 constexpr int kProducerRegs = 24;
