@@ -246,7 +246,7 @@ def on_gpu(p):
 def force_launch_plan(monkeypatch, config, num_splits):
     """Make the cuda backend launch every problem with this configuration (a fmha.cuda.backend.Config name in
     lower case: "wide", "deep", "stream", "kv_head_pairs", "seesaw", "split_qk", "latent_seesaw",
-    "latent_split_qk", "latent_narrow", "latent_seesaw64") and split count, whatever its
+    "latent_split_qk", "latent_narrow", "latent_seesaw64", "latent_seesaw48") and split count, whatever its
     shape-based plan would pick."""
     from fmha.backends import registry
     from fmha.cuda.backend import Config

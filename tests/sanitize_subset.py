@@ -12,8 +12,8 @@ launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-ro
 (two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles); KV-head pairs at D = 64
 (the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
 gather (13; its two or four warps), unsplit, split and with more CTAs than SMs, and page ids out of the pool's range (clamped: no access outside it); the shared
-latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw forced unsplit, at
-two splits and at four on more clusters than fit; the balanced schedule forced on mixed lengths, for the narrow
+latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw, and at 512 its 48-key
+tiles, forced unsplit, at two splits and at four on more clusters than fit; the balanced schedule forced on mixed lengths, for the narrow
 loop and the 64-key seesaw) and attention
 sinks."""
 import sys, torch
@@ -140,9 +140,9 @@ if wanted("latent"):
     if b._fn is None:  # the patched plan skips the lazy bind
         b._bind()
     own_plan = b.launch_plan
-    for Dqk in (576, 512):
+    for Dqk, config in ((576, Config.LATENT_SEESAW64), (512, Config.LATENT_SEESAW64), (512, Config.LATENT_SEESAW48)):
         for num_splits in (1, 2, 4):
-            b.launch_plan = lambda p, index, n=num_splits: (Config.LATENT_SEESAW64, n)
+            b.launch_plan = lambda p, index, n=num_splits, c=config: (c, n)
             b._launches = {}
             shapes = ((2, 3, 28, 4, 129, [129, 7]), (2, 1, 128, 1, 300, [300, 0]))
             if num_splits == 4:  # 40 x 4 clusters of four: the combine kernel merges
@@ -153,8 +153,8 @@ if wanted("latent"):
                 out, lse = fmha.attention(q, kv, kv[..., :512], cs, backend="cuda", return_lse=True,
                                           sinks=torch.linspace(-20, 20, Hq, device="cuda"))
                 torch.cuda.synchronize()
-                print("ran latent_seesaw64", Dqk, num_splits, B, T, Hq, Hkv, "nan" if torch.isnan(out).any() else "ok",
-                      flush=True)
+                print("ran", config.name.lower(), Dqk, num_splits, B, T, Hq, Hkv,
+                      "nan" if torch.isnan(out).any() else "ok", flush=True)
     # The balanced schedule (the latent narrow loop, and the 64-key seesaw with several visits a CTA, forced):
     # mixed lengths with empty sequences, one long sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged
     # by TMA boxes, a batch padded with empty sequences; sinks, NaN past every length.

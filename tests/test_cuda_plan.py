@@ -233,7 +233,7 @@ def test_shared_latent_runs_a_latent_loop(D, T, Hq):
     from fmha.cuda.backend import latent_ring
 
     p = dataclasses.replace(problem(8, T, Hq, 1, 4096, D), head_dim_v=512, kv_shared=True)
-    assert d512_config(p, 90) == (Config.LATENT_NARROW if T * Hq <= 16 else Config.LATENT_SEESAW64)
+    assert d512_config(p, 90) == (Config.LATENT_NARROW if T * Hq <= 16 else _seesaw(D))
     assert latent_ring(p, 90) and latent_ring(p, 100)
     assert d512_config(p, 100) == Config.LATENT_SPLIT_QK
     if D == 512:
@@ -256,7 +256,29 @@ def test_latent_narrow_takes_32_rows_on_one_wave(D, B, T, Hq, Hkv, sms, expected
     import dataclasses
 
     p = dataclasses.replace(problem(B, T, Hq, Hkv, 4096, D), head_dim_v=512, kv_shared=True)
-    assert d512_config(p, 90, sms) == expected
+    assert d512_config(p, 90, sms) == (_seesaw(D) if expected == Config.LATENT_SEESAW64 else expected)
+
+
+def _seesaw(D, paged=False):
+    """The 64-key seesaw's configuration the plan takes: 48-key tiles at 512 on a contiguous cache."""
+    return Config.LATENT_SEESAW48 if D == 512 and not paged else Config.LATENT_SEESAW64
+
+
+@pytest.mark.parametrize("D", (512, 576))
+@pytest.mark.parametrize("page_size", (None, 64, 16, 256))
+def test_seesaw_tiles_of_48_keys_for_contiguous_512(D, page_size):
+    """A 512-wide latent of more rows than the narrow loop takes runs on 48-key tiles (three ring stages) where the
+    cache is contiguous, and on 64-key tiles where it is paged: a paged TMA box must divide both the page and the
+    tile, and 16-row boxes stream slower; 576 always on 64-key tiles (three stages do not fit)."""
+    import dataclasses
+
+    if page_size is None:
+        p = problem(32, 1, 64, 1, 8192, D)
+    else:
+        p = _paged_problem(32, 1, 64, 1, page_size, 8192 // page_size, D)
+    p = dataclasses.replace(p, head_dim_v=512, kv_shared=True)
+    assert d512_config(p, 90, 132) == _seesaw(D, page_size is not None)
+    assert d512_config(p, 100, 132) == Config.LATENT_SPLIT_QK
 
 
 @pytest.mark.parametrize("Hq,answer", ((128, 1), (128, 0), (64, 0)))
@@ -717,10 +739,13 @@ def test_latent_seesaw64_grids_past_one_wave_split(monkeypatch, D, B, T, Hq, S, 
 
     b = stub_backend(monkeypatch, clustered=set())
     b._arch = 90
-    for config, tile_n in ((Config.LATENT_SEESAW64, 64), (Config.LATENT_NARROW, 32), (Config.LATENT_SPLIT_QK, 32)):
+    for config, tile_n in ((Config.LATENT_SEESAW64, 64), (Config.LATENT_SEESAW48, 48), (Config.LATENT_NARROW, 32),
+                           (Config.LATENT_SPLIT_QK, 32)):
         key = (D, config)
         b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = tile_n, 1, 32 if config == Config.LATENT_NARROW else 0
     p = dataclasses.replace(problem(B, T, Hq, 1, S, D, device="cuda:0"), head_dim_v=512, kv_shared=True)
+    if expected[0] == Config.LATENT_SEESAW64:  # (48-key tiles at 512: the split rule counts 64-key tiles all the same)
+        expected = (_seesaw(D), expected[1])
     assert b.launch_plan(p, 0) == expected
     b._arch = 100  # sm_100a's one latent kernel keeps such grids whole
     assert b.launch_plan(p, 0)[1] == 1

@@ -346,10 +346,12 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 # (config, num_splits) x (D_qk, v_mode, T, (Hq, Hkv), S, page_size, sinks): both latent loops, unsplit and split
 # through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
 # (16, 5, 1); the 64-key seesaw's splits also inside clusters (contiguous and TMA-paged: two splits merged from
-# registers, rows dealt 22, 22, 20 to three ranks, 16 to each of four), with and without sinks.
+# registers, rows dealt 22, 22, 20 to three ranks, 16 to each of four), with and without sinks; the same loop on
+# 48-key tiles at 512 (its paged boxes of 16 rows).
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
                 ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 2),
-                ("latent_seesaw64", 3), ("latent_seesaw64", 4)]
+                ("latent_seesaw64", 3), ("latent_seesaw64", 4), ("latent_seesaw48", 1), ("latent_seesaw48", 2),
+                ("latent_seesaw48", 3), ("latent_seesaw48", 4)]
 LATENT_CUDA_CASES = [
     (576, "slice", 1, (16, 1), 1000, None, True),
     (576, "slice", 3, (28, 4), 129, None, False),
@@ -384,11 +386,16 @@ def _rows(case):
     return case[2] * case[3][0] // case[3][1]
 
 
+def _serves(config, case):
+    """Whether a forced configuration has a kernel for the case: the narrow loop's rows, 48-key tiles at 512."""
+    return (config != "latent_narrow" or _rows(case) <= LATENT_NARROW_ROWS) and (
+        config != "latent_seesaw48" or case[0] == 512)
+
+
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("config,num_splits,Dqk,v_mode,T,heads,S,page_size,use_sinks", [
-    (*plan, *case) for plan in LATENT_PLANS for case in LATENT_CUDA_CASES
-    if plan[0] != "latent_narrow" or _rows(case) <= LATENT_NARROW_ROWS])
+    (*plan, *case) for plan in LATENT_PLANS for case in LATENT_CUDA_CASES if _serves(plan[0], case)])
 def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk, v_mode, T, heads, S, page_size,
                                             use_sinks):
     force_launch_plan(monkeypatch, config, num_splits)
@@ -398,12 +405,15 @@ def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("use_sinks", [False, True])
-@pytest.mark.parametrize("Dqk,num_splits,page_size", [(576, 4, None), (512, 4, 64), (576, 2, None), (512, 2, 64),
-                                                      (512, 3, None)])
-def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, Dqk, num_splits, page_size, use_sinks):
-    """The 64-key seesaw's splits merge inside clusters (no combine kernel, no workspace) where the GPU holds
-    every cluster at once, sinks or not, the 512-wide ring's receive buffer included; results as the reference."""
-    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
+@pytest.mark.parametrize("config,Dqk,num_splits,page_size", [
+    ("latent_seesaw64", 576, 4, None), ("latent_seesaw64", 512, 4, 64), ("latent_seesaw64", 576, 2, None),
+    ("latent_seesaw64", 512, 2, 64), ("latent_seesaw64", 512, 3, None), ("latent_seesaw48", 512, 4, None),
+    ("latent_seesaw48", 512, 2, None), ("latent_seesaw48", 512, 3, 64)])
+def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, config, Dqk, num_splits, page_size, use_sinks):
+    """The 64-key seesaw's splits (on 64- and 48-key tiles) merge inside clusters (no combine kernel, no workspace)
+    where the GPU holds every cluster at once, sinks or not, the 512-wide ring's receive buffer included; results as
+    the reference."""
+    force_launch_plan(monkeypatch, config, num_splits)
     v_mode = "slice" if Dqk == 576 else "self"
     q, k, v, sl = latent_inputs(2, 1, 128, 1, 1000, Dqk, 512, v_mode, [1000, 0], device="cuda")
     sinks = sinks_for(128, device="cuda") if use_sinks else None
@@ -414,15 +424,19 @@ def test_cuda_seesaw64_splits_merge_inside_clusters(monkeypatch, Dqk, num_splits
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("T,heads,page_size", [(1, (128, 1), None), (4, (64, 1), 64), (3, (64, 1), None)])
-def test_cuda_seesaw64_row_block_pairs(monkeypatch, T, heads, page_size):
-    """Unsplit 64-key seesaw grids of an even number of row blocks launch them as clusters of two (two and four
-    row blocks; three do not pair); results as the reference either way."""
-    force_launch_plan(monkeypatch, "latent_seesaw64", 1)
-    q, k, v, sl = latent_inputs(2, T, heads[0], heads[1], 1000, 576, 512, "slice", [1000, 0], device="cuda")
+@pytest.mark.parametrize("config,Dqk,T,heads,page_size", [
+    ("latent_seesaw64", 576, 1, (128, 1), None), ("latent_seesaw64", 576, 4, (64, 1), 64),
+    ("latent_seesaw64", 576, 3, (64, 1), None), ("latent_seesaw48", 512, 1, (128, 1), None),
+    ("latent_seesaw48", 512, 3, (64, 1), 64)])
+def test_cuda_seesaw64_row_block_pairs(monkeypatch, config, Dqk, T, heads, page_size):
+    """Unsplit 64-key seesaw grids (64- and 48-key tiles) of an even number of row blocks launch them as clusters of
+    two (two and four row blocks; three do not pair); results as the reference either way."""
+    force_launch_plan(monkeypatch, config, 1)
+    v_mode = "slice" if Dqk == 576 else "self"
+    q, k, v, sl = latent_inputs(2, T, heads[0], heads[1], 1000, Dqk, 512, v_mode, [1000, 0], device="cuda")
     said = str(fmha.explain(q, k, v, sl, backend="cuda"))
     assert ("launched in clusters of 2" in said) == (-(-T * heads[0] // 64) % 2 == 0), said
-    check_cuda_case(576, 512, "slice", T, heads, 1000, page_size, False, seed=T + 7)
+    check_cuda_case(Dqk, 512, v_mode, T, heads, 1000, page_size, False, seed=T + 7)
 
 
 @sm90_kernel
@@ -496,23 +510,28 @@ def test_triton_latent_q_and_out_views(layout, T, heads):
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("layout,T,heads,use_sinks,dtype", [
-    ("wide", 3, (28, 4), True, bf16),  # 21 rows: the copy-out stops at the block's padding rows
-    ("token_major", 2, (64, 1), False, torch.float16),  # [T, B, Hq, Dv] memory
-    ("wide", 1, (256, 2), True, bf16),  # two row blocks of each of two KV heads (launched as cluster pairs)
+@pytest.mark.parametrize("config,Dqk,layout,T,heads,use_sinks,dtype", [
+    ("latent_seesaw64", 576, "wide", 3, (28, 4), True, bf16),  # 21 rows: the copy-out stops at the padding rows
+    ("latent_seesaw64", 576, "token_major", 2, (64, 1), False, torch.float16),  # [T, B, Hq, Dv] memory
+    ("latent_seesaw64", 576, "wide", 1, (256, 2), True, bf16),  # two row blocks of each of two KV heads (pairs)
+    # 48-key tiles: each warpgroup's rows staged across its halves of two stages
+    ("latent_seesaw48", 512, "wide", 3, (28, 4), True, bf16),
+    ("latent_seesaw48", 512, "token_major", 2, (64, 1), False, torch.float16),
+    ("latent_seesaw48", 512, "wide", 1, (256, 2), True, bf16),
 ])
-def test_cuda_seesaw64_out_views(monkeypatch, layout, T, heads, use_sinks, dtype):
+def test_cuda_seesaw64_out_views(monkeypatch, config, Dqk, layout, T, heads, use_sinks, dtype):
     """The unsplit 64-key seesaw's output, staged in shared memory and copied out a row at a time, into views of
     `out` whose rows are not dense: results as the reference, and the buffer's columns past D_v untouched."""
-    force_launch_plan(monkeypatch, "latent_seesaw64", 1)
+    force_launch_plan(monkeypatch, config, 1)
     Hq, Hkv = heads
-    B, S, Dqk = 2, 129, 576
-    q, k, _, sl = latent_inputs(B, T, Hq, Hkv, S, Dqk, 512, "slice", [S, 70], seed=T + Hq, device="cuda")
+    B, S = 2, 129
+    v_mode = "slice" if Dqk == 576 else "self"
+    q, k, _, sl = latent_inputs(B, T, Hq, Hkv, S, Dqk, 512, v_mode, [S, 70], seed=T + Hq, device="cuda")
     q, k = q.to(dtype), k.to(dtype)
     v = k[..., :512]
     sinks = sinks_for(Hq, device="cuda") if use_sinks else None
     ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True, sinks=sinks)
-    k_in, v_in = with_nan_past_lengths(k, v, sl, "slice")
+    k_in, v_in = with_nan_past_lengths(k, v, sl, v_mode)
     if layout == "token_major":
         buf = torch.full((T, B, Hq, 512), float("nan"), dtype=q.dtype, device="cuda")
         out = buf.transpose(0, 1)
@@ -522,25 +541,28 @@ def test_cuda_seesaw64_out_views(monkeypatch, layout, T, heads, use_sinks, dtype
     res, lse = fmha.attention(q, k_in, v_in, sl, return_lse=True, backend="cuda", out=out, sinks=sinks)
     assert res.data_ptr() == out.data_ptr()
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(),
-            what=f"seesaw64 out {layout} T={T} {Hq}/{Hkv} sinks={use_sinks}")
+            what=f"{config} out {layout} T={T} {Hq}/{Hkv} sinks={use_sinks}")
     if layout == "wide":
         assert torch.isnan(buf[..., 512:]).all(), "columns past D_v were written"
 
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("Dqk,T,heads,page_size,use_sinks", [
-    (576, 1, (64, 1), None, True),  # one full row block a sequence (V4-Flash's rows)
-    (512, 3, (28, 4), 64, False),   # 21 rows: the copy-out stops at the block's padding rows; TMA-paged
-    (576, 2, (128, 1), None, True),  # two row blocks a KV head
-    (576, 2, (12, 1), None, False),  # 24 rows of one KV head, 12 heads of two tokens
-    (512, 2, (32, 2), None, True),   # two KV heads of 32 rows
+@pytest.mark.parametrize("config,Dqk,T,heads,page_size,use_sinks", [
+    ("latent_seesaw64", 576, 1, (64, 1), None, True),  # one full row block a sequence (V4-Flash's rows)
+    ("latent_seesaw64", 512, 3, (28, 4), 64, False),   # 21 rows: the copy-out stops at the padding rows; TMA-paged
+    ("latent_seesaw64", 576, 2, (128, 1), None, True),  # two row blocks a KV head
+    ("latent_seesaw64", 576, 2, (12, 1), None, False),  # 24 rows of one KV head, 12 heads of two tokens
+    ("latent_seesaw64", 512, 2, (32, 2), None, True),   # two KV heads of 32 rows
+    ("latent_seesaw48", 512, 1, (64, 1), None, True),
+    ("latent_seesaw48", 512, 3, (28, 4), 64, False),
+    ("latent_seesaw48", 512, 2, (128, 1), None, True),
 ])
-def test_cuda_seesaw64_partials_for_the_combine_kernel(monkeypatch, Dqk, T, heads, page_size, use_sinks):
-    """Four splits of the 64-key seesaw on 160 clusters, more than the GPU holds at once, so that each CTA writes
-    its fp32 partials to the workspace and the combine kernel merges them: splits with one, two and no tiles,
-    padding rows, a zero-length sequence; results and LSE as the reference."""
-    force_launch_plan(monkeypatch, "latent_seesaw64", 4)
+def test_cuda_seesaw64_partials_for_the_combine_kernel(monkeypatch, config, Dqk, T, heads, page_size, use_sinks):
+    """Four splits of the 64-key seesaw (64- and 48-key tiles) on 160 clusters, more than the GPU holds at once, so
+    that each CTA writes its fp32 partials to the workspace and the combine kernel merges them: splits with one, two
+    and no tiles, padding rows, a zero-length sequence; results and LSE as the reference."""
+    force_launch_plan(monkeypatch, config, 4)
     Hq, Hkv = heads
     B = 160 // (Hkv * -(-T * Hq // Hkv // 64))
     seqlens = [(37 * i) % 300 + 1 for i in range(B)]
@@ -566,32 +588,34 @@ def test_cuda_combine_rows_past_the_last_cta(monkeypatch, Dqk, use_sinks):
     check_cuda_case(Dqk, 512, v_mode, 1, (7, 1), 260, None, use_sinks, seed=Dqk + 1, seqlens=seqlens)
 
 
-def climbing_scores(B, T, Hq, S, dtype, device):
-    """q and a [B, S, 1, 576] latent whose scores climb along the sequence, by about 0.2 x 15 (log2 units) a
+def climbing_scores(B, T, Hq, S, dtype, device, D=576):
+    """q and a [B, S, 1, D] latent whose scores climb along the sequence, by about 0.2 x 15 (log2 units) a
     64-key tile in sequence 0 and 1.5 x 15 in sequence 1, so that the rows' max moves on every tile."""
     g = torch.Generator().manual_seed(7)
-    u = torch.full((576,), 576 ** -0.5)
-    q = (4 * u + 0.3 * torch.randn(B, T, Hq, 576, generator=g)).to(dtype)
+    u = torch.full((D,), D ** -0.5)
+    q = (4 * u + 0.3 * torch.randn(B, T, Hq, D, generator=g)).to(dtype)
     step = torch.tensor([0.2, 1.5])[:, None, None, None]
     r = step * torch.arange(S, dtype=torch.float32)[None, :, None, None]
-    k = (0.3 * torch.randn(B, S, 1, 576, generator=g) + r * u).to(dtype)
+    k = (0.3 * torch.randn(B, S, 1, D, generator=g) + r * u).to(dtype)
     return q.to(device), k.to(device)
 
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("num_splits,page_size,dtype", [(1, None, bf16), (3, None, bf16), (1, 64, bf16),
-                                                        (3, None, torch.float16), (2, None, torch.float16),
-                                                        (1, None, torch.float16)])
-def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, num_splits, page_size, dtype):
+@pytest.mark.parametrize("config,num_splits,page_size,dtype", [
+    ("latent_seesaw64", 1, None, bf16), ("latent_seesaw64", 3, None, bf16), ("latent_seesaw64", 1, 64, bf16),
+    ("latent_seesaw64", 3, None, torch.float16), ("latent_seesaw64", 2, None, torch.float16),
+    ("latent_seesaw64", 1, None, torch.float16), ("latent_seesaw48", 1, None, bf16),
+    ("latent_seesaw48", 3, None, torch.float16), ("latent_seesaw48", 1, 64, bf16)])
+def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, config, num_splits, page_size, dtype):
     """Scores that climb along the sequence, so that each row's max moves on every tile: by about 3 (log2
-    units) a tile in sequence 0, which the 64-key seesaw's lazy reference follows only every few tiles (P up
-    to 2^8), and by about 23 a tile in sequence 1, past the slack every time."""
-    force_launch_plan(monkeypatch, "latent_seesaw64", num_splits)
-    S = 1000
-    q, k = climbing_scores(2, 2, 64, S, dtype, "cuda")
+    units) a 64-key tile in sequence 0, which the 64-key seesaw's lazy reference follows only every few tiles (P
+    up to 2^8), and by about 23 a tile in sequence 1, past the slack every time (576 wide; 512 for 48-key tiles)."""
+    force_launch_plan(monkeypatch, config, num_splits)
+    S, D = 1000, 512 if config == "latent_seesaw48" else 576
+    q, k = climbing_scores(2, 2, 64, S, dtype, "cuda", D=D)
     sl = torch.tensor([S, 700], dtype=torch.int32, device="cuda")
-    ref, ref_lse = attention_reference(q, k, k[..., :512], sl, 576 ** -0.5, True)
+    ref, ref_lse = attention_reference(q, k, k[..., :512], sl, D ** -0.5, True)
     if page_size is None:
         k_in, _ = with_nan_past_lengths(k, k[..., :512], sl, "slice")
         table = None
@@ -636,7 +660,8 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
 
     config, _ = registry()["cuda"].launch_plan(p, 0)
     sm90 = torch.cuda.get_device_capability() == (9, 0)
-    assert config in ((Config.LATENT_SEESAW64, Config.LATENT_NARROW) if sm90 else (Config.LATENT_SPLIT_QK,))
+    seesaw = Config.LATENT_SEESAW48 if Dqk == 512 else Config.LATENT_SEESAW64  # (planned on the contiguous cache)
+    assert config in ((seesaw, Config.LATENT_NARROW) if sm90 else (Config.LATENT_SPLIT_QK,)), config
     assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend="cuda"))
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
 
@@ -683,7 +708,8 @@ BALANCED_SEESAW_CASES = [
 @pytest.mark.gpu
 @pytest.mark.parametrize("config,Dqk,v_mode,T,heads,page_size,use_sinks,seqlens,num_splits",
                          [("latent_narrow", *case) for case in BALANCED_CASES]
-                         + [("latent_seesaw64", *case) for case in BALANCED_SEESAW_CASES])
+                         + [("latent_seesaw64", *case) for case in BALANCED_SEESAW_CASES]
+                         + [("latent_seesaw48", *case) for case in BALANCED_SEESAW_CASES if case[0] == 512])
 def test_cuda_balanced_schedule(monkeypatch, config, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens,
                                 num_splits):
     """The tiles dealt by cache length (or the static schedule where the launch cannot deal them, and explain does not
@@ -699,7 +725,7 @@ def test_cuda_balanced_schedule(monkeypatch, config, Dqk, v_mode, T, heads, page
     from fmha.backends import registry
     from fmha.cuda.backend import Config
     tile = registry()["cuda"]._tile_n[(Dqk, Config[config.upper()])]
-    min_box = 16 if tile == 48 else 32  # (-DFMHA_LATENT512_TILE48=1's 48-key tiles: sm90/config.h paged_gathers)
+    min_box = 16 if tile == 48 else 32  # (LATENT_SEESAW48's 48-key tiles: sm90/config.h paged_tma_min_rows)
     tma_pages = page_size is None or (page_size & -page_size) >= min_box
     rows = 32 if config == "latent_narrow" else 64  # (Q's box: fmha_balanced_deals)
     dealt = tma_pages and (G % rows == 0 or rows % G == 0)
@@ -747,7 +773,8 @@ def test_cuda_balanced_schedule_by_default_past_one_wave(monkeypatch, B, env, ba
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("env", [None, "static"])
-@pytest.mark.parametrize("Dqk,B,Hq,S,page_size", [(576, 67, 128, 4096, None), (512, 140, 64, 4096, 64)])
+@pytest.mark.parametrize("Dqk,B,Hq,S,page_size", [(576, 67, 128, 4096, None), (512, 140, 64, 4096, 64),
+                                                  (512, 140, 64, 4096, None)])
 def test_cuda_seesaw64_splits_grids_past_one_wave(monkeypatch, Dqk, B, Hq, S, page_size, env):
     """A 64-key seesaw grid just past one wave of 132 SMs: by default its tiles dealt by cache length over one wave
     (the balanced schedule), with FMHA_CUDA_SCHEDULE=static the plan's own splits (several waves of split CTAs, their
@@ -767,7 +794,8 @@ def test_cuda_seesaw64_splits_grids_past_one_wave(monkeypatch, Dqk, B, Hq, S, pa
     seqlens = [S, 0, 1, S - 1] + [(97 * i) % (S + 1) for i in range(B - 4)]
     q, k, v, sl = latent_inputs(B, 1, Hq, 1, S, Dqk, 512, v_mode, seqlens, device="cuda")
     config, splits = registry()["cuda"].launch_plan(validate(q, k, v, sl), 0)
-    assert config == Config.LATENT_SEESAW64 and splits > 1, (config, splits)
+    seesaw = Config.LATENT_SEESAW48 if Dqk == 512 else Config.LATENT_SEESAW64  # (planned on the contiguous cache)
+    assert config == seesaw and splits > 1, (config, splits)
     said = str(fmha.explain(q, k, v, sl, backend="cuda"))
     assert f"{B * Hq // 64} CTAs x {splits} KV split(s)" in said and ("balanced schedule" in said) == (env is None)
     check_cuda_case(Dqk, 512, v_mode, 1, (Hq, 1), S, page_size, True, seed=B, seqlens=seqlens)

@@ -15,11 +15,13 @@ from unittest import mock
 
 # The C API's configurations (enum FmhaConfig in fmha/cuda/csrc/fmha_capi.h), by the names plan tokens use.
 CONFIGS = {"wide": 0, "deep": 1, "stream": 2, "pairs": 3, "seesaw": 4, "split_qk": 5, "latent_seesaw": 6,
-           "latent_split_qk": 7, "latent_narrow": 8, "latent_seesaw64": 9, "wide_gather": 10}
+           "latent_split_qk": 7, "latent_narrow": 8, "latent_seesaw64": 9, "wide_gather": 10,
+           "latent_seesaw48": 11}
 KV_HEAD_PAIRS = CONFIGS["pairs"]
 CONFIG_NAMES = {v: k for k, v in CONFIGS.items()}
 # The configurations that read K and V as one latent (the C API refuses them unless v_cache is k_cache's memory).
-LATENT_CONFIGS = {CONFIGS[n] for n in ("latent_seesaw", "latent_split_qk", "latent_narrow", "latent_seesaw64")}
+LATENT_CONFIGS = {CONFIGS[n] for n in ("latent_seesaw", "latent_split_qk", "latent_narrow", "latent_seesaw64",
+                                        "latent_seesaw48")}
 
 # Probe builds (fmha.cuda.loader.load_probe): mode -> whether its results are right.
 PROBE_MODES = {

@@ -48,6 +48,7 @@ class Config(enum.IntEnum):
     LATENT_NARROW = 8  # the narrow loop over that ring (at most 32 packed rows)
     LATENT_SEESAW64 = 9  # LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
     WIDE_GATHER = 10  # D = 64: WIDE with four gathering producer warps (paged launches that gather)
+    LATENT_SEESAW48 = 11  # D = 512: LATENT_SEESAW64's loop on three ring stages of 48-key tiles (contiguous caches)
 
 
 # What explain() says of each configuration (the CTAs-per-SM clause is filled in per launch).
@@ -65,6 +66,8 @@ _DESCRIPTION = {
     Config.WIDE_GATHER: "wide_gather (the wide configuration with four gathering producer warps, {per_sm})",
     Config.LATENT_SEESAW64: ("latent_seesaw64 (seesaw over 64-key tiles of one K/V ring: the latent is read once, "
                              "{per_sm})"),
+    Config.LATENT_SEESAW48: ("latent_seesaw48 (seesaw over three stages of 48-key tiles of one K/V ring: the latent is "
+                             "read once, {per_sm})"),
 }
 # The 64-row loop of each D = 512 configuration, by what it does.
 _D512_LOOP = {
@@ -77,6 +80,10 @@ _D512_LOOP[Config.LATENT_SEESAW] = _D512_LOOP[Config.SEESAW] + "; P V reads V fr
 _D512_LOOP[Config.LATENT_SPLIT_QK] = _D512_LOOP[Config.SPLIT_QK] + "; P V reads V from the K stage"
 _D512_LOOP[Config.LATENT_SEESAW64] = (_D512_LOOP[Config.SEESAW] + "; P V reads V from the K stage, whose halves "
                                       "each warpgroup frees after its P V")
+_D512_LOOP[Config.LATENT_SEESAW48] = (_D512_LOOP[Config.LATENT_SEESAW64] + "; each Q K^T is issued a tile ahead, "
+                                      "during the other warpgroup's softmax")
+# The configurations of the 64-key seesaw's loop (consumer_loop_seesaw64), on 64- and 48-key tiles.
+SEESAW64_LOOP = (Config.LATENT_SEESAW64, Config.LATENT_SEESAW48)
 
 # Narrow grids (<= 16 packed rows) filling at least this share of one wave, unsplit or in the splits the deep
 # plan chose, stream faster from the shallow 64 KB ring (WIDE at D = 64, STREAM at D = 128) than from DEEP's
@@ -144,7 +151,7 @@ LATENT_NARROW32_MIN_FILL = 0.875
 # past one wave").
 PAST_WAVE_SPLITS = 3  # two or four were at most 3% better on the grids measured, and worse on most
 PAST_WAVE_MAX_FILL = 1.3  # past this many waves of CTAs, the waves a split adds outweigh what it takes off each
-PAST_WAVE_MIN_TILES = 64  # shorter CTAs save less than the merge costs
+PAST_WAVE_MIN_TILES = 64  # of 64 keys, on 48-key tiles too: shorter CTAs save less than the merge costs
 BALANCED_MAX_ROWS = 65535  # packed rows (T x G) of a balanced launch: its combine's grid.y (kBalancedMaxRows)
 
 
@@ -170,11 +177,11 @@ def balanced_schedule(p: Problem, config, arch: int, sms: int, num_splits: int) 
     with cache lengths to deal the tiles by, over the plan's CTAs, split or not, where SCHEDULE_ENV says balanced,
     or auto and the unsplit grid has more CTAs than the `sms` SMs (the narrow loop: splits included; the seesaw: up
     to PAST_WAVE_MAX_FILL waves) (docs/deepseek.md); never past BALANCED_MAX_ROWS packed rows."""
-    if not (arch == 90 and config in (Config.LATENT_NARROW, Config.LATENT_SEESAW64) and p.has_cache_seqlens
+    if not (arch == 90 and config in (Config.LATENT_NARROW, *SEESAW64_LOOP) and p.has_cache_seqlens
             and p.seqlen_q * p.group_size <= BALANCED_MAX_ROWS):
         return False
     schedule = schedule_env()
-    if config == Config.LATENT_SEESAW64:  # (slower than static on equal lengths past 1.3 waves and within one)
+    if config in SEESAW64_LOOP:  # (slower than static on equal lengths past 1.3 waves and within one)
         return schedule == "balanced" or (schedule == "auto" and sms < _grid_ctas(p) <= PAST_WAVE_MAX_FILL * sms)
     return schedule == "balanced" or (schedule == "auto" and _grid_ctas(p) * num_splits > sms)
 
@@ -189,15 +196,19 @@ def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (docs/design-sm90.md); for a shared latent
     (latent_ring) LATENT_NARROW up to 16 rows, and up to 32 where its unsplit grid fills one wave of `sms` SMs
-    (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64 (docs/deepseek.md); sm_100a has one kernel for each ring
-    (SEESAW and LATENT_SEESAW name SPLIT_QK's and LATENT_SPLIT_QK's)."""
+    (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64, or at D = 512 on a contiguous cache LATENT_SEESAW48
+    (docs/deepseek.md); sm_100a has one kernel for each ring (SEESAW and LATENT_SEESAW name SPLIT_QK's and
+    LATENT_SPLIT_QK's)."""
     if latent_ring(p, arch) and arch == 100:
         return Config.LATENT_SPLIT_QK
     if latent_ring(p, arch):
         rows, ctas = p.seqlen_q * p.group_size, _grid_ctas(p)
         one_wave = sms is not None and LATENT_NARROW32_MIN_FILL * sms <= ctas <= sms
         narrow = rows <= LATENT_NARROW_ANY_GRID_ROWS or (rows <= LATENT_NARROW_ROWS and one_wave)
-        return Config.LATENT_NARROW if narrow else Config.LATENT_SEESAW64
+        if narrow:
+            return Config.LATENT_NARROW
+        # (a paged box lies inside one page and one tile: 48-key tiles in 64-token pages read 16-row boxes)
+        return Config.LATENT_SEESAW48 if p.head_dim == 512 and not p.has_block_table else Config.LATENT_SEESAW64
     return Config.SEESAW if p.seqlen_q * p.group_size > BLOCK_M else Config.SPLIT_QK
 
 
@@ -389,12 +400,12 @@ class CudaBackend(Backend):
         return (Config.DEEP if shallow is None else self._wide_gather(p, shallow, ctas * splits)), splits
 
     def _past_wave_splits(self, p: Problem, index: int, config: Config, ctas: int) -> int:
-        """PAST_WAVE_SPLITS for a LATENT_SEESAW64 grid of more CTAs than SMs, up to PAST_WAVE_MAX_FILL waves of
-        them, whose CTAs have at least PAST_WAVE_MIN_TILES tiles; else 1 (every other configuration of such grids
-        included)."""
-        if config != Config.LATENT_SEESAW64 or ctas > PAST_WAVE_MAX_FILL * num_sms(index):
+        """PAST_WAVE_SPLITS for a grid of the 64-key seesaw's loop (SEESAW64_LOOP) of more CTAs than SMs, up to
+        PAST_WAVE_MAX_FILL waves of them, whose CTAs have at least PAST_WAVE_MIN_TILES 64-key tiles; else 1 (every
+        other configuration of such grids included)."""
+        if config not in SEESAW64_LOOP or ctas > PAST_WAVE_MAX_FILL * num_sms(index):
             return 1
-        return PAST_WAVE_SPLITS if cdiv(p.seqlen_k, self._tile_n[(p.head_dim, config)]) >= PAST_WAVE_MIN_TILES else 1
+        return PAST_WAVE_SPLITS if cdiv(p.seqlen_k, 64) >= PAST_WAVE_MIN_TILES else 1
 
     def _wide_gather(self, p: Problem, config: Config, ctas: int) -> Config:
         """WIDE_GATHER for a D = 64 WIDE launch that gathers (sm_90a): its four gathering warps outpace WIDE's two,
@@ -545,7 +556,7 @@ class CudaBackend(Backend):
         ctas, resident = _grid_ctas(p) * num_splits, sms * self._ctas_per_sm[(p.head_dim, config)]
         if resident <= 0:
             return ctas
-        if config == Config.LATENT_SEESAW64:
+        if config in SEESAW64_LOOP:
             row_blocks = cdiv(p.seqlen_q * p.group_size, BLOCK_M)
             return row_blocks * min(ctas // row_blocks, max(1, resident // row_blocks))
         return min(ctas, resident)

@@ -47,7 +47,8 @@ using fmha::kLog2e;
 
 // The configurations with a balanced schedule (sm90/schedule_balanced.cuh).
 bool balanced_config(int config) {
-  return config == FMHA_CONFIG_LATENT_NARROW || config == FMHA_CONFIG_LATENT_SEESAW64;
+  return config == FMHA_CONFIG_LATENT_NARROW || config == FMHA_CONFIG_LATENT_SEESAW64 ||
+         config == FMHA_CONFIG_LATENT_SEESAW48;
 }
 
 template <int kConfig>
@@ -113,6 +114,7 @@ int with_instance(int D, int config, int fallback, F&& f) {
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
       if (config == FMHA_CONFIG_LATENT_NARROW) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_NARROW>{});
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW64>{});
+      if (config == FMHA_CONFIG_LATENT_SEESAW48) return f(Dim<512>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW48>{});
       return fallback;
     case 576:
       if (config == FMHA_CONFIG_LATENT_SEESAW) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW>{});
@@ -147,7 +149,8 @@ const char* kConfigHelp =
     "0 = WIDE (D = 64, 128, 256), 1 = DEEP (D = 64, 128, 256), 2 = STREAM (D = 128), 3 = KV_HEAD_PAIRS (D = 64), "
     "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576), "
     "7 = LATENT_SPLIT_QK (D = 512, 576), 8 = LATENT_NARROW (D = 512, 576, at most 32 packed rows; sm_90a), "
-    "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a)";
+    "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a), 11 = LATENT_SEESAW48 (D = 512; "
+    "sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }
 // Strides in 16-bit elements: non-negative multiples of 16 bytes below 2^40 elements (no address wraps).
@@ -311,7 +314,8 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   // A shared latent: V is K's memory, element for element (v == k, the same strides).
   const bool shared_kv = a->v == a->k && kv.k_b == kv.v_b && kv.k_s == kv.v_s && kv.k_h == kv.v_h;
   const bool latent_config = a->config == FMHA_CONFIG_LATENT_SEESAW || a->config == FMHA_CONFIG_LATENT_SPLIT_QK ||
-                             a->config == FMHA_CONFIG_LATENT_NARROW || a->config == FMHA_CONFIG_LATENT_SEESAW64;
+                             a->config == FMHA_CONFIG_LATENT_NARROW || a->config == FMHA_CONFIG_LATENT_SEESAW64 ||
+                             a->config == FMHA_CONFIG_LATENT_SEESAW48;
   if (latent_config && !shared_kv)
     return fail("config=%lld reads K and V as one latent: v must be k itself (the same pointer and strides)",
                 (long long)a->config);
@@ -341,7 +345,7 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->causal != 0 && a->causal != 1) return fail("causal=%lld invalid (0 or 1)", (long long)a->causal);
   if (a->num_splits < 1 || a->num_splits > 1024) return fail("num_splits=%lld out of range [1, 1024]", (long long)a->num_splits);
   const int num_splits = static_cast<int>(a->num_splits);
-  if (a->config < 0 || a->config > FMHA_CONFIG_WIDE_GATHER ||
+  if (a->config < 0 || a->config > FMHA_CONFIG_LATENT_SEESAW48 ||
       config_shape(D, static_cast<int>(a->config)).tile_n == 0)
     return fail("config=%lld invalid for D=%d (%s)", (long long)a->config, D, kConfigHelp);
   const int config = static_cast<int>(a->config);
@@ -358,8 +362,9 @@ int fmha_decode(const FmhaDecodeArgs* a) {
   if (a->balanced) {
     const size_t balanced_need = fmha_balanced_workspace_bytes(B, T, Hq, Hkv, Dv, num_splits);
     if (!balanced_config(config))
-      return fail("balanced=1 needs config LATENT_NARROW (%d) or LATENT_SEESAW64 (%d), got config=%d",
-                  FMHA_CONFIG_LATENT_NARROW, FMHA_CONFIG_LATENT_SEESAW64, config);
+      return fail("balanced=1 needs config LATENT_NARROW (%d), LATENT_SEESAW64 (%d) or LATENT_SEESAW48 (%d), got "
+                  "config=%d", FMHA_CONFIG_LATENT_NARROW, FMHA_CONFIG_LATENT_SEESAW64, FMHA_CONFIG_LATENT_SEESAW48,
+                  config);
     if (a->workspace == 0 || misaligned(a->workspace) || a->workspace_bytes < balanced_need)
       return fail("workspace of %llu bytes%s: balanced=1 needs %zu, 16-byte aligned",
                   (unsigned long long)(a->workspace == 0 ? 0 : a->workspace_bytes),

@@ -20,7 +20,8 @@ SM90_CONFIGS = {
     64: ("WIDE", "DEEP", "WIDE_GATHER"),
     128: ("WIDE", "DEEP", "STREAM"),
     256: ("WIDE", "DEEP"),
-    512: ("SEESAW", "SPLIT_QK", "LATENT_SEESAW", "LATENT_SPLIT_QK", "LATENT_NARROW", "LATENT_SEESAW64"),
+    512: ("SEESAW", "SPLIT_QK", "LATENT_SEESAW", "LATENT_SPLIT_QK", "LATENT_NARROW", "LATENT_SEESAW64",
+          "LATENT_SEESAW48"),
     576: ("LATENT_SEESAW", "LATENT_SPLIT_QK", "LATENT_NARROW", "LATENT_SEESAW64"),
 }
 # The head dims of V (and of the combine kernels): 576-wide keys have 512-wide values.

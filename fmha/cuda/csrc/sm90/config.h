@@ -17,12 +17,6 @@ constexpr size_t kSmemPerSm = 228 * 1024;
 constexpr size_t kSmemPerCta = 227 * 1024;  // the most one CTA may ask for
 constexpr size_t kSmemReservedPerCta = 1024;
 
-// 1: the 512-wide shared latent's seesaw on three stages of 48-key tiles; not the default, because its paged
-// launches read 16-row boxes, which stream slower (docs/deepseek.md).
-#ifndef FMHA_LATENT512_TILE48
-#define FMHA_LATENT512_TILE48 0
-#endif
-
 // The consumer loop of problems of more than kNarrowRows packed rows (the narrow loop takes the rest
 // where Config::narrow).
 enum class Mainloop : int {
@@ -97,11 +91,10 @@ constexpr Config config_table(int D, int config) {
       // 64-key tiles: an N = 64 Q K^T reads as many shared-memory bytes as it has math; two stages, one per
       // warpgroup. 64 Q columns in registers (128 leave the consumer too few). Splits merge inside clusters:
       // the idle ring receives them.
-      if (config == FMHA_CONFIG_LATENT_SEESAW64) {
-        // (FMHA_LATENT512_TILE48) 48-key tiles: three stages fit, so each Q K^T is issued a tile before its softmax.
-        if (FMHA_LATENT512_TILE48) return {48, 3, 0, 1, 48, kSeesaw64, false, false, 64, false, true, false, true};
-        return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, true, false, true};
-      }
+      if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 64, false, true, false, true};
+      // 48-key tiles: three stages fit, so each Q K^T is issued a tile before its softmax (contiguous caches; a
+      // paged box must divide 48, and 16-row boxes stream slower).
+      if (config == FMHA_CONFIG_LATENT_SEESAW48) return {48, 3, 0, 1, 48, kSeesaw64, false, false, 64, false, true, false, true};
       // At most 32 packed rows: the narrow loop's M = 64 keys, beside Q's eight boxes.
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       return kNoConfig;

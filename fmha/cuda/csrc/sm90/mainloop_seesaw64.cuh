@@ -1,5 +1,5 @@
 // fmha sm_90a: the 64-key seesaw over one K/V ring whose stages fill and free by halves (DeepSeek's
-// shared latent at D = 512 and 576, FMHA_CONFIG_LATENT_SEESAW64).
+// shared latent at D = 512 and 576, FMHA_CONFIG_LATENT_SEESAW64; on 48-key tiles FMHA_CONFIG_LATENT_SEESAW48).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ namespace sm90 {
 // The seesaw over 64-key tiles (Tr::kSeesaw64)
 // ----------------------------------------------------------------------------
 // Warpgroup w owns the tiles it = w, w + 2, ... and ring stage w: the ring has two stages and tile it lives in stage
-// it % 2 (three stages of 48-key tiles, FMHA_LATENT512_TILE48: stage it % 3, trip3 below). As in
+// it % 2 (LATENT_SEESAW48's three stages of 48-key tiles: stage it % 3, trip3 below). As in
 // consumer_loop_seesaw, the owner computes S = Q K^T of its tile over the whole head dim (an m64n64k16 chain,
 // m64n48k16 on 48-key tiles: its shared-memory operands are as many bytes as its math takes cycles to consume, where
 // N = 32 read 1.5x that) and the tile's online softmax, and publishes P(it) and the row state after it; both
