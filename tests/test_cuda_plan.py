@@ -95,9 +95,9 @@ def stub_backend(monkeypatch, clustered):
         return int((page_size & -page_size) < 32 or (D == 128 and config == D_ and ctas > 132))
 
     b._paged_gather = paged_gather
-    # as fmha_row_block_pairs on sm_90a (sm90/launch.cuh): unsplit LATENT_SEESAW64 grids of even row blocks
+    # as fmha_row_block_pairs on sm_90a (sm90/launch.cuh): unsplit 64-key seesaw grids of even row blocks
     b._row_block_pairs = lambda D, config, splits, row_blocks, ctas: int(
-        config == Config.LATENT_SEESAW64 and splits == 1 and row_blocks % 2 == 0)
+        config in cb.SEESAW64_LOOP and splits == 1 and row_blocks % 2 == 0)
     return b
 
 
@@ -279,6 +279,23 @@ def test_seesaw_tiles_of_48_keys_for_contiguous_512(D, page_size):
     p = dataclasses.replace(p, head_dim_v=512, kv_shared=True)
     assert d512_config(p, 90, 132) == _seesaw(D, page_size is not None)
     assert d512_config(p, 100, 132) == Config.LATENT_SPLIT_QK
+
+
+@pytest.mark.parametrize("has_48", (True, False))
+def test_library_without_48_key_tiles_runs_64(monkeypatch, has_48):
+    """A library built before LATENT_SEESAW48 (its tile query answers 0), loaded to compare builds, runs the
+    64-key seesaw where the plan would take the 48-key one."""
+    import dataclasses
+
+    b = stub_backend(monkeypatch, clustered=set())
+    b._arch = 90
+    for config, tile_n in ((Config.LATENT_SEESAW64, 64), (Config.LATENT_SEESAW48, 48 if has_48 else 0),
+                           (Config.LATENT_NARROW, 32), (Config.LATENT_SPLIT_QK, 32)):
+        key = (512, config)
+        b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = tile_n, 1, 32 if config == Config.LATENT_NARROW else 0
+    p = dataclasses.replace(problem(64, 1, 128, 1, 4096, 512, device="cuda:0"), head_dim_v=512, kv_shared=True)
+    want = Config.LATENT_SEESAW48 if has_48 else Config.LATENT_SEESAW64
+    assert b.launch_plan(p, 0) == (want, 1)
 
 
 @pytest.mark.parametrize("Hq,answer", ((128, 1), (128, 0), (64, 0)))

@@ -387,7 +387,7 @@ class CudaBackend(Backend):
             ctas > num_sms(index) or self._gathers(p, Config.DEEP, 0))
         if ctas > num_sms(index):
             if p.head_dim >= 512:
-                config = d512_config(p, self._arch)
+                config = self._d512_config(p)
                 return config, self._past_wave_splits(p, index, config, ctas)
             if gather_deep and self._paged_stream(p, index, ctas):
                 return Config.STREAM, 1
@@ -395,9 +395,17 @@ class CudaBackend(Backend):
         splits = clustered_splits(p, ctas, self._occupancy_splits(p, index),
                                   self._merge_modes(p, index, self._split_config(p)))
         if p.head_dim >= 512:  # (LATENT_NARROW's 17-32 rows: unsplit grids only)
-            return d512_config(p, self._arch, num_sms(index) if splits == 1 else None), splits
+            return self._d512_config(p, num_sms(index) if splits == 1 else None), splits
         shallow = None if gather_deep else self._shallow_ring_config(p, index, splits)
         return (Config.DEEP if shallow is None else self._wide_gather(p, shallow, ctas * splits)), splits
+
+    def _d512_config(self, p: Problem, sms: Optional[int] = None) -> Config:
+        """d512_config, or LATENT_SEESAW64 where it names LATENT_SEESAW48 and the library has no such kernel (one
+        built before it, loaded for an A/B)."""
+        config = d512_config(p, self._arch, sms)
+        if config == Config.LATENT_SEESAW48 and not self._tile_n.get((p.head_dim, config)):
+            return Config.LATENT_SEESAW64
+        return config
 
     def _past_wave_splits(self, p: Problem, index: int, config: Config, ctas: int) -> int:
         """PAST_WAVE_SPLITS for a grid of the 64-key seesaw's loop (SEESAW64_LOOP) of more CTAs than SMs, up to
