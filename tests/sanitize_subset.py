@@ -155,7 +155,8 @@ if wanted("latent"):
                 torch.cuda.synchronize()
                 print("ran", config.name.lower(), Dqk, num_splits, B, T, Hq, Hkv,
                       "nan" if torch.isnan(out).any() else "ok", flush=True)
-    # The balanced schedule (the latent narrow loop, and the 64-key seesaw with several visits a CTA, forced):
+    # The balanced schedule (the latent narrow loop, and the 64-key seesaw with several visits a CTA, forced; on
+    # 48-key tiles for a contiguous 512-wide latent):
     # mixed lengths with empty sequences, one long sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged
     # by TMA boxes, a batch padded with empty sequences; sinks, NaN past every length.
     os.environ["FMHA_CUDA_SCHEDULE"] = "balanced"
@@ -168,6 +169,8 @@ if wanted("latent"):
                 (1, 16, 1, [700] * 6 + [0] * 10, 64, 1, narrow),
                 (1, 128, 1, [1000, 0, 1, 3000, 65, 129], None, 1, seesaw),
                 (2, 64, 1, [4000] + [64] * 7, 64, 1, seesaw)):
+            if config == seesaw and Dqk == 512 and page_size is None:  # (the plan's 48-key tiles)
+                config = Config.LATENT_SEESAW48
             b.launch_plan = lambda p, index, c=config, n=splits: (c, n)
             b._launches = {}
             q, kv, _, cs = make_inputs(len(sl), T, Hq, Hkv, max(sl), Dqk, device="cuda", seqlens=sl)

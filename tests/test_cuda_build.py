@@ -182,6 +182,10 @@ def test_packed_arguments_reach_the_c_side(build):
     for config in (0, 1):  # WIDE / DEEP do not exist at D = 512: SEESAW and SPLIT_QK are its configurations
         status, msg = call(config=config, D=512, Hq=2, Hkv=1)
         assert status != 0 and f"config={config} invalid for D=512" in msg, msg
+    status, msg = call(config=11, D=576, head_dim_v=512, Hq=2, Hkv=1)  # 48-key tiles: D = 512 only
+    assert status != 0 and "config=11 invalid for D=576" in msg and "11 = LATENT_SEESAW48 (D = 512" in msg, msg
+    status, msg = call(config=12, D=512, Hq=2, Hkv=1)
+    assert status != 0 and "config=12 invalid for D=512" in msg, msg
     status, msg = call(config=3)  # KV-head pairs: D = 64 only
     assert status != 0 and "config=3 invalid for D=128" in msg and "3 = KV_HEAD_PAIRS (D = 64)" in msg, msg
     status, msg = call(config=3, D=64, Hq=6, Hkv=3)
@@ -275,6 +279,10 @@ def test_merge_query_rejects_bad_arguments(build):
     assert lib.fmha_config_tile_n(512, 4) == lib.fmha_config_tile_n(512, 5) > 0 == lib.fmha_config_tile_n(512, 0)
     # KV-head pairs report the D = 128 STREAM kernel that serves them
     assert lib.fmha_config_tile_n(64, 3) == lib.fmha_config_tile_n(128, 2)
+    # LATENT_SEESAW48: 48-key tiles at 512 only, one CTA per SM; its unsplit grids of even row blocks pair too
+    assert (lib.fmha_config_tile_n(512, 11), lib.fmha_config_ctas_per_sm(512, 11)) == (48, 1)
+    assert lib.fmha_config_tile_n(576, 11) == 0 and lib.fmha_config_tile_n(512, 12) == 0
+    assert lib.fmha_row_block_pairs(512, 11, 1, 3, 192) == 0 and lib.fmha_row_block_pairs(576, 11, 1, 2, 128) == -1
 
 
 def test_balanced_deals_query(build):
@@ -295,6 +303,7 @@ def test_balanced_deals_query(build):
         assert lib.fmha_balanced_deals(D, 9, 160, 16, 1, 4096, 0, 160) == 1  # 4 tokens of 16 heads a box
         assert lib.fmha_balanced_deals(D, 9, 160, 28, 1, 4096, 0, 160) == 0  # 28 heads: no Q box, static
         assert lib.fmha_balanced_deals(D, 7, 160, 16, 1, 4096, 0, 160) == -1  # LATENT_SPLIT_QK has none
+        assert lib.fmha_balanced_deals(D, 11, 160, 128, 1, 4096, 0, 320) == (1 if D == 512 else -1)  # 48-key tiles
         assert lib.fmha_balanced_deals(D, 8, 160, 16, 1, 2 ** 31 - 1024, 0, 160) == -1  # past fmha_decode's S
     assert lib.fmha_balanced_deals(128, 1, 160, 16, 1, 4096, 0, 160) == -1
     assert lib.fmha_balanced_deals(96, 8, 160, 16, 1, 4096, 0, 160) == -1
@@ -343,8 +352,8 @@ def test_probe_build(tmp_path):
 @pytest.mark.parametrize("flag, absent, unit", [
     ("-DFMHA_DISABLE_PDL=1", "ACQBULK", "d128_bf16_deep"),  # griddepcontrol.wait
     ("-DFMHA_DISABLE_CLUSTER_MERGE=1", None, "d128_bf16_deep"),
-    ("-DFMHA_DISABLE_ROW_BLOCK_PAIRS=1", None, "d576_bf16_latent_seesaw64"),  # the one configuration it changes
-    ("-DFMHA_DISABLE_Q_TMA=1", None, "d576_bf16_latent_seesaw64"),  # one of the two configurations it changes
+    ("-DFMHA_DISABLE_ROW_BLOCK_PAIRS=1", None, "d576_bf16_latent_seesaw64"),  # one of the two loops it changes
+    ("-DFMHA_DISABLE_Q_TMA=1", None, "d576_bf16_latent_seesaw64"),  # one of the three loops it changes
     ("-DFMHA_DISABLE_Q_TMA=1", None, "d576_bf16_latent_narrow"),
 ])
 def test_feature_flags_compile(flag, absent, unit, tmp_path):

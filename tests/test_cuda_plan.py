@@ -591,13 +591,14 @@ def test_older_library_answers_the_gather_rule_of_its_time():
 
 
 def _latent_narrow_backend(monkeypatch):
-    """stub_backend with the shared latent's configurations at D = 576 and a library that has the balanced schedule
-    (its workspace: 7 B T Hq Hkv Dv splits bytes)."""
+    """stub_backend with the shared latent's configurations at D = 512 and 576 and a library that has the balanced
+    schedule (its workspace: 7 B T Hq Hkv Dv splits bytes)."""
     b = stub_backend(monkeypatch, clustered=set())
     b._arch = 90
-    for config, shape in ((Config.LATENT_NARROW, (64, 1, 32)), (Config.LATENT_SPLIT_QK, (32, 1, 0)),
-                          (Config.LATENT_SEESAW64, (64, 1, 0))):
-        key = (576, config)  # (the stub's table stops at D = 512)
+    latent = {Config.LATENT_NARROW: (64, 1, 32), Config.LATENT_SPLIT_QK: (32, 1, 0), Config.LATENT_SEESAW64: (64, 1, 0)}
+    shapes = {(D, c): shape for D in (512, 576) for c, shape in latent.items()}
+    shapes[(512, Config.LATENT_SEESAW48)] = (48, 1, 0)
+    for key, shape in shapes.items():  # (576 keys added: the stub's table stops at D = 512)
         b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = shape
     b._row_block_pairs = lambda *args: 0
     b._balanced_ws_bytes = lambda B, T, Hq, Hkv, Dv, splits: 7 * B * T * Hq * Hkv * Dv * splits
@@ -607,7 +608,7 @@ def _latent_narrow_backend(monkeypatch):
         b.asked_deals.append((D, config, B, Hq, Hkv, S, page_size, ctas))
         gather = page_size > 0 and b._paged_gather(D, config, page_size, ctas) == 1
         G, rows = Hq // Hkv, b._narrow_rows[(D, config)] or 64  # (the seesaw's Q box: a 64-row block)
-        return int(config in (Config.LATENT_NARROW, Config.LATENT_SEESAW64) and not gather
+        return int(config in (Config.LATENT_NARROW, *cb.SEESAW64_LOOP) and not gather
                    and (G % rows == 0 or rows % G == 0) and B <= 4096
                    and B * Hkv * (-(-S // 64) + 1) + ctas < 2 ** 31 - 1)
 
@@ -670,9 +671,11 @@ def test_balanced_schedule_for_latent_narrow_launches(monkeypatch, B, seqlens, e
     (1, 511, 128, "balanced", True),  # 65408 packed rows ...
     (1, 512, 128, "balanced", False),  # ... 65536, past its combine's grid (BALANCED_MAX_ROWS): static
 ))
-def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, T, Hq, env, balanced):
-    """The 64-key seesaw takes the balanced schedule where FMHA_CUDA_SCHEDULE=balanced asks for it, or by default
-    where its grid is just past one wave, and the launch deals the tiles; never past BALANCED_MAX_ROWS rows."""
+@pytest.mark.parametrize("D,config", ((576, Config.LATENT_SEESAW64), (512, Config.LATENT_SEESAW48)))
+def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, T, Hq, env, balanced, D, config):
+    """The 64-key seesaw (on 64- and 48-key tiles) takes the balanced schedule where FMHA_CUDA_SCHEDULE=balanced
+    asks for it, or by default where its grid is just past one wave, and the launch deals the tiles; never past
+    BALANCED_MAX_ROWS rows."""
     import dataclasses
 
     if env is None:
@@ -680,8 +683,8 @@ def test_balanced_schedule_for_latent_seesaw64_launches(monkeypatch, B, T, Hq, e
     else:
         monkeypatch.setenv(cb.SCHEDULE_ENV, env)
     b = _latent_narrow_backend(monkeypatch)
-    monkeypatch.setattr(b, "launch_plan", lambda p, index: (Config.LATENT_SEESAW64, 1))
-    p = dataclasses.replace(problem(B, T, Hq, 1, 4096, 576, device="cuda:0"), head_dim_v=512, kv_shared=True,
+    monkeypatch.setattr(b, "launch_plan", lambda p, index: (config, 1))
+    p = dataclasses.replace(problem(B, T, Hq, 1, 4096, D, device="cuda:0"), head_dim_v=512, kv_shared=True,
                             has_cache_seqlens=True)
     assert b._launch_constants(p)[-1] == balanced
     assert ("balanced schedule" in b.launch_details(p)) == balanced

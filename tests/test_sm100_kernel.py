@@ -213,6 +213,7 @@ def test_sm100_c_api_describes_its_kernels(sm100_library):
     assert lib.fmha_config_tile_n(576, 6) == 32  # ... at 576 too
     # sm_90a's latent kernels only: the narrow loop, the 64-key seesaw
     assert lib.fmha_config_tile_n(576, 8) == 0 and lib.fmha_config_tile_n(512, 9) == 0
+    assert lib.fmha_config_tile_n(512, 11) == 0  # (the 48-key seesaw)
 
 
 def test_the_loader_builds_sm100a_for_compute_capability_10():

@@ -146,9 +146,9 @@ LATENT_NARROW_ROWS = 32  # the latent narrow loop's widest N (fmha_config_narrow
 # on split and multi-wave grids the seesaw is the faster (docs/deepseek.md).
 LATENT_NARROW_ANY_GRID_ROWS = 16
 LATENT_NARROW32_MIN_FILL = 0.875
-# A LATENT_SEESAW64 CTA streams at the pace of its own hand-off chain, so a grid of a few more CTAs than SMs runs a
-# second wave nearly as long as the first; split, every CTA is shorter (docs/deepseek.md, "Splits for grids just
-# past one wave").
+# A CTA of the 64-key seesaw's loop (SEESAW64_LOOP) streams at the pace of its own hand-off chain, so a grid of a
+# few more CTAs than SMs runs a second wave nearly as long as the first; split, every CTA is shorter
+# (docs/deepseek.md, "Splits for grids just past one wave").
 PAST_WAVE_SPLITS = 3  # two or four were at most 3% better on the grids measured, and worse on most
 PAST_WAVE_MAX_FILL = 1.3  # past this many waves of CTAs, the waves a split adds outweigh what it takes off each
 PAST_WAVE_MIN_TILES = 64  # of 64 keys, on 48-key tiles too: shorter CTAs save less than the merge costs
@@ -215,8 +215,8 @@ def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config
 def split_config(head_dim: int, latent: bool = False) -> Config:
     """The one-CTA-per-SM configuration whose tile and occupancy plan the split count: DEEP, or at D = 512
     SPLIT_QK (D = 512's configurations share their CTAs per SM; LATENT_SPLIT_QK for the latent ring, whose
-    32-key tile also plans LATENT_SEESAW64's splits: each split then gets at least one of its 64-key tiles, the
-    plan measured against the 32-key seesaw in docs/deepseek.md)."""
+    32-key tile also plans the splits of LATENT_SEESAW64 and LATENT_SEESAW48: each split then gets at least one of
+    their 64- or 48-key tiles, the plan measured against the 32-key seesaw in docs/deepseek.md)."""
     if head_dim >= 512:
         return Config.LATENT_SPLIT_QK if latent else Config.SPLIT_QK
     return Config.DEEP
@@ -371,8 +371,8 @@ class CudaBackend(Backend):
         merge inside clusters (clustered_splits). That grid, unsplit or split, runs the shallow ring where it
         is narrow, fills nearly one wave (SHALLOW_RING_MIN_FILL) and gives each CTA at least
         SHALLOW_RING_MIN_KEYS keys, else DEEP: one CTA per SM with the deeper ring. D = 512 plans its splits
-        the same way and runs the configuration of its row count (d512_config), split or not; its LATENT_SEESAW64
-        grids just past one wave split as _past_wave_splits says. Paged D = 128
+        the same way and runs the configuration of its row count (d512_config), split or not; its grids of the
+        64-key seesaw's loop (SEESAW64_LOOP) just past one wave split as _past_wave_splits says. Paged D = 128
         problems run DEEP where they gather or have more CTAs than SMs (GATHER_DEEP_HEAD_DIMS, sm_90a), except
         narrow grids of more CTAs than SMs that STREAM holds in one wave (_paged_stream); paged D = 64 runs as
         pairs only through TMA boxes (_head_pairs).

@@ -38,7 +38,8 @@ struct DecodeTraits {
   // other tile over the whole head dim and shares P), or split the head dim of Q K^T and exchange their
   // partial scores (kSplitQk; otherwise each would compute the full S: 1.5x the MMA work).
   static constexpr bool kSeesaw = kCfg.loop == Mainloop::kSeesaw || kCfg.loop == Mainloop::kSeesaw64;
-  // The seesaw over 64-key tiles (consumer_loop_seesaw64): two ring stages, tile it in stage it % 2.
+  // The seesaw over 64-key tiles (consumer_loop_seesaw64): two ring stages, tile it in stage it % 2 (three stages
+  // of 48-key tiles: stage it % 3).
   static constexpr bool kSeesaw64 = kCfg.loop == Mainloop::kSeesaw64;
   // A ring stage fills and frees in two halves (common/kv_ring.cuh): boxes [0, kHalfBoxes) land on full_k
   // and are freed on empty_k by warpgroup 0 (whose P V reads them), the rest on full_v / empty_v by
