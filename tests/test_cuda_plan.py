@@ -292,7 +292,8 @@ def test_library_without_48_key_tiles_runs_64(monkeypatch, has_48):
     for config, tile_n in ((Config.LATENT_SEESAW64, 64), (Config.LATENT_SEESAW48, 48 if has_48 else 0),
                            (Config.LATENT_NARROW, 32), (Config.LATENT_SPLIT_QK, 32)):
         key = (512, config)
-        b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = tile_n, 1, 32 if config == Config.LATENT_NARROW else 0
+        narrow_rows = 32 if config == Config.LATENT_NARROW else 0
+        b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = tile_n, 1, narrow_rows
     p = dataclasses.replace(problem(64, 1, 128, 1, 4096, 512, device="cuda:0"), head_dim_v=512, kv_shared=True)
     want = Config.LATENT_SEESAW48 if has_48 else Config.LATENT_SEESAW64
     assert b.launch_plan(p, 0) == (want, 1)
