@@ -13,7 +13,8 @@ launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-ro
 (the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
 gather (13; its two or four warps), unsplit, split and with more CTAs than SMs, and page ids out of the pool's range (clamped: no access outside it); the shared
 latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw, and at 512 its 48-key
-tiles, forced unsplit, at two splits and at four on more clusters than fit; the balanced schedule forced on mixed
+tiles (contiguous and through 64- and 80-token pages), forced unsplit, at two splits and at four on more clusters
+than fit; the balanced schedule forced on mixed
 lengths, for the narrow loop and the 64-key seesaw) and attention
 sinks."""
 import sys, torch
@@ -132,7 +133,7 @@ for (B, T, Hq, Hkv, S, D, sl) in (((2, 1, 8, 2, 300, 128, [300, 0]), (2, 3, 28, 
 # The 64-key seesaw forced unsplit (its output staged in the ring), at two splits (merged from registers
 # inside a cluster pair) and at four on more clusters than the GPU holds (fp32 partials to the workspace for
 # the combine kernel): 21 packed rows of GQA 28/4 at T=3 with a 7-token sequence (its later splits empty), two
-# row blocks with an empty sequence, sinks, NaN past every length.
+# row blocks with an empty sequence, sinks, NaN past every length; on 48-key tiles also paged.
 if wanted("latent"):
     from fmha.backends import registry
     from fmha.cuda.backend import Config
@@ -147,13 +148,18 @@ if wanted("latent"):
             shapes = ((2, 3, 28, 4, 129, [129, 7]), (2, 1, 128, 1, 300, [300, 0]))
             if num_splits == 4:  # 40 x 4 clusters of four: the combine kernel merges
                 shapes = ((40, 3, 28, 4, 129, [129, 7] * 20), (80, 1, 128, 1, 300, [300, 0] * 40))
-            for (B, T, Hq, Hkv, S, sl) in shapes:
+            # (48-key tiles also through 64- and 80-token pages: TMA pieces of 16, 32 and 48 rows)
+            pages = (None, 64, 80) if config == Config.LATENT_SEESAW48 else (None,)
+            for (B, T, Hq, Hkv, S, sl), page_size in ((shape, page) for shape in shapes for page in pages):
                 q, kv, _, cs = make_inputs(B, T, Hq, Hkv, S, Dqk, device="cuda", seqlens=sl)
                 kv = nan_past(kv, cs)
-                out, lse = fmha.attention(q, kv, kv[..., :512], cs, backend="cuda", return_lse=True,
+                bt = None
+                if page_size is not None:
+                    kv, _, bt = make_paged(kv, kv, page_size, cs)
+                out, lse = fmha.attention(q, kv, kv[..., :512], cs, block_table=bt, backend="cuda", return_lse=True,
                                           sinks=torch.linspace(-20, 20, Hq, device="cuda"))
                 torch.cuda.synchronize()
-                print("ran", config.name.lower(), Dqk, num_splits, B, T, Hq, Hkv,
+                print("ran", config.name.lower(), Dqk, num_splits, B, T, Hq, Hkv, page_size,
                       "nan" if torch.isnan(out).any() else "ok", flush=True)
     # The balanced schedule (the latent narrow loop, and the 64-key seesaw with several visits a CTA, forced; on
     # 48-key tiles for a contiguous 512-wide latent):

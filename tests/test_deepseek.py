@@ -347,7 +347,7 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 # through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
 # (16, 5, 1); the 64-key seesaw's splits also inside clusters (contiguous and TMA-paged: two splits merged from
 # registers, rows dealt 22, 22, 20 to three ranks, 16 to each of four), with and without sinks; the same loop on
-# 48-key tiles at 512 (its paged boxes of 16 rows).
+# 48-key tiles at 512 (paged by TMA pieces of 16, 32 and 48 rows: test_cuda_seesaw48_paged_pieces).
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
                 ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 2),
                 ("latent_seesaw64", 3), ("latent_seesaw64", 4), ("latent_seesaw48", 1), ("latent_seesaw48", 2),
@@ -400,6 +400,30 @@ def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk
                                             use_sinks):
     force_launch_plan(monkeypatch, config, num_splits)
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=Dqk + S + T + num_splits)
+
+
+# 48-key tiles read through pages of 16 to 128 tokens in TMA pieces of 16, 32 and 48 rows that each stay inside a page
+# (pages of 48 and 80 tokens among them), unsplit, in clusters and through the combine kernel, a pool whose KV heads
+# are its outer dimension (head-major boxes); S = 1020 leaves the last tile running past the table's last page (those
+# rows come back as zeros).
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("page_size,num_splits,T,heads,S,head_major", [
+    (16, 1, 1, (64, 1), 1000, False), (32, 1, 4, (16, 1), 129, False), (48, 2, 2, (64, 1), 1000, False),
+    (64, 1, 1, (128, 1), 1020, False), (64, 2, 1, (64, 1), 7, False), (80, 3, 3, (28, 4), 1000, True),
+    (64, 1, 2, (28, 4), 1020, True), (128, 4, 1, (64, 1), 1020, False)])
+def test_cuda_seesaw48_paged_pieces(monkeypatch, page_size, num_splits, T, heads, S, head_major):
+    force_launch_plan(monkeypatch, "latent_seesaw48", num_splits)
+    Hq, Hkv = heads
+    q, k_in, _, sl, table, sinks, ref, ref_lse, v = case_inputs(512, 512, "self", T, heads, S, page_size, True,
+                                                                [S, 0, min(S, 2)], page_size + S + T, device="cuda")
+    if head_major:  # the same pool with [page, head, row, D] memory
+        k_in = k_in.transpose(1, 2).contiguous().transpose(1, 2)
+        assert k_in.stride(1) < k_in.stride(2)
+    out, lse = run_poisoned("cuda", q, k_in, k_in, sl, block_table=table, sinks=sinks)
+    what = f"cuda 48-key tiles T={T} {Hq}/{Hkv} S={S} page={page_size} splits={num_splits} head_major={head_major}"
+    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
+    assert (out[1] == 0).all() and torch.allclose(lse[1], sinks[:, None].expand(Hq, T), rtol=0, atol=1e-5), what
 
 
 @sm90_kernel

@@ -1,12 +1,13 @@
 """Compare the SASS of every kernel between two builds of the CUDA library.
 
-    python tools/sass_diff.py OLD.so NEW.so [--rename OLD_NAME=NEW_NAME ...] [--show N]
+    python tools/sass_diff.py OLD.so NEW.so [--rename OLD_NAME=NEW_NAME ...] [--rename-part OLD=NEW ...] [--show N]
 
 Disassembles both with cuobjdump -sass, splits the output per function, masks what moves
 without changing the code (instruction addresses, branch targets and the /*0123*/ offsets,
 the encodings' hex words) and prints, per function, whether its instructions are identical,
 differ, or exist in one build only. Functions are matched by mangled name; --rename maps an
-old name to a new one (a kernel whose template arguments were renumbered). Exit status 0 when
+old name to a new one (a kernel whose template arguments were renumbered), --rename-part a part of
+every name that holds it (a parameter added to every kernel). Exit status 0 when
 every function of both builds is matched and identical, 1 otherwise. No GPU needed.
 """
 from __future__ import annotations
@@ -64,10 +65,16 @@ def main(argv=None) -> int:
     ap.add_argument("new", type=Path)
     ap.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
                     help="match old function OLD with new function NEW (mangled names)")
+    ap.add_argument("--rename-part", action="append", default=[], metavar="OLD=NEW",
+                    help="match every old function whose name holds OLD with the new one holding NEW there (a "
+                         "changed parameter list)")
     ap.add_argument("--show", type=int, default=0, metavar="N", help="print the first N differing lines per function")
     args = ap.parse_args(argv)
     old, new = functions(args.old), functions(args.new)
     renames = dict(r.split("=", 1) for r in args.rename)
+    for part in args.rename_part:
+        a, b = part.split("=", 1)
+        renames.update({n: n.replace(a, b) for n in old if a in n and n not in renames})
     same = differ = 0
     missing = []
     matched_new = set()

@@ -106,9 +106,11 @@ int configure_decode_kernel(Kernel kernel, size_t smem, bool non_portable_cluste
 // Launches a decode kernel: programmatic stream serialization (PDL) where `pdl` (the grid may be scheduled
 // before the previous kernel on the stream has finished; the kernel waits in griddepcontrol.wait before
 // it touches global memory), and clusters of `cluster_x` CTAs along x where cluster_x > 0.
-template <class Kernel>
+// `extra`: the parameters an architecture's kernel takes after DecodeParams.
+template <class Kernel, class... Extra>
 int launch_decode_kernel(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, bool pdl,
-                         int cluster_x, const CUtensorMap& tmap_k, const CUtensorMap& tmap_v, const DecodeParams& lp) {
+                         int cluster_x, const CUtensorMap& tmap_k, const CUtensorMap& tmap_v, const DecodeParams& lp,
+                         const Extra&... extra) {
   cudaLaunchAttribute attr[2];
   int n_attr = 0;
   if (pdl) {
@@ -128,7 +130,7 @@ int launch_decode_kernel(Kernel kernel, dim3 grid, int threads, size_t smem, cud
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
-  return check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp), "decode kernel launch");
+  return check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp, extra...), "decode kernel launch");
 }
 
 }  // namespace fmha
