@@ -148,7 +148,7 @@ if wanted("latent"):
             shapes = ((2, 3, 28, 4, 129, [129, 7]), (2, 1, 128, 1, 300, [300, 0]))
             if num_splits == 4:  # 40 x 4 clusters of four: the combine kernel merges
                 shapes = ((40, 3, 28, 4, 129, [129, 7] * 20), (80, 1, 128, 1, 300, [300, 0] * 40))
-            # (48-key tiles also through 64- and 80-token pages: TMA pieces of 16, 32 and 48 rows)
+            # (48-key tiles also through 64- and 80-token pages, in 16-row TMA boxes)
             pages = (None, 64, 80) if config == Config.LATENT_SEESAW48 else (None,)
             for (B, T, Hq, Hkv, S, sl), page_size in ((shape, page) for shape in shapes for page in pages):
                 q, kv, _, cs = make_inputs(B, T, Hq, Hkv, S, Dqk, device="cuda", seqlens=sl)

@@ -347,7 +347,7 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 # through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
 # (16, 5, 1); the 64-key seesaw's splits also inside clusters (contiguous and TMA-paged: two splits merged from
 # registers, rows dealt 22, 22, 20 to three ranks, 16 to each of four), with and without sinks; the same loop on
-# 48-key tiles at 512 (paged by TMA pieces of 16, 32 and 48 rows: test_cuda_seesaw48_paged_pieces).
+# 48-key tiles at 512 (paged in 16-row boxes; more page sizes in test_cuda_seesaw48_paged).
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
                 ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 2),
                 ("latent_seesaw64", 3), ("latent_seesaw64", 4), ("latent_seesaw48", 1), ("latent_seesaw48", 2),
@@ -402,17 +402,16 @@ def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=Dqk + S + T + num_splits)
 
 
-# 48-key tiles read through pages of 16 to 128 tokens in TMA pieces of 16, 32 and 48 rows that each stay inside a page
-# (pages of 48 and 80 tokens among them), unsplit, in clusters and through the combine kernel, a pool whose KV heads
-# are its outer dimension (head-major boxes); S = 1020 leaves the last tile running past the table's last page (those
-# rows come back as zeros).
+# 48-key tiles read through pages of 16 to 128 tokens in 16-row TMA boxes (pages of 48 and 80 tokens among them),
+# unsplit, in clusters and through the combine kernel, a pool whose KV heads are its outer dimension (head-major
+# boxes); S = 1020 leaves the last tile running past the table's last page (those rows come back as zeros).
 @sm90_kernel
 @pytest.mark.gpu
 @pytest.mark.parametrize("page_size,num_splits,T,heads,S,head_major", [
     (16, 1, 1, (64, 1), 1000, False), (32, 1, 4, (16, 1), 129, False), (48, 2, 2, (64, 1), 1000, False),
     (64, 1, 1, (128, 1), 1020, False), (64, 2, 1, (64, 1), 7, False), (80, 3, 3, (28, 4), 1000, True),
     (64, 1, 2, (28, 4), 1020, True), (128, 4, 1, (64, 1), 1020, False)])
-def test_cuda_seesaw48_paged_pieces(monkeypatch, page_size, num_splits, T, heads, S, head_major):
+def test_cuda_seesaw48_paged(monkeypatch, page_size, num_splits, T, heads, S, head_major):
     force_launch_plan(monkeypatch, "latent_seesaw48", num_splits)
     Hq, Hkv = heads
     q, k_in, _, sl, table, sinks, ref, ref_lse, v = case_inputs(512, 512, "self", T, heads, S, page_size, True,

@@ -76,10 +76,8 @@ def main():
                          "stored [B, Hkv, S, D] and passed as its transposed view (each head's tokens contiguous)")
     ap.add_argument("--latent", action="store_true",
                     help="DeepSeek's shared latent: v_cache is k_cache (D = 512) or its first 512 columns (D = 576), "
-                         "so the @latent_* configurations serve; without --page and peers")
+                         "so the @latent_* configurations serve (with --page: one pool, V its view); without peers")
     args = ap.parse_args()
-    if args.latent and args.page:
-        ap.error("--latent runs contiguous caches only (no --page)")
     from tools._cuda import library_backend, parse_variant, variant_backend
 
     specs = dict(v.split("=", 1) if "=" in v else (v, "") for v in args.variant)
@@ -198,7 +196,13 @@ def main():
             if S % args.page:
                 ap.error(f"--page {args.page} must divide S = {S}")
             seqlens = torch.full((B,), S, dtype=torch.int32, device="cuda")
-            paged = [page_pools((k, v), args.page)[::-1] for _, k, v in sets]  # (block_table, [k_pool, v_pool])
+            paged = []  # (block_table, [k_pool, v_pool]) a set
+            for _, k, v in sets:
+                if args.latent:  # one pool, V the view of it that v is of k
+                    (kp,), bt = page_pools((k,), args.page)
+                    paged.append((bt, [kp, kp[..., :v.shape[-1]]]))
+                else:
+                    paged.append(page_pools((k, v), args.page)[::-1])
             p = validate(sets[0][0], *paged[0][1], seqlens, causal=causal, block_table=paged[0][0])
             contenders["contiguous"] = [lambda q=q, k=k, v=v, o=o: fmha.attention(q, k, v, seqlens, causal=causal,
                                                                                   backend="cuda", out=o)

@@ -106,11 +106,9 @@ int configure_decode_kernel(Kernel kernel, size_t smem, bool non_portable_cluste
 // Launches a decode kernel: programmatic stream serialization (PDL) where `pdl` (the grid may be scheduled
 // before the previous kernel on the stream has finished; the kernel waits in griddepcontrol.wait before
 // it touches global memory), and clusters of `cluster_x` CTAs along x where cluster_x > 0.
-// `extra`: the parameters an architecture's kernel takes after DecodeParams.
-template <class Kernel, class... Extra>
+template <class Kernel>
 int launch_decode_kernel(Kernel kernel, dim3 grid, int threads, size_t smem, cudaStream_t stream, bool pdl,
-                         int cluster_x, const CUtensorMap& tmap_k, const CUtensorMap& tmap_v, const DecodeParams& lp,
-                         const Extra&... extra) {
+                         int cluster_x, const CUtensorMap& tmap_k, const CUtensorMap& tmap_v, const DecodeParams& lp) {
   cudaLaunchAttribute attr[2];
   int n_attr = 0;
   if (pdl) {
@@ -130,7 +128,7 @@ int launch_decode_kernel(Kernel kernel, dim3 grid, int threads, size_t smem, cud
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
-  return check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp, extra...), "decode kernel launch");
+  return check_cuda(cudaLaunchKernelEx(&cfg, kernel, tmap_k, tmap_v, lp), "decode kernel launch");
 }
 
 }  // namespace fmha

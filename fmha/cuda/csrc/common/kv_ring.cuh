@@ -148,44 +148,6 @@ __device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][T
   }
 }
 
-// The extra K maps of a paged 48-key tile (Tr::kPagedPieces), whose pieces of 16, 32 or 48 rows each stay inside one
-// page: boxes of 32 and of 48 rows beside the launch's 16-row map (a copy of it where the page is smaller than the
-// box). A kernel parameter of its own, after DecodeParams, so that no other parameter moves.
-struct KvPieceMaps {
-  CUtensorMap rows32, rows48;
-};
-
-// load_kv_tile_paged for Tr::kPagedPieces (p.page_box_rows = 16, pages a multiple of 16 tokens): the tile's three
-// 16-row sub-boxes merge into one TMA box wherever no page starts between them, so that 64-token pages cut the
-// tiles 48 | 16 + 32 | 32 + 16 | 48 instead of into 16-row boxes. Sub-box i starts a piece when i = 0 or its row in
-// its page is 0; rows past the table's last page (row >= page_size) start none and come back as zeros. Boxes
-// [kBox0, kBox1).
-template <class Tr, int kBox0 = 0, int kBox1 = Tr::kBoxes>
-__device__ __forceinline__ void load_kv_tile_pieces(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
-                                                    const CUtensorMap* tmap_16, const KvPieceMaps* pieces,
-                                                    uint64_t* full, const DecodeParams& p, const PagedTile<Tr>& pages,
-                                                    int token0, int kvh, int head_major, uint64_t policy) {
-  static_assert(Tr::kBlockN == 48 && PagedTile<Tr>::kMaxBoxes == 3, "pieces: a 48-key tile in 16-row sub-boxes");
-  int row[3];
-#pragma unroll
-  for (int i = 0; i < 3; ++i) {  // each sub-box's row, as paged_row computes it
-    const int token = token0 + 16 * i;
-    row[i] = token - min(token / p.page_size, p.max_blocks_per_seq - 1) * p.page_size;
-  }
-  const bool starts1 = row[1] == 0, starts2 = row[2] == 0;
-  auto issue = [&](int i, int rows) {
-    const CUtensorMap* tmap = rows == 48 ? &pieces->rows48 : rows == 32 ? &pieces->rows32 : tmap_16;
-    const int c1 = head_major ? kvh : row[i], c2 = head_major ? row[i] : kvh;
-#pragma unroll
-    for (int bx = kBox0; bx < kBox1; ++bx)
-      ptx::tma_load_4d_hint(&dst[bx][16 * i * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, pages.box[i].block,
-                            policy);
-  };
-  issue(0, starts1 ? 16 : starts2 ? 32 : 48);
-  if (starts1) issue(1, starts2 ? 16 : 32);
-  if (starts2) issue(2, 16);
-}
-
 // The gather path: Tr::kGatherWarps producer warps share a tile, warp w its rows [w kRows, (w + 1) kRows).
 // A warp's rows, looked up by its lanes in turn (lane l: rows l, l + 32, ... of the warp's share;
 // consecutive lanes read consecutive table entries): each row's page and its row in the page, -1 for rows
@@ -288,12 +250,10 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
 }
 
 // The TMA producer (one thread): K and V tiles of every tile of the range, through the block table for
-// paged caches (kPaged: a separate instance, so that the contiguous producer carries no paging code); `pieces`: the
-// extra maps of a paged Tr::kPagedPieces launch (load_kv_tile_pieces), unread otherwise.
+// paged caches (kPaged: a separate instance, so that the contiguous producer carries no paging code).
 template <class Tr, bool kPaged, class Ss>
 __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k, const CUtensorMap* tmap_v,
-                                              const DecodeParams& p, const TileRange& tr, int kvh, int b,
-                                              const KvPieceMaps* pieces = nullptr) {
+                                              const DecodeParams& p, const TileRange& tr, int kvh, int b) {
   const int k_head_major = p.k_head_major, v_head_major = p.v_head_major;
   ptx::prefetch_tensormap(tmap_k);
   ptx::prefetch_tensormap(tmap_v);
@@ -307,10 +267,7 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);  // first round passes on fresh barriers
     constexpr int kHalf = Tr::kHalfBoxes;  // (kBoxes but with kRingHalves)
     ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes / Tr::kBoxes * kHalf);
-    if constexpr (kPaged && Tr::kPagedPieces)
-      load_kv_tile_pieces<Tr, 0, kHalf>(ss.k[stage], tmap_k, pieces, &ss.full_k[stage], p, pages, tile * Tr::kBlockN,
-                                        kvh, k_head_major, policy);
-    else if constexpr (kPaged)
+    if constexpr (kPaged)
       load_kv_tile_paged<Tr, 0, kHalf>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, tile * Tr::kBlockN, kvh,
                                        k_head_major, policy);
     else
@@ -319,10 +276,7 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
     if constexpr (Tr::kRingHalves) {  // the stage's second half, on its own barriers
       ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
       ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes / Tr::kBoxes * (Tr::kBoxes - kHalf));
-      if constexpr (kPaged && Tr::kPagedPieces)
-        load_kv_tile_pieces<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, pieces, &ss.full_v[stage], p, pages,
-                                                   tile * Tr::kBlockN, kvh, k_head_major, policy);
-      else if constexpr (kPaged)
+      if constexpr (kPaged)
         load_kv_tile_paged<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], p, pages, tile * Tr::kBlockN,
                                                   kvh, k_head_major, policy);
       else

@@ -46,7 +46,6 @@ struct DecodeTraits {
   static constexpr bool kSharedKv = kCfg.shared_kv;
   static constexpr bool kRingHalves = false;  // whole ring stages (common/kv_ring.cuh)
   static constexpr int kPagedMinBoxRows = 8;  // TMA boxes of paged launches (sm100/config.h paged_gathers)
-  static constexpr bool kPagedPieces = false;  // boxes of one height (common/kv_ring.cuh load_kv_tile_pieces)
   static constexpr bool kHeadPairs = false;  // KV-head pairs: sm_90a only
   static constexpr int kBlockM = 64;         // packed query rows per CTA (the MMA's M)
   static constexpr int kBlockN = kCfg.tile_n;

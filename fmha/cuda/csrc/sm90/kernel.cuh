@@ -92,12 +92,11 @@ namespace fmha {
 namespace sm90 {
 
 // tmap_v is V's map, except in the shared-latent kernels, which read V from the K stage: there it is K's, or Q's
-// where DecodeParams::q_tma is set (Tr::kQByTma). tmap_pieces: the 32- and 48-row K maps of a paged 48-key launch
-// (Tr::kPagedPieces), unread by every other.
+// where DecodeParams::q_tma is set (Tr::kQByTma).
 template <int D, bool kBf16, int kConfig>
 __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
     decode_kernel(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_v,
-                  const DecodeParams p, const __grid_constant__ KvPieceMaps tmap_pieces) {
+                  const DecodeParams p) {
   using Tr = DecodeTraits<D, kConfig>;
   static_assert(!Tr::kSetMaxNReg || Tr::kCtasPerSm == 1, "setmaxnreg budgets assume one CTA per SM");
   extern __shared__ uint8_t smem_raw[];
@@ -141,10 +140,6 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
     // The descriptors are kernel parameters, never written by an earlier kernel: warm them before the wait.
     ptx::prefetch_tensormap(&tmap_k);
     ptx::prefetch_tensormap(&tmap_v);
-    if constexpr (Tr::kPagedPieces) {
-      ptx::prefetch_tensormap(&tmap_pieces.rows32);
-      ptx::prefetch_tensormap(&tmap_pieces.rows48);
-    }
   }
   if constexpr (kPdl) {
     // Programmatic dependent launch (common/decode_launch.h): this grid may start while the previous kernel on
@@ -175,7 +170,7 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
         producer_loop_gather<Tr>(ss, p, tr, kvh, b, threadIdx.x % 32, warp - Tr::kProducerWarp);
     } else if (warp == Tr::kProducerWarp) {
       if (threadIdx.x % 32 == 0 && p.block_table != nullptr)
-        producer_loop<Tr, true>(ss, &tmap_k, &tmap_v, p, tr, kvh, b, &tmap_pieces);
+        producer_loop<Tr, true>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
       else if (threadIdx.x % 32 == 0)
         producer_loop<Tr, false>(ss, &tmap_k, &tmap_v, p, tr, kvh, b);
     }

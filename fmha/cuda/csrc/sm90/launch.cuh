@@ -157,20 +157,6 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   if constexpr (Tr::kQByTma)
     lp.q_tma = q_box_tma(p.G) && encode_q_map(&tmap_v, p.q, kBf16 ? 1 : 0, p.B, p.T, p.Hq, D, p.G, p.q_b, p.q_t,
                                               p.q_h, Tr::kQTmaRows);
-  // A paged 48-key tile's 32- and 48-row pieces (common/kv_ring.cuh load_kv_tile_pieces); copies of K's map where the
-  // page is smaller than the box (no such piece is read) or the launch reads no pieces.
-  KvPieceMaps pieces{tmap_k, tmap_k};
-  if constexpr (Tr::kPagedPieces) {
-    if (p.block_table != nullptr && !gather) {
-      const int piece_rows[2] = {32, 48};
-      CUtensorMap* piece_maps[2] = {&pieces.rows32, &pieces.rows48};
-      for (int i = 0; i < 2; ++i)
-        if (p.page_size >= piece_rows[i] &&
-            encode_kv_map(piece_maps[i], kv.k, kBf16 ? 1 : 0, p.num_blocks, p.page_size, p.Hkv, D, kv.k_b, kv.k_s,
-                          kv.k_h, piece_rows[i], lp.k_head_major, "k_cache", true))
-          return 1;
-    }
-  }
 
   lp.balanced = p.balanced && p.rows <= kBalancedMaxRows &&
                 deals_tiles(p.B, p.Hkv, p.S, ctas, p.seqlens != nullptr, lp.q_tma, gather);
@@ -220,7 +206,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   }
   const int threads = kv_gather(lp) ? Tr::kGatherThreads : Tr::kThreads;  // (the gathering warps)
   if (launch_decode_kernel(kernel, grid, threads, detail::launch_smem_bytes<Tr>(exclusive), stream, kPdl,
-                           cluster_x, tmap_k, tmap_v, lp, pieces))
+                           cluster_x, tmap_k, tmap_v, lp))
     return 1;
   if (!kProbeNoCombine && ((p.num_splits > 1 && lp.cluster_merge == kMergeByKernel) || lp.balanced))
     return launch_combine<Tr::kHeadDimV, kBf16>(lp, stream, kPdl);

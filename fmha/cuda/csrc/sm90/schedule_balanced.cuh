@@ -76,7 +76,7 @@ __device__ __forceinline__ void write_empty_rows(const DecodeParams& p, int b, i
 // make_walk() constructs the walk (BalancedWalk or BalancedWalkByLengths), here, after the policy is made.
 template <class Tr, bool kPaged, class Ss, class MakeWalk>
 __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUtensorMap* tmap_q,
-                                  const KvPieceMaps* pieces, const DecodeParams& p, MakeWalk make_walk, int row0) {
+                                  const DecodeParams& p, MakeWalk make_walk, int row0) {
   const uint64_t policy = ptx::create_policy_evict_first();
   auto walk = make_walk();
   BalancedVisit vis;
@@ -96,10 +96,7 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
       stamp(it, kProbeKEmptyWait);
       ptx::mbarrier_wait_parity(&ss.empty_k[stage], phase ^ 1u);
       ptx::mbarrier_arrive_expect_tx(&ss.full_k[stage], Tr::kKvTileBytes / Tr::kBoxes * kHalf);
-      if constexpr (kPaged && Tr::kPagedPieces)
-        load_kv_tile_pieces<Tr, 0, kHalf>(ss.k[stage], tmap_k, pieces, &ss.full_k[stage], p, pages,
-                                          tile * Tr::kBlockN, vis.kvh, p.k_head_major, policy);
-      else if constexpr (kPaged)
+      if constexpr (kPaged)
         load_kv_tile_paged<Tr, 0, kHalf>(ss.k[stage], tmap_k, &ss.full_k[stage], p, pages, tile * Tr::kBlockN,
                                          vis.kvh, p.k_head_major, policy);
       else
@@ -108,10 +105,7 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
       if constexpr (Tr::kRingHalves) {  // the stage's second half, on its own barriers
         ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
         ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes / Tr::kBoxes * (Tr::kBoxes - kHalf));
-        if constexpr (kPaged && Tr::kPagedPieces)
-          load_kv_tile_pieces<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, pieces, &ss.full_v[stage], p, pages,
-                                                     tile * Tr::kBlockN, vis.kvh, p.k_head_major, policy);
-        else if constexpr (kPaged)
+        if constexpr (kPaged)
           load_kv_tile_paged<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], p, pages,
                                                     tile * Tr::kBlockN, vis.kvh, p.k_head_major, policy);
         else
@@ -223,7 +217,7 @@ __device__ void consumer_balanced_seesaw64(SharedStorage<Tr>& ss, const DecodePa
 // The balanced grid of the narrow loop: one CTA a share, (C) or decode_kernel's grid.
 template <int D, bool kBf16, int kConfig>
 __device__ __forceinline__ void balanced_narrow(const CUtensorMap* tmap_k, const CUtensorMap* tmap_q,
-                                                const KvPieceMaps* pieces, const DecodeParams& p) {
+                                                const DecodeParams& p) {
   using Tr = DecodeTraits<D, kConfig>;
   static_assert(Tr::kNarrowOnly && Tr::kSharedKv && Tr::kQByTma && !Tr::kVBarriers,
                 "the balanced schedule's narrow loop: one ring, Q by TMA");
@@ -250,8 +244,8 @@ __device__ __forceinline__ void balanced_narrow(const CUtensorMap* tmap_k, const
   balanced_prefix<Tr>(ss, p);
   if (threadIdx.x == Tr::kProducerWarp * 32) {
     auto walk = [&] { return BalancedWalk<Tr>(ss, p); };
-    if (p.block_table != nullptr) producer_balanced<Tr, true>(ss, tmap_k, tmap_q, pieces, p, walk, 0);
-    else producer_balanced<Tr, false>(ss, tmap_k, tmap_q, pieces, p, walk, 0);
+    if (p.block_table != nullptr) producer_balanced<Tr, true>(ss, tmap_k, tmap_q, p, walk, 0);
+    else producer_balanced<Tr, false>(ss, tmap_k, tmap_q, p, walk, 0);
   } else if (threadIdx.x < Tr::kConsumerThreads) {
     consumer_balanced<Tr, kBf16>(ss, p, threadIdx.x);
   }
@@ -263,7 +257,7 @@ __device__ __forceinline__ void balanced_narrow(const CUtensorMap* tmap_k, const
 // L2; a piece's rows of one row block go to its slot's rows of that block.
 template <int D, bool kBf16, int kConfig>
 __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, const CUtensorMap* tmap_q,
-                                                  const KvPieceMaps* pieces, const DecodeParams& p) {
+                                                  const DecodeParams& p) {
   using Tr = DecodeTraits<D, kConfig>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t pad = (1024u - (ptx::smem_addr(smem_raw) & 1023u)) & 1023u;  // (as decode_kernel)
@@ -284,10 +278,6 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
     ptx::fence_mbarrier_init();
     ptx::prefetch_tensormap(tmap_k);
     ptx::prefetch_tensormap(tmap_q);
-    if constexpr (Tr::kPagedPieces) {
-      ptx::prefetch_tensormap(&pieces->rows32);
-      ptx::prefetch_tensormap(&pieces->rows48);
-    }
   }
   if constexpr (kPdl) {
     ptx::griddep_wait();
@@ -306,8 +296,8 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
     if constexpr (Tr::kSetMaxNReg) ptx::setmaxnreg_dec<Tr::kProducerRegs>();
     if (threadIdx.x == Tr::kProducerWarp * 32) {  // (the only reader of the sums: its loads may overwrite them)
       auto walk = [&] { return BalancedWalkByLengths<Tr>(ss, p, C, c); };
-      if (p.block_table != nullptr) producer_balanced<Tr, true>(ss, tmap_k, tmap_q, pieces, p, walk, row0);
-      else producer_balanced<Tr, false>(ss, tmap_k, tmap_q, pieces, p, walk, row0);
+      if (p.block_table != nullptr) producer_balanced<Tr, true>(ss, tmap_k, tmap_q, p, walk, row0);
+      else producer_balanced<Tr, false>(ss, tmap_k, tmap_q, p, walk, row0);
     }
     return;
   }
@@ -321,15 +311,13 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
 // the 64-key seesaw: (C, row blocks), C CTAs a row block, at most one wave in all. Never more CTAs a row block than
 // the plan's (the workspace has two piece slots for each of those, params.h); every CTA one share (BalancedWalk);
 // the same ring, Q and loop as decode_kernel's instantiation (tmap_q: Q's map, in the slot where that kernel takes
-// it; tmap_pieces as decode_kernel's), in a kernel of its own so that this code leaves that kernel's registers alone.
+// it), in a kernel of its own so that this code leaves that kernel's registers alone.
 template <int D, bool kBf16, int kConfig>
 __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeTraits<D, kConfig>::kCtasPerSm)
     decode_kernel_balanced(const __grid_constant__ CUtensorMap tmap_k, const __grid_constant__ CUtensorMap tmap_q,
-                           const DecodeParams p, const __grid_constant__ KvPieceMaps tmap_pieces) {
-  if constexpr (DecodeTraits<D, kConfig>::kSeesaw64)
-    balanced_seesaw64<D, kBf16, kConfig>(&tmap_k, &tmap_q, &tmap_pieces, p);
-  else
-    balanced_narrow<D, kBf16, kConfig>(&tmap_k, &tmap_q, &tmap_pieces, p);
+                           const DecodeParams p) {
+  if constexpr (DecodeTraits<D, kConfig>::kSeesaw64) balanced_seesaw64<D, kBf16, kConfig>(&tmap_k, &tmap_q, p);
+  else balanced_narrow<D, kBf16, kConfig>(&tmap_k, &tmap_q, p);
 }
 
 }  // namespace sm90

@@ -119,10 +119,6 @@ struct DecodeTraits {
   // producer's page lookup counts them: the 64-key seesaw's setmaxnreg producer keeps two page ids a
   // tile (three on 48-key tiles) instead of eight, which its registers hold.
   static constexpr int kPagedMinBoxRows = kSeesaw64 ? paged_tma_min_rows(D, kConfig) : 8;
-  // A paged 48-key tile is read in pieces of 16, 32 or 48 rows that each stay inside a page (common/kv_ring.cuh
-  // load_kv_tile_pieces; the 32- and 48-row maps are a kernel parameter of their own, KvPieceMaps): 16-row boxes
-  // alone stream slower.
-  static constexpr bool kPagedPieces = kSeesaw64 && kBlockN == 48;
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread. The
   // seesaw keeps its row states there instead: per parity, 2 float4 per thread (see SeesawSmem).
