@@ -14,8 +14,7 @@ launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-ro
 gather (13; its two or four warps), unsplit, split and with more CTAs than SMs, and page ids out of the pool's range (clamped: no access outside it); the shared
 latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw, and at 512 its 48-key
 tiles (contiguous and through 64- and 80-token pages), forced unsplit, at two splits and at four on more clusters
-than fit; the balanced schedule forced on mixed
-lengths, for the narrow loop and the 64-key seesaw) and attention
+than fit; the balanced schedule forced on mixed lengths, for the narrow loop and the 64-key seesaw) and attention
 sinks."""
 import sys, torch
 import os

@@ -412,6 +412,8 @@ def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk
     (64, 1, 1, (128, 1), 1020, False), (64, 2, 1, (64, 1), 7, False), (80, 3, 3, (28, 4), 1000, True),
     (64, 1, 2, (28, 4), 1020, True), (128, 4, 1, (64, 1), 1020, False)])
 def test_cuda_seesaw48_paged(monkeypatch, page_size, num_splits, T, heads, S, head_major):
+    """LATENT_SEESAW48 forced onto a shuffled page pool (NaN in every slot no sequence owns), sinks: out and LSE as
+    the reference, a zero-length sequence gives zeros and the sink."""
     force_launch_plan(monkeypatch, "latent_seesaw48", num_splits)
     Hq, Hkv = heads
     q, k_in, _, sl, table, sinks, ref, ref_lse, v = case_inputs(512, 512, "self", T, heads, S, page_size, True,
