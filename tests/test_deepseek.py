@@ -328,15 +328,23 @@ sm90_kernel = pytest.mark.skipif(not (has_cuda_kernel() and torch.cuda.get_devic
                                  reason=CUDA_KERNEL_SKIP if not has_cuda_kernel() else "an sm_90a kernel's")
 
 
-def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, seqlens=None, dtype=bf16):
+def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, seqlens=None, dtype=bf16,
+                    head_major=False):
     """Poisoned out, NaN past every length (or in every page no sequence owns): output and LSE of the cuda backend
-    against the fp32 reference on the clean caches; a zero-length sequence gives zeros and lse = the sink."""
+    against the fp32 reference on the clean caches; a zero-length sequence gives zeros and lse = the sink.
+    head_major: the shared latent's page pool stored [page, head, row, D] (its view keeps the pool's shape)."""
     Hq, Hkv = heads
     q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks,
                                                                    seqlens or [S, 0, min(S, 2)], seed, device="cuda",
                                                                    dtype=dtype)
+    if head_major:
+        assert page_size is not None and v_mode != "separate"
+        k_in = k_in.transpose(1, 2).contiguous().transpose(1, 2)
+        assert k_in.stride(1) < k_in.stride(2)
+        v_in = k_in if v_mode == "self" else k_in[..., :Dv]
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
-    what = f"cuda {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks} {dtype}"
+    what = (f"cuda {Dqk}/{Dv} {v_mode} T={T} {Hq}/{Hkv} S={S} page={page_size} sinks={use_sinks} {dtype}"
+            f"{' head-major' if head_major else ''}")
     compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
     if sl[1].item() == 0:
         empty = torch.full((Hq, T), float("-inf"), device="cuda") if sinks is None else sinks[:, None].expand(Hq, T)
@@ -415,16 +423,7 @@ def test_cuda_seesaw48_paged(monkeypatch, page_size, num_splits, T, heads, S, he
     """LATENT_SEESAW48 forced onto a shuffled page pool (NaN in every slot no sequence owns), sinks: out and LSE as
     the reference, a zero-length sequence gives zeros and the sink."""
     force_launch_plan(monkeypatch, "latent_seesaw48", num_splits)
-    Hq, Hkv = heads
-    q, k_in, _, sl, table, sinks, ref, ref_lse, v = case_inputs(512, 512, "self", T, heads, S, page_size, True,
-                                                                [S, 0, min(S, 2)], page_size + S + T, device="cuda")
-    if head_major:  # the same pool with [page, head, row, D] memory
-        k_in = k_in.transpose(1, 2).contiguous().transpose(1, 2)
-        assert k_in.stride(1) < k_in.stride(2)
-    out, lse = run_poisoned("cuda", q, k_in, k_in, sl, block_table=table, sinks=sinks)
-    what = f"cuda 48-key tiles T={T} {Hq}/{Hkv} S={S} page={page_size} splits={num_splits} head_major={head_major}"
-    compare(out, lse, ref, ref_lse, q.dtype, vmax=v.float().abs().max().item(), what=what)
-    assert (out[1] == 0).all() and torch.allclose(lse[1], sinks[:, None].expand(Hq, T), rtol=0, atol=1e-5), what
+    check_cuda_case(512, 512, "self", T, heads, S, page_size, True, seed=page_size + S + T, head_major=head_major)
 
 
 @sm90_kernel
