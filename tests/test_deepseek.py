@@ -651,6 +651,32 @@ def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, config, num_sp
                 what=f"climbing scores, sequence {b}, {num_splits} splits, page {page_size}, {dtype}")
 
 
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("config,Dqk,B,T,heads,S,num_splits,page_size", [
+    ("latent_seesaw48", 512, 4, 1, (128, 1), 4096, 1, None), ("latent_seesaw48", 512, 8, 1, (64, 1), 8192, 4, None),
+    ("latent_seesaw48", 512, 2, 3, (28, 4), 1000, 2, None), ("latent_seesaw48", 512, 4, 4, (128, 1), 129, 1, 64),
+    ("latent_seesaw64", 576, 4, 1, (128, 1), 4096, 1, None), ("latent_seesaw64", 576, 2, 2, (64, 1), 1000, 3, 64)])
+def test_cuda_seesaw_hand_off_same_bits_every_call(monkeypatch, config, Dqk, B, T, heads, S, num_splits, page_size):
+    """The seesaws' hand-off of P and the row state between warpgroups, over many tiles: 40 calls with the same
+    bits as the first (a P box or state slot written before its last reader finished would move them), the first
+    right against the reference; mixed lengths with NaN past each, sinks."""
+    force_launch_plan(monkeypatch, config, num_splits)
+    seqlens = [S] + [max(1, S * (b + 1) // (B + 1) - b) for b in range(B - 1)]
+    q, k_in, v_in, sl, table, sinks, ref, ref_lse, v = case_inputs(Dqk, 512, "slice" if Dqk == 576 else "self", T,
+                                                                   heads, S, page_size, True, seqlens, seed=S + B,
+                                                                   device="cuda")
+    out, lse = run_poisoned("cuda", q, k_in, v_in, sl, block_table=table, sinks=sinks)
+    what = f"{config} B{B} T{T} {heads} S{S} x{num_splits} page={page_size}"
+    compare(out, lse, ref, ref_lse, bf16, vmax=v.float().abs().max().item(), what=what)
+    moved = 0
+    for _ in range(40):
+        again, lse_again = fmha.attention(q, k_in, v_in, sl, block_table=table, sinks=sinks, return_lse=True,
+                                          backend="cuda")
+        moved += not (torch.equal(again, out) and torch.equal(lse_again, lse))
+    assert moved == 0, f"{what}: {moved} of 40 calls differ from the first"
+
+
 @pytest.mark.parametrize("num_splits", [1, 3])
 def test_triton_running_max_that_keeps_moving(num_splits):
     """The same climbing scores through Triton's online softmax and its split merge, poisoned out and LSE."""
