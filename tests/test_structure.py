@@ -166,7 +166,7 @@ def test_problem_paged_and_head_dim_v_fields():
 
 def test_tests_that_need_no_gpu_collect_where_one_is():
     """On a GPU machine the tests that need a GPU's absence skip with reasons naming the GPU; the conftest's
-    guard against unmarked GPU skips must let them collect (there it once refused the whole run)."""
+    guard against unmarked GPU skips must let them collect, or it refuses the whole run there."""
     script = ("import sys, torch, pytest\ntorch.cuda.is_available = lambda: True\n"
               "sys.exit(pytest.main(['-q', '--collect-only', '-p', 'no:cacheprovider', 'tests/test_perf_tool.py']))\n")
     r = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
