@@ -42,11 +42,11 @@ def build(tmp_path_factory):
 
 
 # 2 dtypes x (WIDE and DEEP for D = 64, 128, 256; STREAM for D = 128; WIDE_GATHER for D = 64; SEESAW and SPLIT_QK
-# for D = 512; the four LATENT configurations for D = 512 and 576, and LATENT_SEESAW48 for D = 512)
-N_DECODE_KERNELS = 2 * (2 * len(HEAD_DIMS) + 1 + 1 + 4 * 2 + 1)
-# 2 dtypes x the configurations with a balanced schedule: the latent narrow loop and the 64-key seesaw at 512 and
-# 576, the 48-key one at 512
-N_BALANCED_KERNELS = 2 * (2 + 2 + 1)
+# for D = 512; the four LATENT configurations and LATENT_SEESAW48 for D = 512 and 576)
+N_DECODE_KERNELS = 2 * (2 * len(HEAD_DIMS) + 1 + 1 + 5 * 2)
+# 2 dtypes x the configurations with a balanced schedule: the latent narrow loop, the 64-key seesaw and the 48-key one
+# at 512 and 576
+N_BALANCED_KERNELS = 2 * (2 + 2 + 2)
 
 
 def _ptxas_properties(log: str) -> dict:
@@ -182,8 +182,8 @@ def test_packed_arguments_reach_the_c_side(build):
     for config in (0, 1):  # WIDE / DEEP do not exist at D = 512: SEESAW and SPLIT_QK are its configurations
         status, msg = call(config=config, D=512, Hq=2, Hkv=1)
         assert status != 0 and f"config={config} invalid for D=512" in msg, msg
-    status, msg = call(config=11, D=576, head_dim_v=512, Hq=2, Hkv=1)  # 48-key tiles: D = 512 only
-    assert status != 0 and "config=11 invalid for D=576" in msg and "11 = LATENT_SEESAW48 (D = 512" in msg, msg
+    status, msg = call(config=11, D=256, Hq=2, Hkv=1)  # 48-key tiles: the latent's D = 512 and 576 only
+    assert status != 0 and "config=11 invalid for D=256" in msg and "11 = LATENT_SEESAW48 (D = 512, 576" in msg, msg
     status, msg = call(config=12, D=512, Hq=2, Hkv=1)
     assert status != 0 and "config=12 invalid for D=512" in msg, msg
     status, msg = call(config=3)  # KV-head pairs: D = 64 only
@@ -279,10 +279,11 @@ def test_merge_query_rejects_bad_arguments(build):
     assert lib.fmha_config_tile_n(512, 4) == lib.fmha_config_tile_n(512, 5) > 0 == lib.fmha_config_tile_n(512, 0)
     # KV-head pairs report the D = 128 STREAM kernel that serves them
     assert lib.fmha_config_tile_n(64, 3) == lib.fmha_config_tile_n(128, 2)
-    # LATENT_SEESAW48: 48-key tiles at 512 only, one CTA per SM; its unsplit grids of even row blocks pair too
-    assert (lib.fmha_config_tile_n(512, 11), lib.fmha_config_ctas_per_sm(512, 11)) == (48, 1)
-    assert lib.fmha_config_tile_n(576, 11) == 0 and lib.fmha_config_tile_n(512, 12) == 0
-    assert lib.fmha_row_block_pairs(512, 11, 1, 3, 192) == 0 and lib.fmha_row_block_pairs(576, 11, 1, 2, 128) == -1
+    # LATENT_SEESAW48: 48-key tiles at 512 and 576, one CTA per SM; its unsplit grids of even row blocks pair too
+    for D in (512, 576):
+        assert (lib.fmha_config_tile_n(D, 11), lib.fmha_config_ctas_per_sm(D, 11)) == (48, 1)
+        assert lib.fmha_row_block_pairs(D, 11, 1, 3, 192) == 0
+    assert lib.fmha_config_tile_n(256, 11) == 0 and lib.fmha_config_tile_n(512, 12) == 0
 
 
 def test_balanced_deals_query(build):
@@ -373,15 +374,15 @@ def test_feature_flags_compile(flag, absent, unit, tmp_path):
 
 
 def test_latent_seesaw48_runs_48_key_tiles(build, build_sass):
-    """LATENT_SEESAW48's kernels (D = 512, config 11: static and balanced, both dtypes) multiply Q K^T as m64n48k16;
-    ptxas injects the four warpgroup.arrive (C7519) each 64-key seesaw kernel has, no other advisory."""
+    """LATENT_SEESAW48's kernels (D = 512 and 576, config 11: static and balanced, both dtypes) multiply Q K^T as
+    m64n48k16; ptxas injects the four warpgroup.arrive (C7519) each 64-key seesaw kernel has, no other advisory."""
     functions = re.split(r"\n\s*Function : ", build_sass)
-    tile48 = [f for f in functions if re.match(r"_ZN4fmha4sm90\d+decode_kernel(_balanced)?ILi512ELb[01]ELi11E", f)]
-    assert len(tile48) == 4, [f.split("\n", 1)[0] for f in tile48]
+    tile48 = [f for f in functions if re.match(r"_ZN4fmha4sm90\d+decode_kernel(_balanced)?ILi5(12|76)ELb[01]ELi11E", f)]
+    assert len(tile48) == 8, [f.split("\n", 1)[0] for f in tile48]
     assert all("HGMMA.64x48x16" in f for f in tile48)
     advisories = [l for l in build[1].splitlines()
-                  if re.search(r"\(C\d+\)", l) and re.search(r"ILi512ELb[01]ELi11E", l)]
-    assert len(advisories) == 4 * 4 and all("(C7519)" in l for l in advisories), advisories
+                  if re.search(r"\(C\d+\)", l) and re.search(r"ILi5(12|76)ELb[01]ELi11E", l)]
+    assert len(advisories) == 8 * 4 and all("(C7519)" in l for l in advisories), advisories
 
 
 def test_instantiations_are_generated():

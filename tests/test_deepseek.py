@@ -355,7 +355,7 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
 # through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
 # (16, 5, 1); the 64-key seesaw's splits also inside clusters (contiguous and TMA-paged: two splits merged from
 # registers, rows dealt 22, 22, 20 to three ranks, 16 to each of four), with and without sinks; the same loop on
-# 48-key tiles at 512 (paged in 16-row boxes; more page sizes in test_cuda_seesaw48_paged).
+# 48-key tiles (paged in 16-row boxes; more page sizes in test_cuda_seesaw48_paged; at 576 the rope ring).
 LATENT_PLANS = [("latent_split_qk", 1), ("latent_split_qk", 3), ("latent_seesaw", 1), ("latent_seesaw", 2),
                 ("latent_narrow", 1), ("latent_narrow", 3), ("latent_seesaw64", 1), ("latent_seesaw64", 2),
                 ("latent_seesaw64", 3), ("latent_seesaw64", 4), ("latent_seesaw48", 1), ("latent_seesaw48", 2),
@@ -395,9 +395,8 @@ def _rows(case):
 
 
 def _serves(config, case):
-    """Whether a forced configuration has a kernel for the case: the narrow loop's rows, 48-key tiles at 512."""
-    return (config != "latent_narrow" or _rows(case) <= LATENT_NARROW_ROWS) and (
-        config != "latent_seesaw48" or case[0] == 512)
+    """Whether a forced configuration has a kernel for the case: the narrow loop's rows."""
+    return config != "latent_narrow" or _rows(case) <= LATENT_NARROW_ROWS
 
 
 @sm90_kernel
@@ -412,18 +411,21 @@ def test_cuda_latent_ring_against_reference(monkeypatch, config, num_splits, Dqk
 
 # 48-key tiles read through pages of 16 to 128 tokens in 16-row TMA boxes (pages of 48 and 80 tokens among them),
 # unsplit, in clusters and through the combine kernel, a pool whose KV heads are its outer dimension (head-major
-# boxes); S = 1020 leaves the last tile running past the table's last page (those rows come back as zeros).
+# boxes); S = 1020 leaves the last tile running past the table's last page (those rows come back as zeros). At 576
+# the rope boxes go through the same pages into their own ring.
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("Dqk", [512, 576])
 @pytest.mark.parametrize("page_size,num_splits,T,heads,S,head_major", [
     (16, 1, 1, (64, 1), 1000, False), (32, 1, 4, (16, 1), 129, False), (48, 2, 2, (64, 1), 1000, False),
     (64, 1, 1, (128, 1), 1020, False), (64, 2, 1, (64, 1), 7, False), (80, 3, 3, (28, 4), 1000, True),
     (64, 1, 2, (28, 4), 1020, True), (128, 4, 1, (64, 1), 1020, False)])
-def test_cuda_seesaw48_paged(monkeypatch, page_size, num_splits, T, heads, S, head_major):
+def test_cuda_seesaw48_paged(monkeypatch, Dqk, page_size, num_splits, T, heads, S, head_major):
     """LATENT_SEESAW48 forced onto a shuffled page pool (NaN in every slot no sequence owns), sinks: out and LSE as
     the reference, a zero-length sequence gives zeros and the sink."""
     force_launch_plan(monkeypatch, "latent_seesaw48", num_splits)
-    check_cuda_case(512, 512, "self", T, heads, S, page_size, True, seed=page_size + S + T, head_major=head_major)
+    check_cuda_case(Dqk, 512, "self" if Dqk == 512 else "slice", T, heads, S, page_size, True, seed=page_size + S + T,
+                    head_major=head_major)
 
 
 @sm90_kernel
@@ -581,6 +583,8 @@ def test_cuda_seesaw64_out_views(monkeypatch, config, Dqk, layout, T, heads, use
     ("latent_seesaw48", 512, 1, (64, 1), None, True),
     ("latent_seesaw48", 512, 3, (28, 4), 64, False),
     ("latent_seesaw48", 512, 2, (128, 1), None, True),
+    ("latent_seesaw48", 576, 3, (28, 4), 64, True),
+    ("latent_seesaw48", 576, 2, (128, 1), None, False),
 ])
 def test_cuda_seesaw64_partials_for_the_combine_kernel(monkeypatch, config, Dqk, T, heads, page_size, use_sinks):
     """Four splits of the 64-key seesaw (64- and 48-key tiles) on 160 clusters, more than the GPU holds at once, so
@@ -630,13 +634,16 @@ def climbing_scores(B, T, Hq, S, dtype, device, D=576):
     ("latent_seesaw64", 1, None, bf16), ("latent_seesaw64", 3, None, bf16), ("latent_seesaw64", 1, 64, bf16),
     ("latent_seesaw64", 3, None, torch.float16), ("latent_seesaw64", 2, None, torch.float16),
     ("latent_seesaw64", 1, None, torch.float16), ("latent_seesaw48", 1, None, bf16),
-    ("latent_seesaw48", 3, None, torch.float16), ("latent_seesaw48", 1, 64, bf16)])
+    ("latent_seesaw48", 3, None, torch.float16), ("latent_seesaw48", 1, 64, bf16),
+    ("latent_seesaw48_576", 1, None, bf16), ("latent_seesaw48_576", 2, 64, torch.float16)])
 def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, config, num_splits, page_size, dtype):
     """Scores that climb along the sequence, so that each row's max moves on every tile: by about 3 (log2
     units) a 64-key tile in sequence 0, which the 64-key seesaw's lazy reference follows only every few tiles (P
-    up to 2^8), and by about 23 a tile in sequence 1, past the slack every time (576 wide; 512 for 48-key tiles)."""
-    force_launch_plan(monkeypatch, config, num_splits)
-    S, D = 1000, 512 if config == "latent_seesaw48" else 576
+    up to 2^8), and by about 23 a tile in sequence 1, past the slack every time (576 wide; 512 for 48-key tiles but
+    in latent_seesaw48_576)."""
+    D = 512 if config == "latent_seesaw48" else 576
+    force_launch_plan(monkeypatch, config.removesuffix("_576"), num_splits)
+    S = 1000
     q, k = climbing_scores(2, 2, 64, S, dtype, "cuda", D=D)
     sl = torch.tensor([S, 700], dtype=torch.int32, device="cuda")
     ref, ref_lse = attention_reference(q, k, k[..., :512], sl, D ** -0.5, True)
@@ -759,7 +766,7 @@ BALANCED_SEESAW_CASES = [
 @pytest.mark.parametrize("config,Dqk,v_mode,T,heads,page_size,use_sinks,seqlens,num_splits",
                          [("latent_narrow", *case) for case in BALANCED_CASES]
                          + [("latent_seesaw64", *case) for case in BALANCED_SEESAW_CASES]
-                         + [("latent_seesaw48", *case) for case in BALANCED_SEESAW_CASES if case[0] == 512])
+                         + [("latent_seesaw48", *case) for case in BALANCED_SEESAW_CASES])
 def test_cuda_balanced_schedule(monkeypatch, config, Dqk, v_mode, T, heads, page_size, use_sinks, seqlens,
                                 num_splits):
     """The tiles dealt by cache length (or the static schedule where the launch cannot deal them, and explain does not

@@ -48,7 +48,7 @@ class Config(enum.IntEnum):
     LATENT_NARROW = 8  # the narrow loop over that ring (at most 32 packed rows)
     LATENT_SEESAW64 = 9  # LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
     WIDE_GATHER = 10  # D = 64: WIDE with four gathering producer warps (paged launches that gather)
-    LATENT_SEESAW48 = 11  # D = 512: LATENT_SEESAW64's loop on three ring stages of 48-key tiles (contiguous caches)
+    LATENT_SEESAW48 = 11  # D = 512, 576: LATENT_SEESAW64's loop on three ring stages of 48-key tiles
 
 
 # What explain() says of each configuration (the CTAs-per-SM clause is filled in per launch).

@@ -121,6 +121,7 @@ int with_instance(int D, int config, int fallback, F&& f) {
       if (config == FMHA_CONFIG_LATENT_SPLIT_QK) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SPLIT_QK>{});
       if (config == FMHA_CONFIG_LATENT_NARROW) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_NARROW>{});
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW64>{});
+      if (config == FMHA_CONFIG_LATENT_SEESAW48) return f(Dim<576>{}, Cfg<FMHA_CONFIG_LATENT_SEESAW48>{});
       return fallback;
     default:
       return fallback;
@@ -149,8 +150,8 @@ const char* kConfigHelp =
     "0 = WIDE (D = 64, 128, 256), 1 = DEEP (D = 64, 128, 256), 2 = STREAM (D = 128), 3 = KV_HEAD_PAIRS (D = 64), "
     "4 = SEESAW (D = 512), 5 = SPLIT_QK (D = 512), 6 = LATENT_SEESAW (D = 512, 576), "
     "7 = LATENT_SPLIT_QK (D = 512, 576), 8 = LATENT_NARROW (D = 512, 576, at most 32 packed rows; sm_90a), "
-    "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a), 11 = LATENT_SEESAW48 (D = 512; "
-    "sm_90a)";
+    "9 = LATENT_SEESAW64 (D = 512, 576; sm_90a), 10 = WIDE_GATHER (D = 64; sm_90a), 11 = LATENT_SEESAW48 (D = 512, "
+    "576; sm_90a)";
 
 bool misaligned(uint64_t p) { return (p & 15u) != 0; }
 // Strides in 16-bit elements: non-negative multiples of 16 bytes below 2^40 elements (no address wraps).
@@ -320,7 +321,8 @@ int fmha_decode(const FmhaDecodeArgs* a) {
     return fail("config=%lld reads K and V as one latent: v must be k itself (the same pointer and strides)",
                 (long long)a->config);
   if (D == 576 && !latent_config)
-    return fail("D=576: only the LATENT configurations (6, 7, 8, 9) serve it, got config=%lld", (long long)a->config);
+    return fail("D=576: only the LATENT configurations (6, 7, 8, 9, 11) serve it, got config=%lld",
+                (long long)a->config);
   const struct { uint64_t ptr; const char* name; } required[5] = {
       {a->q, "q"}, {a->k, "k"}, {a->v, "v"}, {a->out, "out"}, {a->lse, "lse"}};
   for (const auto& r : required)

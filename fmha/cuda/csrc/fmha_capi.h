@@ -38,9 +38,9 @@ extern "C" {
 //                  LATENT_NARROW and LATENT_SEESAW64 are sm_90a's
 //   LATENT_SEESAW64 LATENT_SEESAW over 64-key tiles: two ring stages that fill and free by halves
 //   WIDE_GATHER    D = 64: WIDE with four gathering producer warps (paged launches that gather; sm_90a)
-//   LATENT_SEESAW48 D = 512: LATENT_SEESAW64's loop on three ring stages of 48-key tiles (sm_90a; paged
-//                  launches read 16-row TMA boxes, slower than LATENT_SEESAW64's). What this header says of
-//                  LATENT_SEESAW64 holds for it too
+//   LATENT_SEESAW48 D = 512, 576: LATENT_SEESAW64's loop on three ring stages of 48-key tiles (sm_90a; at 576
+//                  the rope columns in a ring of their own; paged launches read 16-row TMA boxes, slower than
+//                  LATENT_SEESAW64's). What this header says of LATENT_SEESAW64 holds for it too
 // A split grid of at most as many CTAs as SMs (one wave) is launched one CTA per SM whatever its
 // configuration's shared memory.
 enum FmhaConfig {

@@ -3,14 +3,16 @@
 // releases and the V-tail clear.
 //
 // A kernel's shared-memory plan Ss provides the ring:
-//   uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols], v[Tr::kStagesV][...]  (swizzled boxes)
+//   uint16_t k[Tr::kStages][Tr::kStageBoxes][Tr::kBlockN * Tr::kBoxCols], v[Tr::kStagesV][...]  (swizzled boxes)
 //   uint64_t full_k[kStages], full_v[kStagesV]    TMA bytes of the stage's tile landed
 //   uint64_t empty_k[kStages], empty_v[kStagesV]  the stage's readers are done with its tile
 // and its traits Tr the tile shape (kBlockN, kBoxes, kBoxCols, kRowBytes, kTmaRows, kKvTileBytes,
-// kStages, kStagesV, kConsumerThreads, kHeadDimV). Tr::kSharedKv (one ring, DeepSeek's shared latent): V
+// kStages, kStagesV, kConsumerThreads, kHeadDimV, kStageBoxes). Tr::kSharedKv (one ring, DeepSeek's shared latent): V
 // is the first kHeadDimV columns of the K stage; the V ring, its barriers and its loads go unused, and
 // the consumers release a K stage once P V read it. Tr::kRingHalves (with kSharedKv): a stage fills and
 // frees in two halves, boxes [0, Tr::kHalfBoxes) on full_k / empty_k and the rest on full_v / empty_v.
+// Tr::kRopeRing (with halves): a stage holds Tr::kStageBoxes boxes, and the key's last box (the rope) lands with the
+// second half in Ss::rope[position % 2], freed on Ss::empty_rope.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (types only)
@@ -51,9 +53,10 @@ __device__ __forceinline__ void wait_full_stage(uint64_t* full, uint32_t phase, 
 // One K or V tile (kBlockN tokens from token0, all boxes) into one ring stage, completing on `full`,
 // with an L2 evict-first policy (the cache is streamed once).
 // Pieces of kTmaRows tokens, box after box within a piece, so the halves of a D = 128 cache row
-// are requested close together when kTmaRows < kBlockN. Boxes [kBox0, kBox1) only: half a stage (kRingHalves).
-template <class Tr, int kBox0 = 0, int kBox1 = Tr::kBoxes>
-__device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
+// are requested close together when kTmaRows < kBlockN. Boxes [kBox0, kBox1) only: half a stage (kRingHalves), into
+// dst's boxes from kDst0 on (the rope ring's: kDst0 = kBox0).
+template <class Tr, int kBox0 = 0, int kBox1 = Tr::kStageBoxes, int kDst0 = 0, int kN>
+__device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[kN][Tr::kBlockN * Tr::kBoxCols],
                                              const CUtensorMap* tmap, uint64_t* full, int token0, int kvh, int b,
                                              int head_major, uint64_t policy) {
 #pragma unroll
@@ -62,7 +65,7 @@ __device__ __forceinline__ void load_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBl
     const int c1 = head_major ? kvh : token0 + r, c2 = head_major ? token0 + r : kvh;
 #pragma unroll
     for (int bx = kBox0; bx < kBox1; ++bx) {
-      ptx::tma_load_4d_hint(&dst[bx][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, b, policy);
+      ptx::tma_load_4d_hint(&dst[bx - kDst0][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, b, policy);
     }
   }
 }
@@ -126,9 +129,10 @@ struct PagedTile {
 };
 
 // load_kv_tile through the block table: boxes of p.page_box_rows tokens from token0 on, each inside one page
-// (the tensor map's dims 1-3 are then (page row, head) or (head, page row), and the page); boxes [kBox0, kBox1).
-template <class Tr, int kBox0 = 0, int kBox1 = Tr::kBoxes>
-__device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
+// (the tensor map's dims 1-3 are then (page row, head) or (head, page row), and the page); boxes [kBox0, kBox1), into
+// dst's boxes from kDst0 on.
+template <class Tr, int kBox0 = 0, int kBox1 = Tr::kStageBoxes, int kDst0 = 0, int kN>
+__device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[kN][Tr::kBlockN * Tr::kBoxCols],
                                                    const CUtensorMap* tmap, uint64_t* full, const DecodeParams& p,
                                                    const PagedTile<Tr>& pages, int token0, int kvh,
                                                    int head_major, uint64_t policy) {
@@ -144,7 +148,8 @@ __device__ __forceinline__ void load_kv_tile_paged(uint16_t (&dst)[Tr::kBoxes][T
     const int c1 = head_major ? kvh : pr.row, c2 = head_major ? pr.row : kvh;
 #pragma unroll
     for (int bx = kBox0; bx < kBox1; ++bx)
-      ptx::tma_load_4d_hint(&dst[bx][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, pr.block, policy);
+      ptx::tma_load_4d_hint(&dst[bx - kDst0][r * Tr::kBoxCols], tmap, full, bx * Tr::kBoxCols, c1, c2, pr.block,
+                            policy);
   }
 }
 
@@ -176,9 +181,10 @@ struct GatherRows {
 // per cp.async instruction: lane l copies 16-byte chunk l % 8 of row 4 g + l / 8, so that each instruction
 // reads four whole 128-byte lines. Chunks go where TMA's 128B swizzle would put them (chunk c of row r
 // at c ^ (r % 8)); rows at or past the sequence capacity S are zero-filled. A row's page comes from the
-// lane that looked it up (GatherRows), by shuffle. Boxes [kBox0, kBox1) only: half a stage (kRingHalves).
-template <class Tr, int kBox0 = 0, int kBox1 = Tr::kBoxes>
-__device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols],
+// lane that looked it up (GatherRows), by shuffle. Boxes [kBox0, kBox1) only: half a stage (kRingHalves), into dst's
+// boxes from kDst0 on.
+template <class Tr, int kBox0 = 0, int kBox1 = Tr::kStageBoxes, int kDst0 = 0, int kN>
+__device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[kN][Tr::kBlockN * Tr::kBoxCols],
                                                const void* pool, int64_t s_blk, int64_t s_tok, int64_t s_h,
                                                const GatherRows<Tr>& rows, int r0, int kvh, int lane) {
   static_assert(Tr::kRowBytes == 128 && Tr::kBlockN % 4 == 0, "gather: 128-byte box rows, 4-row groups");
@@ -199,7 +205,7 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
       const uint32_t to = base + rt * Tr::kRowBytes + ((chunk ^ (rt % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
 #pragma unroll
       for (int bx = kBox0; bx < kBox1; ++bx)
-        ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
+        ptx::cp_async_16(to + (bx - kDst0) * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
     }
   } else {
 #pragma unroll
@@ -212,7 +218,7 @@ __device__ __forceinline__ void gather_kv_tile(uint16_t (&dst)[Tr::kBoxes][Tr::k
       const uint32_t to = base + rt * Tr::kRowBytes + ((chunk ^ (rt % 8)) * 16), bytes = row >= 0 ? 16u : 0u;
 #pragma unroll
       for (int bx = kBox0; bx < kBox1; ++bx)
-        ptx::cp_async_16(to + bx * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
+        ptx::cp_async_16(to + (bx - kDst0) * Tr::kKvBoxBytes, src + bx * Tr::kBoxCols, bytes);
     }
   }
 }
@@ -237,7 +243,12 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
     ptx::cp_async_mbarrier_arrive_noinc(&ss.full_k[stage]);
     if constexpr (Tr::kRingHalves) {  // the stage's second half, on its own barriers
       ptx::mbarrier_wait_parity(&ss.empty_v[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
-      gather_kv_tile<Tr, Tr::kHalfBoxes, Tr::kBoxes>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, r0, kvh, lane);
+      gather_kv_tile<Tr, Tr::kHalfBoxes>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, r0, kvh, lane);
+      if constexpr (Tr::kRopeRing) {  // the rope box, into its own ring (landing with the second half)
+        ptx::mbarrier_wait_parity(&ss.empty_rope[it & 1], (static_cast<uint32_t>(it >> 1) & 1u) ^ 1u);
+        gather_kv_tile<Tr, Tr::kStageBoxes, Tr::kBoxes, Tr::kStageBoxes>(ss.rope[it & 1], p.k, p.k_blk, p.k_tok, p.k_h,
+                                                                         rows, r0, kvh, lane);
+      }
       ptx::cp_async_mbarrier_arrive_noinc(&ss.full_v[stage]);
     }
     if constexpr (!Tr::kSharedKv) {  // (one ring: V is read from the K stage)
@@ -247,6 +258,21 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
     }
     if (tile + 1 < tr.end) rows.lookup(p, b, (tile + 1) * Tr::kBlockN + r0, lane);
   }
+}
+
+// Tr::kRopeRing: the rope box of the tile at token0, ring position pos, into rope stage pos % 2 once the owner's Q K^T
+// of position pos - 2 completed (empty_rope), on the stage's second-half barrier `full` (whose bytes count it).
+template <class Tr, bool kPaged, class Ss>
+__device__ __forceinline__ void load_rope_box(Ss& ss, const CUtensorMap* tmap, uint64_t* full, const DecodeParams& p,
+                                              const PagedTile<Tr>& pages, int pos, int token0, int kvh, int b,
+                                              int head_major, uint64_t policy) {
+  const int rs = pos & 1;
+  ptx::mbarrier_wait_parity(&ss.empty_rope[rs], (static_cast<uint32_t>(pos >> 1) & 1u) ^ 1u);
+  constexpr int kRope = Tr::kStageBoxes;  // the key's box past V's
+  if constexpr (kPaged)
+    load_kv_tile_paged<Tr, kRope, kRope + 1, kRope>(ss.rope[rs], tmap, full, p, pages, token0, kvh, head_major, policy);
+  else
+    load_kv_tile<Tr, kRope, kRope + 1, kRope>(ss.rope[rs], tmap, full, token0, kvh, b, head_major, policy);
 }
 
 // The TMA producer (one thread): K and V tiles of every tile of the range, through the block table for
@@ -277,11 +303,14 @@ __device__ __forceinline__ void producer_loop(Ss& ss, const CUtensorMap* tmap_k,
       ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
       ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes / Tr::kBoxes * (Tr::kBoxes - kHalf));
       if constexpr (kPaged)
-        load_kv_tile_paged<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], p, pages, tile * Tr::kBlockN,
-                                                  kvh, k_head_major, policy);
+        load_kv_tile_paged<Tr, kHalf>(ss.k[stage], tmap_k, &ss.full_v[stage], p, pages, tile * Tr::kBlockN, kvh,
+                                      k_head_major, policy);
       else
-        load_kv_tile<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], tile * Tr::kBlockN, kvh, b,
-                                            k_head_major, policy);
+        load_kv_tile<Tr, kHalf>(ss.k[stage], tmap_k, &ss.full_v[stage], tile * Tr::kBlockN, kvh, b, k_head_major,
+                                policy);
+      if constexpr (Tr::kRopeRing)
+        load_rope_box<Tr, kPaged>(ss, tmap_k, &ss.full_v[stage], p, pages, it, tile * Tr::kBlockN, kvh, b,
+                                  k_head_major, policy);
     }
     probe_stamp(it, kProbeKIssued);
     if constexpr (!Tr::kSharedKv) {  // (one ring: V is read from the K stage)

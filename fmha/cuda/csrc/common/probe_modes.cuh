@@ -31,6 +31,9 @@ __device__ __forceinline__ void probe_stream_only_consumer(Ss& ss, const TileRan
       const int stage_v = it % Tr::kStagesV;
       ptx::mbarrier_wait_parity(&ss.full_v[stage_v], static_cast<uint32_t>(it / Tr::kStagesV) & 1u);
       if (!Tr::kRingHalves || wg == 1) release_stage(&ss.empty_v[stage_v], lane);
+      // (the rope box lands with the second half; its owner frees it)
+      if constexpr (Tr::kRopeRing)
+        if (wg == it % 2) release_stage(&ss.empty_rope[it & 1], lane);
     }
   }
   if (cluster_merge) {

@@ -78,15 +78,15 @@ __device__ __forceinline__ void load_q_tile_chunks(Ss& ss, const DecodeParams& p
   }
 }
 
-// All kBoxes of Q, in order, into shared-memory boxes 0 .. kBoxes - 1 of a seesaw (its Q boxes and then its P
-// boxes: consumer_prologue_q_boxes), where the producer does not load them by TMA. A thread's chunks
-// e = ctid + i kConsumerThreads lie on rows that grow by at most kConsumerThreads / kChunksPerRow + 1 from one to the next, so its
+// Q's first Tr::kQLandedBoxes boxes (all but the rope ring's last), in order, into shared-memory boxes of a seesaw
+// (its Q boxes and then its P boxes: consumer_prologue_q_boxes), where the producer does not load them by TMA. A
+// thread's chunks e = ctid + i kConsumerThreads lie on rows that grow by at most kConsumerThreads / kChunksPerRow + 1 from one to the next, so its
 // row's (token, head) follows by carries from one division per thread instead of one per chunk.
 template <class Tr, class Ss>
 __device__ __forceinline__ void load_q_all_boxes(Ss& ss, const DecodeParams& p, int b, int kvh, int row0,
                                                  int ctid) {
-  static_assert(Tr::kSeesaw && Tr::kBoxes <= Tr::kQSmemBoxes + Tr::kPBoxes, "Q in boxes: the seesaw's P boxes");
-  constexpr int kChunksPerRow = Tr::kBoxes * 8;
+  static_assert(Tr::kSeesaw && Tr::kQLandedBoxes <= Tr::kQSmemBoxes + Tr::kPBoxes, "Q in boxes: the seesaw's P boxes");
+  constexpr int kChunksPerRow = Tr::kQLandedBoxes * 8;
   constexpr int kTotal = Tr::kBlockM * kChunksPerRow;
   static_assert(kTotal % Tr::kConsumerThreads == 0, "Q load split");
   constexpr int kPerThread = kTotal / Tr::kConsumerThreads;
@@ -117,19 +117,20 @@ __device__ __forceinline__ void load_q_tile(Ss& ss, const DecodeParams& p, int b
     load_q_tile_chunks<Tr, kRows>(ss, p, b, kvh, row0, ctid);
 }
 
-// Q by TMA (DecodeParams::q_tma): the row block's Tr::kBoxes 64-column boxes, in head-dim order, into rows
-// 0 .. kQTmaRows - 1 of shared-memory boxes 0 .. kBoxes - 1 of Ss::q, on ss.q_full; one thread. The map
+// Q by TMA (DecodeParams::q_tma): the row block's first Tr::kQLandedBoxes 64-column boxes (all but the rope ring's
+// last), in head-dim order, into rows 0 .. kQTmaRows - 1 of shared-memory boxes 0, 1, ... of Ss::q, on ss.q_full; one
+// thread. The map
 // (encode_q_map) runs over (D, Hq, T, B) with a box of R = kQTmaRows packed rows: R heads of one token where
 // G % R == 0, else all G heads of R / G tokens, whose tokens past T come back as zeros (the pad rows). Either way
 // the row block starts at head kvh G + row0 % G of token row0 / G, and the box's rows are the packed rows in order.
 template <class Tr, class Ss>
 __device__ __forceinline__ void load_q_boxes_tma(Ss& ss, const CUtensorMap* tmap_q, const DecodeParams& p, int b,
                                                  int kvh, int row0) {
-  static_assert(Tr::kBoxes <= sizeof(ss.q) / sizeof(ss.q[0]), "Q by TMA: a shared-memory box for every Q box");
+  static_assert(Tr::kQLandedBoxes <= sizeof(ss.q) / sizeof(ss.q[0]), "Q by TMA: a shared-memory box for every Q box");
   const int head = kvh * p.G + row0 % p.G, token = row0 / p.G;
-  ptx::mbarrier_arrive_expect_tx(&ss.q_full, Tr::kBoxes * Tr::kQTmaRows * Tr::kRowBytes);
+  ptx::mbarrier_arrive_expect_tx(&ss.q_full, Tr::kQLandedBoxes * Tr::kQTmaRows * Tr::kRowBytes);
 #pragma unroll
-  for (int bx = 0; bx < Tr::kBoxes; ++bx)
+  for (int bx = 0; bx < Tr::kQLandedBoxes; ++bx)
     ptx::tma_load_4d(&ss.q[bx][0], tmap_q, &ss.q_full, bx * Tr::kBoxCols, head, token, b);
 }
 

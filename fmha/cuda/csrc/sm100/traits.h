@@ -73,6 +73,8 @@ struct DecodeTraits {
   static constexpr int kBoxCols = 64;            // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row
   static constexpr int kHalfBoxes = kBoxes;  // (kRingHalves: whole stages)
+  static constexpr bool kRopeRing = false;   // (common/kv_ring.cuh: no rope ring)
+  static constexpr int kStageBoxes = kBoxes;  // boxes of a ring stage
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
   static constexpr int kKvTileBytes = kBlockN * D * 2;
   static constexpr int kKvBoxBytes = kBlockN * kRowBytes;

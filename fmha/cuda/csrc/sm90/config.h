@@ -106,6 +106,9 @@ constexpr Config config_table(int D, int config) {
       if (config == FMHA_CONFIG_LATENT_NARROW) return {64, 2, 0, 1, 64, kNarrowOnly, true, false, 0, false, false, false, true};
       // Two 72 KB stages beside seven boxes of Q (128 columns in registers) and two P tiles.
       if (config == FMHA_CONFIG_LATENT_SEESAW64) return {64, 2, 0, 1, 64, kSeesaw64, false, false, 128, false, true, false, true};
+      // Three 48-key stages as at 512: they fit with the rope box in a ring of its own, 192 Q columns in registers
+      // and compact row states (DecodeTraits::kRopeRing).
+      if (config == FMHA_CONFIG_LATENT_SEESAW48) return {48, 3, 0, 1, 48, kSeesaw64, false, false, 192, false, true, false, true};
       return kNoConfig;
     default:
       return kNoConfig;

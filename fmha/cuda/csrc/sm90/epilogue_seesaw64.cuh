@@ -30,7 +30,7 @@ template <class Tr>
 __device__ __forceinline__ int staged_row_offset(int j, int r) {
   static_assert(Tr::kBlockN == Tr::kBlockM || (Tr::kStages >= 2 && 2 * Tr::kBlockN >= Tr::kBlockM),
                 "the block's kBlockM output rows in one or two ring boxes");
-  constexpr int kStageBytes = Tr::kBoxes * Tr::kKvBoxBytes;
+  constexpr int kStageBytes = Tr::kStageBoxes * Tr::kKvBoxBytes;
   return j * Tr::kKvBoxBytes + (r < Tr::kBlockN ? r * Tr::kRowBytes : kStageBytes + (r - Tr::kBlockN) * Tr::kRowBytes);
 }
 

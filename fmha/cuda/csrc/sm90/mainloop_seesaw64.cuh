@@ -23,7 +23,8 @@ namespace sm90 {
 // N = 32 read 1.5x that) and the tile's online softmax, and publishes P(it) and the row state after it; both
 // warpgroups accumulate O += P V of every tile, in tile order, over their own 256 output columns, which are the V
 // columns of their half of the stage (Tr::kRingHalves: warpgroup 0's P V reads boxes [0, kHalfBoxes), warpgroup 1's
-// the rest, which also holds the rope columns of a 576-wide key that only Q K^T reads). The owner's Q K^T completes
+// the rest, which also holds the rope columns of a 576-wide key that only Q K^T reads; on 48-key tiles those are in
+// a ring of their own, Tr::kRopeRing, which the owner frees once its Q K^T completed). The owner's Q K^T completes
 // before it publishes, so each half has one reader left, which frees it as soon as its P V completed; the producer
 // refills it then.
 //   trip(o), o = w, w + 2, ... (on entry S(o) has landed and nothing is in flight):
@@ -104,10 +105,20 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     }
     if constexpr (kSecond) {
 #pragma unroll
-      for (int kk = kSmemSteps; kk < kSteps; ++kk)
-        ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr.r[kk - kSmemSteps],
-                                                 db.at((kk / 4) * Tr::kKvBoxBytes + (kk % 4) * 32), 1);
+      for (int kk = kSmemSteps; kk < kSteps; ++kk) {
+        if (kk / 4 < Tr::kStageBoxes) {
+          ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr.r[kk - kSmemSteps],
+                                                   db.at((kk / 4) * Tr::kKvBoxBytes + (kk % 4) * 32), 1);
+        } else if constexpr (Tr::kRopeRing) {  // the rope box, in its own ring
+          const ptx::SmemDescSw128 dr(ptx::smem_addr(&ss.rope[(pos0 + it) & 1][0][0]), kLbo, kSbo);
+          ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr.r[kk - kSmemSteps], dr.at((kk % 4) * 32), 1);
+        }
+      }
     }
+  };
+  // Tr::kRopeRing: the owner's Q K^T of tile it completed, so its rope stage is free.
+  auto free_rope = [&](int it) {
+    if constexpr (Tr::kRopeRing) release_stage(&ss.empty_rope[(pos0 + it) & 1], lane);
   };
   using True = std::integral_constant<bool, true>;
   using False = std::integral_constant<bool, false>;
@@ -211,6 +222,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
       fence_regs(acc);
       fence_regs(s);
       free_half(o + 1);
+      if constexpr (kNextQk) free_rope(o + 2);
     }
   };
 
@@ -221,6 +233,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
     issue_qk(o);
     ptx::wgmma_wait_group<0>();
     fence_regs(s);
+    free_rope(o);
   }
   if (wg == 1 && n > 0) {  // tile 0 is warpgroup 0's: its P V over this warpgroup's columns (O is zero)
     float alpha[2];

@@ -174,6 +174,23 @@ __device__ __forceinline__ void consumer_prologue_q_boxes(SharedStorage<Tr>& ss,
   static_assert(Tr::kSeesaw && Tr::kQSmemBoxes * Tr::kBoxCols == kSmemSteps * 16, "Q in boxes: whole boxes");
   const int tid_wg = ctid % 128;
   const int w = tid_wg / 32, g = (tid_wg % 32) / 4, ql = tid_wg % 4;
+  // Tr::kRopeRing: Q's last box is not landed; its register columns come from global memory, loaded first so that
+  // their latency overlaps the landing of the others.
+  constexpr int kLandedSteps = Tr::kQLandedBoxes * 4 - kSmemSteps;  // register steps read from landed boxes
+  if constexpr (kLandedSteps < Tr::kQRegSteps) {
+    const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.q_b + kvh * p.G * p.q_h;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 16 * w + g + 8 * h;
+      const uint16_t* q_row = q + (row / p.G) * p.q_t + (row % p.G) * p.q_h + 2 * ql;
+#pragma unroll
+      for (int kk = kLandedSteps; kk < Tr::kQRegSteps; ++kk)
+#pragma unroll
+        for (int jc = 0; jc < 2; ++jc)  // register j = h + 2 jc: columns 16 (kSmemSteps + kk) + 8 jc + 2 ql and + 1
+          qr.r[kk][h + 2 * jc] =
+              row < p.rows ? __ldg(reinterpret_cast<const uint32_t*>(q_row + 16 * (kSmemSteps + kk) + 8 * jc)) : 0u;
+    }
+  }
   if (p.q_tma) {
     ptx::mbarrier_wait_parity(&ss.q_full, q_phase);  // (0 but for the balanced schedule's later visits)
   } else {
@@ -184,7 +201,7 @@ __device__ __forceinline__ void consumer_prologue_q_boxes(SharedStorage<Tr>& ss,
   // Register j of step kk: row 16 w + g + 8 (j & 1), columns 16 (kSmemSteps + kk) + 8 (j >> 1) + 2 ql and + 1,
   // as load_q_regs reads them; the row's 16 B chunks are swizzled by row % 8 = g.
 #pragma unroll
-  for (int kk = 0; kk < Tr::kQRegSteps; ++kk)
+  for (int kk = 0; kk < kLandedSteps; ++kk)
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int row = 16 * w + g + 8 * (j & 1);

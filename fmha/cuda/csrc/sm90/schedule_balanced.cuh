@@ -106,11 +106,14 @@ __device__ void producer_balanced(Ss& ss, const CUtensorMap* tmap_k, const CUten
         ptx::mbarrier_wait_parity(&ss.empty_v[stage], phase ^ 1u);
         ptx::mbarrier_arrive_expect_tx(&ss.full_v[stage], Tr::kKvTileBytes / Tr::kBoxes * (Tr::kBoxes - kHalf));
         if constexpr (kPaged)
-          load_kv_tile_paged<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], p, pages,
-                                                    tile * Tr::kBlockN, vis.kvh, p.k_head_major, policy);
+          load_kv_tile_paged<Tr, kHalf>(ss.k[stage], tmap_k, &ss.full_v[stage], p, pages, tile * Tr::kBlockN,
+                                        vis.kvh, p.k_head_major, policy);
         else
-          load_kv_tile<Tr, kHalf, Tr::kBoxes>(ss.k[stage], tmap_k, &ss.full_v[stage], tile * Tr::kBlockN, vis.kvh,
-                                              vis.b, p.k_head_major, policy);
+          load_kv_tile<Tr, kHalf>(ss.k[stage], tmap_k, &ss.full_v[stage], tile * Tr::kBlockN, vis.kvh, vis.b,
+                                  p.k_head_major, policy);
+        if constexpr (Tr::kRopeRing)
+          load_rope_box<Tr, kPaged>(ss, tmap_k, &ss.full_v[stage], p, pages, it, tile * Tr::kBlockN, vis.kvh, vis.b,
+                                    p.k_head_major, policy);
       }
       stamp(it, kProbeKIssued);  // (both halves, as producer_loop)
       if (kPaged && tile + 1 < vis.tile_end) pages.lookup(p, vis.b, (tile + 1) * Tr::kBlockN);
@@ -272,6 +275,8 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
       ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
       ptx::mbarrier_init(&ss.empty_v[s], Tr::kEmptyVArrivals);
     }
+    if constexpr (Tr::kRopeRing)  // (the owner's four warps)
+      for (int s = 0; s < Tr::kRopeStages; ++s) ptx::mbarrier_init(&ss.empty_rope[s], 4);
     for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
     ptx::mbarrier_init(&ss.q_full, 1);
     ptx::mbarrier_init(&ss.q_empty, Tr::kConsumerThreads);  // (every consumer thread: consumer_loop_seesaw64)

@@ -22,7 +22,10 @@ struct SeesawSmem {
   __device__ static int p_chunk0(int it) { return Tr::kSeesaw64 ? 0 : 4 * (it & 1); }  // its first 16 B chunk
   __device__ static uint32_t p_in_row(int it) { return static_cast<uint32_t>(p_chunk0(it)) * 16u; }
   // Row state after tile it, thread tid_wg's: (m_i[0], m_i[1], l_i[0], l_i[1]) and (alpha[0], alpha[1], -, -).
-  __device__ static float4* state(SharedStorage<Tr>& ss, int it) { return ss.s_exchange + (it & 1) * 256; }
+  // Tr::kCompactState: m_i[64], alpha[64] by row (a quad's four threads hold the same), then l_i[128][2] by thread.
+  __device__ static float4* state(SharedStorage<Tr>& ss, int it) {
+    return ss.s_exchange + (it & 1) * (Tr::kExchangeFloat4s / 2);
+  }
 
   // P(it) from the softmax's output s of the thread (w, g, ql). Element i = 4 c + 2 h + e: row 16 w + g + 8 h,
   // column 8 c + 2 ql + e, i.e. 16 B chunk p_chunk0 + c of the row, swizzled by the row's (16 w + g + 8 h) % 8
@@ -43,8 +46,20 @@ struct SeesawSmem {
   __device__ static void publish(SharedStorage<Tr>& ss, int it, const RowState& st, const float (&alpha)[2],
                                  int tid_wg) {
     float4* st4 = state(ss, it);
-    st4[tid_wg] = make_float4(st.m_i[0], st.m_i[1], st.l_i[0], st.l_i[1]);
-    st4[128 + tid_wg] = make_float4(alpha[0], alpha[1], 0.f, 0.f);
+    if constexpr (Tr::kCompactState) {
+      float* f = reinterpret_cast<float*>(st4);
+      const int row = tid_wg / 32 * 16 + tid_wg % 32 / 4;  // 16 w + g, and + 8
+      if (tid_wg % 4 == 0) {
+        f[row] = st.m_i[0];
+        f[row + 8] = st.m_i[1];
+        f[Tr::kBlockM + row] = alpha[0];
+        f[Tr::kBlockM + row + 8] = alpha[1];
+      }
+      reinterpret_cast<float2*>(f + 2 * Tr::kBlockM)[tid_wg] = make_float2(st.l_i[0], st.l_i[1]);
+    } else {
+      st4[tid_wg] = make_float4(st.m_i[0], st.m_i[1], st.l_i[0], st.l_i[1]);
+      st4[128 + tid_wg] = make_float4(alpha[0], alpha[1], 0.f, 0.f);
+    }
     ptx::fence_proxy_async_shared();  // P: generic stores -> the other warpgroup's (and our) wgmma reads
     ptx::mbarrier_arrive(&ss.p_full[it & 1]);
   }
@@ -65,6 +80,18 @@ struct SeesawSmem {
   __device__ static void take(SharedStorage<Tr>& ss, int it, RowState& st, float (&alpha)[2], int tid_wg) {
     ptx::mbarrier_wait_parity(&ss.p_full[it & 1], static_cast<uint32_t>(it >> 1) & 1u);
     const float4* st4 = state(ss, it);
+    if constexpr (Tr::kCompactState) {
+      const float* f = reinterpret_cast<const float*>(st4);
+      const int row = tid_wg / 32 * 16 + tid_wg % 32 / 4;
+      const float2 l = reinterpret_cast<const float2*>(f + 2 * Tr::kBlockM)[tid_wg];
+      st.m_i[0] = f[row];
+      st.m_i[1] = f[row + 8];
+      st.l_i[0] = l.x;
+      st.l_i[1] = l.y;
+      alpha[0] = f[Tr::kBlockM + row];
+      alpha[1] = f[Tr::kBlockM + row + 8];
+      return;
+    }
     const float4 ml = st4[tid_wg], a = st4[128 + tid_wg];
     st.m_i[0] = ml.x;
     st.m_i[1] = ml.y;

@@ -79,6 +79,18 @@ struct DecodeTraits {
   static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row (K's)
   static constexpr int kBoxesV = kHeadDimV / kBoxCols;
   static constexpr int kHalfBoxes = kRingHalves ? kBoxesV / 2 : kBoxes;  // the first half of a stage (kRingHalves)
+  // The rope ring (576-wide keys on three 48-key stages, where nine boxes a stage do not fit): a ring stage holds the
+  // kBoxesV V boxes, and the rope box, which only the owner's Q K^T reads, lands in a ring of its own
+  // (SharedStorage::rope, ring position r in rope stage r % 2) with the stage's second half (full_v); the owner frees
+  // it on empty_rope once that Q K^T completed.
+  static constexpr bool kRopeRing = kSeesaw64 && kCfg.stages_k == 3 && kBoxes > kBoxesV;
+  static constexpr int kRopeStages = 2;
+  static constexpr int kStageBoxes = kRopeRing ? kBoxesV : kBoxes;  // boxes of a ring stage
+  // The seesaw's row states in 3 KB instead of 8 (what the rope ring needs): m_i and alpha once a row, l_i a thread.
+  static constexpr bool kCompactState = kRopeRing;
+  // Q's boxes that land in shared memory (the 64-key seesaw: its Q boxes, then its P boxes): all, or with the rope
+  // ring all but the last, whose columns the consumers load from global memory into registers (load_q_last_box).
+  static constexpr int kQLandedBoxes = kRopeRing ? kBoxes - 1 : kBoxes;
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
   // The wgmma descriptors of 128B-swizzled boxes: 8-row core-matrix groups packed (SBO), and the LBO of a K-major
   // operand, which the swizzle leaves unused (encoded as 1).
@@ -107,8 +119,9 @@ struct DecodeTraits {
   static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
   static constexpr int kMaxThreads = kGatherThreads;  // the largest launch (static_assert below)
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
-  // The 64-key seesaw's producer issues each tile in two halves: 24 registers are too few for its live ranges.
-  static constexpr int kProducerRegs = kSeesaw64 ? 32 : sm90::kProducerRegs;
+  // The 64-key seesaw's producer issues each tile in two halves: 24 registers are too few for its live ranges (32 with
+  // the rope box's paged lookup; 40 leave the consumers their 232).
+  static constexpr int kProducerRegs = kRopeRing ? 40 : kSeesaw64 ? 32 : sm90::kProducerRegs;
   static constexpr bool kLeanProducer = kSetMaxNReg;  // common/kv_ring.cuh PagedTile: no rows kept
   static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
   static constexpr int kKvTileBytes = kBlockN * D * 2;  // one K (or V) tile, all boxes
@@ -122,7 +135,10 @@ struct DecodeTraits {
   static constexpr int kQBoxBytes = kBlockM * kRowBytes;
   // Score exchange (kSplitQk): per parity and warpgroup, kBlockN/8 float4 per consumer thread. The
   // seesaw keeps its row states there instead: per parity, 2 float4 per thread (see SeesawSmem).
-  static constexpr int kExchangeFloat4s = kSplitQk ? 2 * 2 * (kBlockN / 8) * 128 : kSeesaw ? 2 * 2 * 128 : 1;
+  static constexpr int kExchangeFloat4s = kSplitQk        ? 2 * 2 * (kBlockN / 8) * 128
+                                          : kCompactState ? 2 * (2 * kBlockM + 2 * 128) / 4
+                                          : kSeesaw       ? 2 * 2 * 128
+                                                          : 1;
   // Q in registers (kSplitQk, kSeesaw): the last kQRegCols columns of each warpgroup's head-dim half (the
   // seesaw: of the whole head dim, the same in both) are A fragments held in registers (kQRegSteps k16
   // steps, 4 registers each); shared memory keeps the rest, kQSmemBoxesPerWg boxes a warpgroup (all
@@ -173,6 +189,8 @@ struct DecodeTraits {
   static_assert(!kSharedKv || (kCfg.loop != Mainloop::kSerial && kStages >= 2 &&
                                ((!kSeesaw && !kEarlyOperandWait) || kStages >= 3 || kSeesaw64)),
                 "one ring: too few stages for the loop, or the serial loop");
+  static_assert(!kRopeRing || (kBoxes == kBoxesV + 1 && kQRegCols >= kBoxCols),
+                "rope ring: one rope box; Q's last box in registers");
   static_assert(!kSeesaw64 || (kSharedKv && (kStages == 2 || (kStages == 3 && kBlockN == 48)) && kBoxesV % 2 == 0),
                 "64-key seesaw: one ring of two stages (one per warpgroup; 48-key tiles: three), halves of whole V "
                 "boxes");
@@ -202,7 +220,9 @@ struct BalancedVisit {
 template <class Tr>
 struct SharedStorage {
   alignas(1024) uint16_t q[Tr::kQSmemBoxes + Tr::kPBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box, kPBoxes)
-  alignas(1024) uint16_t k[Tr::kStages][Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols];
+  // Tr::kRopeRing: the rope boxes of ring positions r, r % 2 (no storage in other kernels).
+  alignas(1024) uint16_t rope[Tr::kRopeRing ? Tr::kRopeStages : 0][1][Tr::kBlockN * Tr::kBoxCols];
+  alignas(1024) uint16_t k[Tr::kStages][Tr::kStageBoxes][Tr::kBlockN * Tr::kBoxCols];
   alignas(1024) uint16_t v[Tr::kSharedKv ? 1 : Tr::kStagesV][Tr::kSharedKv ? 1 : Tr::kBoxes]
                           [Tr::kSharedKv ? 8 : Tr::kBlockN * Tr::kBoxCols];  // (kSharedKv: unused, see v_stage)
   alignas(16) float4 s_exchange[Tr::kExchangeFloat4s];  // partial scores [parity][wg][kBlockN/8][128] (kSplitQk),
@@ -212,6 +232,8 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kVBarriers ? Tr::kStagesV : 1];  // TMA bytes of the V tile landed (kSharedKv: full_k)
   alignas(8) uint64_t empty_k[Tr::kStages];  // the warps that read the stage's K tile are done (kKFreedByOneWg)
   alignas(8) uint64_t empty_v[Tr::kVBarriers ? Tr::kStagesV : 1];  // ... with its V tile (kSharedKv: empty_k, after P V)
+  // Tr::kRopeRing: the owner's Q K^T of the rope stage's tile completed (or, first, Q's last box read out of it).
+  alignas(8) uint64_t empty_rope[Tr::kRopeRing ? Tr::kRopeStages : 0];
   // kMergePair (store_output_pair): the half of the partner's partial that this CTA merges, pushed by the
   // partner's 64 threads that hold it, slot = the pusher's thread index in those two warps: o
   // [kOutCols / 8][64 slots] float4 (a thread's accumulator order), LSEs [2][64]; complete when the 64
@@ -244,11 +266,11 @@ struct SharedStorage {
   //     halves (store_output_staged)
   __device__ float* merge_base() { return reinterpret_cast<float*>(&k[0][0][0]); }
   // The V tile of a ring stage: its own ring's, or (kSharedKv) the K stage's first kBoxesV boxes.
-  __device__ uint16_t (&v_stage(int stage))[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols] {
+  __device__ uint16_t (&v_stage(int stage))[Tr::kStageBoxes][Tr::kBlockN * Tr::kBoxCols] {
     if constexpr (Tr::kSharedKv) return k[stage];
     else return v[stage];
   }
-  __device__ const uint16_t (&v_stage(int stage) const)[Tr::kBoxes][Tr::kBlockN * Tr::kBoxCols] {
+  __device__ const uint16_t (&v_stage(int stage) const)[Tr::kStageBoxes][Tr::kBlockN * Tr::kBoxCols] {
     if constexpr (Tr::kSharedKv) return k[stage];
     else return v[stage];
   }
