@@ -304,7 +304,7 @@ def test_balanced_deals_query(build):
         assert lib.fmha_balanced_deals(D, 9, 160, 16, 1, 4096, 0, 160) == 1  # 4 tokens of 16 heads a box
         assert lib.fmha_balanced_deals(D, 9, 160, 28, 1, 4096, 0, 160) == 0  # 28 heads: no Q box, static
         assert lib.fmha_balanced_deals(D, 7, 160, 16, 1, 4096, 0, 160) == -1  # LATENT_SPLIT_QK has none
-        assert lib.fmha_balanced_deals(D, 11, 160, 128, 1, 4096, 0, 320) == (1 if D == 512 else -1)  # 48-key tiles
+        assert lib.fmha_balanced_deals(D, 11, 160, 128, 1, 4096, 0, 320) == 1  # 48-key tiles
         assert lib.fmha_balanced_deals(D, 8, 160, 16, 1, 2 ** 31 - 1024, 0, 160) == -1  # past fmha_decode's S
     assert lib.fmha_balanced_deals(128, 1, 160, 16, 1, 4096, 0, 160) == -1
     assert lib.fmha_balanced_deals(96, 8, 160, 16, 1, 4096, 0, 160) == -1

@@ -260,16 +260,16 @@ def test_latent_narrow_takes_32_rows_on_one_wave(D, B, T, Hq, Hkv, sms, expected
 
 
 def _seesaw(D, paged=False):
-    """The 64-key seesaw's configuration the plan takes: 48-key tiles at 512 on a contiguous cache."""
-    return Config.LATENT_SEESAW48 if D == 512 and not paged else Config.LATENT_SEESAW64
+    """The 64-key seesaw's configuration the plan takes: 48-key tiles on a contiguous cache."""
+    return Config.LATENT_SEESAW64 if paged else Config.LATENT_SEESAW48
 
 
 @pytest.mark.parametrize("D", (512, 576))
 @pytest.mark.parametrize("page_size", (None, 64, 16, 256))
-def test_seesaw_tiles_of_48_keys_for_contiguous_512(D, page_size):
-    """A 512-wide latent of more rows than the narrow loop takes runs on 48-key tiles (three ring stages) where the
-    cache is contiguous, and on 64-key tiles where it is paged: a paged TMA box must divide both the page and the
-    tile, and 16-row boxes stream slower; 576 always on 64-key tiles (three stages do not fit)."""
+def test_seesaw_tiles_of_48_keys_for_contiguous_latents(D, page_size):
+    """A latent (512 or 576 wide) of more rows than the narrow loop takes runs on 48-key tiles (three ring stages)
+    where the cache is contiguous, and on 64-key tiles where it is paged: a paged TMA box must divide both the page
+    and the tile, and 16-row boxes stream slower."""
     import dataclasses
 
     if page_size is None:
@@ -281,9 +281,10 @@ def test_seesaw_tiles_of_48_keys_for_contiguous_512(D, page_size):
     assert d512_config(p, 100, 132) == Config.LATENT_SPLIT_QK
 
 
+@pytest.mark.parametrize("D", (512, 576))
 @pytest.mark.parametrize("has_48", (True, False))
-def test_library_without_48_key_tiles_runs_64(monkeypatch, has_48):
-    """A library built before LATENT_SEESAW48 (its tile query answers 0), loaded to compare builds, runs the
+def test_library_without_48_key_tiles_runs_64(monkeypatch, D, has_48):
+    """A library built without LATENT_SEESAW48 at D (its tile query answers 0), loaded to compare builds, runs the
     64-key seesaw where the plan would take the 48-key one."""
     import dataclasses
 
@@ -291,10 +292,10 @@ def test_library_without_48_key_tiles_runs_64(monkeypatch, has_48):
     b._arch = 90
     for config, tile_n in ((Config.LATENT_SEESAW64, 64), (Config.LATENT_SEESAW48, 48 if has_48 else 0),
                            (Config.LATENT_NARROW, 32), (Config.LATENT_SPLIT_QK, 32)):
-        key = (512, config)
+        key = (D, config)
         narrow_rows = 32 if config == Config.LATENT_NARROW else 0
         b._tile_n[key], b._ctas_per_sm[key], b._narrow_rows[key] = tile_n, 1, narrow_rows
-    p = dataclasses.replace(problem(64, 1, 128, 1, 4096, 512, device="cuda:0"), head_dim_v=512, kv_shared=True)
+    p = dataclasses.replace(problem(64, 1, 128, 1, 4096, D, device="cuda:0"), head_dim_v=512, kv_shared=True)
     want = Config.LATENT_SEESAW48 if has_48 else Config.LATENT_SEESAW64
     assert b.launch_plan(p, 0) == (want, 1)
 

@@ -717,7 +717,7 @@ def test_cuda_plan_reads_the_latent_once(Dqk, v_mode, T, heads, S, page_size, us
 
     config, _ = registry()["cuda"].launch_plan(p, 0)
     sm90 = torch.cuda.get_device_capability() == (9, 0)
-    seesaw = Config.LATENT_SEESAW48 if Dqk == 512 else Config.LATENT_SEESAW64  # (planned on the contiguous cache)
+    seesaw = Config.LATENT_SEESAW48  # (planned on the contiguous cache)
     assert config in ((seesaw, Config.LATENT_NARROW) if sm90 else (Config.LATENT_SPLIT_QK,)), config
     assert "reads the latent once" in str(fmha.explain(q, k, v, sl, backend="cuda"))
     check_cuda_case(Dqk, 512, v_mode, T, heads, S, page_size, use_sinks, seed=S + 1)
@@ -851,7 +851,7 @@ def test_cuda_seesaw64_splits_grids_past_one_wave(monkeypatch, Dqk, B, Hq, S, pa
     seqlens = [S, 0, 1, S - 1] + [(97 * i) % (S + 1) for i in range(B - 4)]
     q, k, v, sl = latent_inputs(B, 1, Hq, 1, S, Dqk, 512, v_mode, seqlens, device="cuda")
     config, splits = registry()["cuda"].launch_plan(validate(q, k, v, sl), 0)
-    seesaw = Config.LATENT_SEESAW48 if Dqk == 512 else Config.LATENT_SEESAW64  # (planned on the contiguous cache)
+    seesaw = Config.LATENT_SEESAW48  # (planned on the contiguous cache)
     assert config == seesaw and splits > 1, (config, splits)
     said = str(fmha.explain(q, k, v, sl, backend="cuda"))
     assert f"{B * Hq // 64} CTAs x {splits} KV split(s)" in said and ("balanced schedule" in said) == (env is None)

@@ -196,7 +196,7 @@ def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config
     """D = 512's (and 576's) configuration, by its packed rows (all share one CTA per SM): SEESAW for more
     than one 64-row block, SPLIT_QK for one, where each is the faster (docs/design-sm90.md); for a shared latent
     (latent_ring) LATENT_NARROW up to 16 rows, and up to 32 where its unsplit grid fills one wave of `sms` SMs
-    (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64, or at D = 512 on a contiguous cache LATENT_SEESAW48
+    (LATENT_NARROW32_MIN_FILL), else LATENT_SEESAW64, or on a contiguous cache LATENT_SEESAW48
     (docs/deepseek.md); sm_100a has one kernel for each ring (SEESAW and LATENT_SEESAW name SPLIT_QK's and
     LATENT_SPLIT_QK's)."""
     if latent_ring(p, arch) and arch == 100:
@@ -208,7 +208,7 @@ def d512_config(p: Problem, arch: int = 90, sms: Optional[int] = None) -> Config
         if narrow:
             return Config.LATENT_NARROW
         # (a paged box lies inside one page and one tile: 48-key tiles in 64-token pages read 16-row boxes)
-        return Config.LATENT_SEESAW48 if p.head_dim == 512 and not p.has_block_table else Config.LATENT_SEESAW64
+        return Config.LATENT_SEESAW64 if p.has_block_table else Config.LATENT_SEESAW48
     return Config.SEESAW if p.seqlen_q * p.group_size > BLOCK_M else Config.SPLIT_QK
 
 
