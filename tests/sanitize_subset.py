@@ -12,8 +12,8 @@ launched one CTA per SM); at D = 512 both loops: the split-Q K^T loop (one 64-ro
 (two row blocks: causal T=2 with an empty row, split-KV, sequences of 1, 2 and 7 tiles); KV-head pairs at D = 64
 (the plan's and a forced causal grid); paged caches at each head dim through TMA boxes (64-token pages) and the
 gather (13; its two or four warps), unsplit, split and with more CTAs than SMs, and page ids out of the pool's range (clamped: no access outside it); the shared
-latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw, and at 512 its 48-key
-tiles (contiguous and through 64- and 80-token pages), forced unsplit, at two splits and at four on more clusters
+latent (576/512, 512/512: the narrow and seesaw latent loops, paged; the 64-key seesaw, and its 48-key tiles
+(contiguous and through 64- and 80-token pages; at 576 the rope ring), forced unsplit, at two splits and at four on more clusters
 than fit; the balanced schedule forced on mixed lengths, for the narrow loop and the 64-key seesaw) and attention
 sinks."""
 import sys, torch
@@ -140,7 +140,8 @@ if wanted("latent"):
     if b._fn is None:  # the patched plan skips the lazy bind
         b._bind()
     own_plan = b.launch_plan
-    for Dqk, config in ((576, Config.LATENT_SEESAW64), (512, Config.LATENT_SEESAW64), (512, Config.LATENT_SEESAW48)):
+    for Dqk, config in ((576, Config.LATENT_SEESAW64), (512, Config.LATENT_SEESAW64), (512, Config.LATENT_SEESAW48),
+                        (576, Config.LATENT_SEESAW48)):
         for num_splits in (1, 2, 4):
             b.launch_plan = lambda p, index, n=num_splits, c=config: (c, n)
             b._launches = {}
@@ -161,7 +162,7 @@ if wanted("latent"):
                 print("ran", config.name.lower(), Dqk, num_splits, B, T, Hq, Hkv, page_size,
                       "nan" if torch.isnan(out).any() else "ok", flush=True)
     # The balanced schedule (the latent narrow loop, and the 64-key seesaw with several visits a CTA, forced; on
-    # 48-key tiles for a contiguous 512-wide latent):
+    # 48-key tiles for a contiguous latent):
     # mixed lengths with empty sequences, one long sequence shared by many CTAs, 32 packed rows of GQA 28/4, paged
     # by TMA boxes, a batch padded with empty sequences; sinks, NaN past every length.
     os.environ["FMHA_CUDA_SCHEDULE"] = "balanced"
@@ -174,7 +175,7 @@ if wanted("latent"):
                 (1, 16, 1, [700] * 6 + [0] * 10, 64, 1, narrow),
                 (1, 128, 1, [1000, 0, 1, 3000, 65, 129], None, 1, seesaw),
                 (2, 64, 1, [4000] + [64] * 7, 64, 1, seesaw)):
-            if config == seesaw and Dqk == 512 and page_size is None:  # (the plan's 48-key tiles)
+            if config == seesaw and page_size is None:  # (the plan's 48-key tiles)
                 config = Config.LATENT_SEESAW48
             b.launch_plan = lambda p, index, c=config, n=splits: (c, n)
             b._launches = {}
