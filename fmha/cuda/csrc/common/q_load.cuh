@@ -80,8 +80,9 @@ __device__ __forceinline__ void load_q_tile_chunks(Ss& ss, const DecodeParams& p
 
 // Q's first Tr::kQLandedBoxes boxes (all but the rope ring's last), in order, into shared-memory boxes of a seesaw
 // (its Q boxes and then its P boxes: consumer_prologue_q_boxes), where the producer does not load them by TMA. A
-// thread's chunks e = ctid + i kConsumerThreads lie on rows that grow by at most kConsumerThreads / kChunksPerRow + 1 from one to the next, so its
-// row's (token, head) follows by carries from one division per thread instead of one per chunk.
+// thread's chunks e = ctid + i kConsumerThreads lie on rows that grow by at most kConsumerThreads / kChunksPerRow + 1
+// from one to the next, so its row's (token, head) follows by carries from one division per thread instead of one
+// per chunk.
 template <class Tr, class Ss>
 __device__ __forceinline__ void load_q_all_boxes(Ss& ss, const DecodeParams& p, int b, int kvh, int row0,
                                                  int ctid) {

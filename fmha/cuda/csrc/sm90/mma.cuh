@@ -163,9 +163,10 @@ __device__ __forceinline__ void consumer_prologue(SharedStorage<Tr>& ss, const D
   row_key_limits<Tr>(p, tr, row0, tid_wg / 32, (tid_wg % 32) / 4, limit_abs);
 }
 
-// consumer_prologue and load_q_regs of the 64-key seesaw: all of Q in shared-memory boxes 0 .. kBoxes - 1, the
-// columns held in registers (QRegs) in the P boxes, which nothing writes before the first softmax, read out from
-// there. The producer loads the boxes by TMA (DecodeParams::q_tma), or the consumers with 16-byte loads.
+// consumer_prologue and load_q_regs of the 64-key seesaw: all of Q in shared-memory boxes 0 .. kBoxes - 1 (with the
+// rope ring all but the last, Tr::kQLandedBoxes), the columns held in registers (QRegs) in the P boxes, which nothing
+// writes before the first softmax, read out from there. The producer loads the boxes by TMA (DecodeParams::q_tma),
+// or the consumers with 16-byte loads.
 template <class Tr>
 __device__ __forceinline__ void consumer_prologue_q_boxes(SharedStorage<Tr>& ss, const DecodeParams& p,
                                                           const TileRange& tr, int b, int kvh, int row0, int ctid,

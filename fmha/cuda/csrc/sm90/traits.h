@@ -89,7 +89,8 @@ struct DecodeTraits {
   // The seesaw's row states in 3 KB instead of 8 (what the rope ring needs): m_i and alpha once a row, l_i a thread.
   static constexpr bool kCompactState = kRopeRing;
   // Q's boxes that land in shared memory (the 64-key seesaw: its Q boxes, then its P boxes): all, or with the rope
-  // ring all but the last, whose columns the consumers load from global memory into registers (load_q_last_box).
+  // ring all but the last, whose columns the consumers load from global memory into registers
+  // (consumer_prologue_q_boxes).
   static constexpr int kQLandedBoxes = kRopeRing ? kBoxes - 1 : kBoxes;
   static constexpr int kRowBytes = kBoxCols * 2;  // 128
   // The wgmma descriptors of 128B-swizzled boxes: 8-row core-matrix groups packed (SBO), and the LBO of a K-major
@@ -119,8 +120,8 @@ struct DecodeTraits {
   static constexpr int kGatherThreads = kConsumerThreads + 32 * kGatherWarps;
   static constexpr int kMaxThreads = kGatherThreads;  // the largest launch (static_assert below)
   static constexpr int kRegPool = kThreads * (65536 / kThreads / 8 * 8);
-  // The 64-key seesaw's producer issues each tile in two halves: 24 registers are too few for its live ranges (32 with
-  // the rope box's paged lookup; 40 leave the consumers their 232).
+  // The 64-key seesaw's producer issues each tile in two halves: 24 registers are too few for its live ranges, and 32
+  // with the rope box's paged loads (40 still leave the consumers their 232).
   static constexpr int kProducerRegs = kRopeRing ? 40 : kSeesaw64 ? 32 : sm90::kProducerRegs;
   static constexpr bool kLeanProducer = kSetMaxNReg;  // common/kv_ring.cuh PagedTile: no rows kept
   static constexpr int kConsumerRegs = (kRegPool - 128 * kProducerRegs) / 256 / 8 * 8;
@@ -220,7 +221,7 @@ struct BalancedVisit {
 template <class Tr>
 struct SharedStorage {
   alignas(1024) uint16_t q[Tr::kQSmemBoxes + Tr::kPBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box, kPBoxes)
-  // Tr::kRopeRing: the rope boxes of ring positions r, r % 2 (no storage in other kernels).
+  // Tr::kRopeRing: the rope box of ring position r in rope[r % 2] (no storage in other kernels).
   alignas(1024) uint16_t rope[Tr::kRopeRing ? Tr::kRopeStages : 0][1][Tr::kBlockN * Tr::kBoxCols];
   alignas(1024) uint16_t k[Tr::kStages][Tr::kStageBoxes][Tr::kBlockN * Tr::kBoxCols];
   alignas(1024) uint16_t v[Tr::kSharedKv ? 1 : Tr::kStagesV][Tr::kSharedKv ? 1 : Tr::kBoxes]
@@ -232,7 +233,7 @@ struct SharedStorage {
   alignas(8) uint64_t full_v[Tr::kVBarriers ? Tr::kStagesV : 1];  // TMA bytes of the V tile landed (kSharedKv: full_k)
   alignas(8) uint64_t empty_k[Tr::kStages];  // the warps that read the stage's K tile are done (kKFreedByOneWg)
   alignas(8) uint64_t empty_v[Tr::kVBarriers ? Tr::kStagesV : 1];  // ... with its V tile (kSharedKv: empty_k, after P V)
-  // Tr::kRopeRing: the owner's Q K^T of the rope stage's tile completed (or, first, Q's last box read out of it).
+  // Tr::kRopeRing: the owner's Q K^T of the rope stage's tile completed.
   alignas(8) uint64_t empty_rope[Tr::kRopeRing ? Tr::kRopeStages : 0];
   // kMergePair (store_output_pair): the half of the partner's partial that this CTA merges, pushed by the
   // partner's 64 threads that hold it, slot = the pusher's thread index in those two warps: o
