@@ -132,8 +132,8 @@ __global__ void __launch_bounds__(DecodeTraits<D, kConfig>::kMaxThreads, DecodeT
         ptx::mbarrier_init(&ss.empty_v[s], Tr::kEmptyVArrivals);
       }
     }
-    if constexpr (Tr::kRopeRing)  // (the owner's four warps)
-      for (int s = 0; s < Tr::kRopeStages; ++s) ptx::mbarrier_init(&ss.empty_rope[s], 4);
+    if constexpr (Tr::kRopeRing)
+      for (int s = 0; s < Tr::kRopeStages; ++s) ptx::mbarrier_init(&ss.empty_rope[s], Tr::kEmptyRopeArrivals);
     if (uses_pair_merge<Tr>(p)) ptx::mbarrier_init(&ss.pair_full, SharedStorage<Tr>::kPairSlots);  // the partner's pushers
     if constexpr (Tr::kSeesaw)
       for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);

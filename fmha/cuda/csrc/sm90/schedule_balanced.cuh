@@ -275,8 +275,8 @@ __device__ __forceinline__ void balanced_seesaw64(const CUtensorMap* tmap_k, con
       ptx::mbarrier_init(&ss.full_v[s], kFullArrivals);
       ptx::mbarrier_init(&ss.empty_v[s], Tr::kEmptyVArrivals);
     }
-    if constexpr (Tr::kRopeRing)  // (the owner's four warps)
-      for (int s = 0; s < Tr::kRopeStages; ++s) ptx::mbarrier_init(&ss.empty_rope[s], 4);
+    if constexpr (Tr::kRopeRing)
+      for (int s = 0; s < Tr::kRopeStages; ++s) ptx::mbarrier_init(&ss.empty_rope[s], Tr::kEmptyRopeArrivals);
     for (int i = 0; i < 2; ++i) ptx::mbarrier_init(&ss.p_full[i], SharedStorage<Tr>::kPublishArrivals);
     ptx::mbarrier_init(&ss.q_full, 1);
     ptx::mbarrier_init(&ss.q_empty, Tr::kConsumerThreads);  // (every consumer thread: consumer_loop_seesaw64)

@@ -101,6 +101,7 @@ struct DecodeTraits {
   // The empty barriers' arrivals, a warp each (kKFreedByOneWg above).
   static constexpr uint32_t kEmptyKArrivals = (kKFreedByOneWg ? 128 : kConsumerThreads) / 32;
   static constexpr uint32_t kEmptyVArrivals = (kRingHalves ? 128 : kConsumerThreads) / 32;
+  static constexpr uint32_t kEmptyRopeArrivals = 128 / 32;  // (kRopeRing: the owner warpgroup's warps)
   // The producer is one warp, or (D = 512) a whole warpgroup so that setmaxnreg can move its registers
   // to the two consumer warpgroups (acc alone is 128 registers per thread there). Budget: the CTA's pool
   // is what the launch bounds give every thread (65536 / kThreads rounded down to a multiple of 8: 168 at
