@@ -630,19 +630,18 @@ def climbing_scores(B, T, Hq, S, dtype, device, D=576):
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("config,num_splits,page_size,dtype", [
-    ("latent_seesaw64", 1, None, bf16), ("latent_seesaw64", 3, None, bf16), ("latent_seesaw64", 1, 64, bf16),
-    ("latent_seesaw64", 3, None, torch.float16), ("latent_seesaw64", 2, None, torch.float16),
-    ("latent_seesaw64", 1, None, torch.float16), ("latent_seesaw48", 1, None, bf16),
-    ("latent_seesaw48", 3, None, torch.float16), ("latent_seesaw48", 1, 64, bf16),
-    ("latent_seesaw48_576", 1, None, bf16), ("latent_seesaw48_576", 2, 64, torch.float16)])
-def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, config, num_splits, page_size, dtype):
+@pytest.mark.parametrize("config,D,num_splits,page_size,dtype", [
+    ("latent_seesaw64", 576, 1, None, bf16), ("latent_seesaw64", 576, 3, None, bf16),
+    ("latent_seesaw64", 576, 1, 64, bf16), ("latent_seesaw64", 576, 3, None, torch.float16),
+    ("latent_seesaw64", 576, 2, None, torch.float16), ("latent_seesaw64", 576, 1, None, torch.float16),
+    ("latent_seesaw48", 512, 1, None, bf16), ("latent_seesaw48", 512, 3, None, torch.float16),
+    ("latent_seesaw48", 512, 1, 64, bf16), ("latent_seesaw48", 576, 1, None, bf16),
+    ("latent_seesaw48", 576, 2, 64, torch.float16)])
+def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, config, D, num_splits, page_size, dtype):
     """Scores that climb along the sequence, so that each row's max moves on every tile: by about 3 (log2
     units) a 64-key tile in sequence 0, which the 64-key seesaw's lazy reference follows only every few tiles (P
-    up to 2^8), and by about 23 a tile in sequence 1, past the slack every time (576 wide; 512 for 48-key tiles but
-    in latent_seesaw48_576)."""
-    D = 512 if config == "latent_seesaw48" else 576
-    force_launch_plan(monkeypatch, config.removesuffix("_576"), num_splits)
+    up to 2^8), and by about 23 a tile in sequence 1, past the slack every time (D wide)."""
+    force_launch_plan(monkeypatch, config, num_splits)
     S = 1000
     q, k = climbing_scores(2, 2, 64, S, dtype, "cuda", D=D)
     sl = torch.tensor([S, 700], dtype=torch.int32, device="cuda")
@@ -663,6 +662,7 @@ def test_cuda_seesaw64_running_max_that_keeps_moving(monkeypatch, config, num_sp
 @pytest.mark.parametrize("config,Dqk,B,T,heads,S,num_splits,page_size", [
     ("latent_seesaw48", 512, 4, 1, (128, 1), 4096, 1, None), ("latent_seesaw48", 512, 8, 1, (64, 1), 8192, 4, None),
     ("latent_seesaw48", 512, 2, 3, (28, 4), 1000, 2, None), ("latent_seesaw48", 512, 4, 4, (128, 1), 129, 1, 64),
+    ("latent_seesaw48", 576, 4, 1, (128, 1), 4096, 1, None), ("latent_seesaw48", 576, 2, 3, (28, 4), 1000, 2, 64),
     ("latent_seesaw64", 576, 4, 1, (128, 1), 4096, 1, None), ("latent_seesaw64", 576, 2, 2, (64, 1), 1000, 3, 64)])
 def test_cuda_seesaw_hand_off_same_bits_every_call(monkeypatch, config, Dqk, B, T, heads, S, num_splits, page_size):
     """The seesaws' hand-off of P and the row state between warpgroups, over many tiles: 40 calls with the same
