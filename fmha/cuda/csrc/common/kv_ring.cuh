@@ -12,7 +12,7 @@
 // the consumers release a K stage once P V read it. Tr::kRingHalves (with kSharedKv): a stage fills and
 // frees in two halves, boxes [0, Tr::kHalfBoxes) on full_k / empty_k and the rest on full_v / empty_v.
 // Tr::kRopeRing (with halves): a stage holds Tr::kStageBoxes boxes, and the key's last box (the rope) lands with the
-// second half in Ss::rope[position % 2], freed on Ss::empty_rope.
+// second half in Ss::rope[Tr::rope_stage(position)], freed on Ss::empty_rope.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (types only)
@@ -245,9 +245,9 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
       ptx::mbarrier_wait_parity(&ss.empty_v[stage], (static_cast<uint32_t>(it / Tr::kStages) & 1u) ^ 1u);
       gather_kv_tile<Tr, Tr::kHalfBoxes>(ss.k[stage], p.k, p.k_blk, p.k_tok, p.k_h, rows, r0, kvh, lane);
       if constexpr (Tr::kRopeRing) {  // the rope box, into its own ring (landing with the second half)
-        ptx::mbarrier_wait_parity(&ss.empty_rope[it & 1], (static_cast<uint32_t>(it >> 1) & 1u) ^ 1u);
-        gather_kv_tile<Tr, Tr::kStageBoxes, Tr::kBoxes, Tr::kStageBoxes>(ss.rope[it & 1], p.k, p.k_blk, p.k_tok, p.k_h,
-                                                                         rows, r0, kvh, lane);
+        ptx::mbarrier_wait_parity(&ss.empty_rope[Tr::rope_stage(it)], Tr::rope_phase(it) ^ 1u);
+        gather_kv_tile<Tr, Tr::kStageBoxes, Tr::kBoxes, Tr::kStageBoxes>(ss.rope[Tr::rope_stage(it)], p.k, p.k_blk,
+                                                                         p.k_tok, p.k_h, rows, r0, kvh, lane);
       }
       ptx::cp_async_mbarrier_arrive_noinc(&ss.full_v[stage]);
     }
@@ -260,14 +260,15 @@ __device__ __forceinline__ void producer_loop_gather(Ss& ss, const DecodeParams&
   }
 }
 
-// Tr::kRopeRing: the rope box of the tile at token0, ring position pos, into rope stage pos % 2 once the owner's Q K^T
-// of position pos - 2 completed (empty_rope), on the stage's second-half barrier `full` (whose bytes count it).
+// Tr::kRopeRing: the rope box of the tile at token0, ring position pos, into its rope stage once the owner's
+// Q K^T of position pos - Tr::kRopeStages completed (empty_rope), on the stage's second-half barrier `full` (whose
+// bytes count it).
 template <class Tr, bool kPaged, class Ss>
 __device__ __forceinline__ void load_rope_box(Ss& ss, const CUtensorMap* tmap, uint64_t* full, const DecodeParams& p,
                                               const PagedTile<Tr>& pages, int pos, int token0, int kvh, int b,
                                               int head_major, uint64_t policy) {
-  const int rs = pos & 1;
-  ptx::mbarrier_wait_parity(&ss.empty_rope[rs], (static_cast<uint32_t>(pos >> 1) & 1u) ^ 1u);
+  const int rs = Tr::rope_stage(pos);
+  ptx::mbarrier_wait_parity(&ss.empty_rope[rs], Tr::rope_phase(pos) ^ 1u);
   constexpr int kRope = Tr::kStageBoxes;  // the key's box past V's
   if constexpr (kPaged)
     load_kv_tile_paged<Tr, kRope, kRope + 1, kRope>(ss.rope[rs], tmap, full, p, pages, token0, kvh, head_major, policy);

@@ -33,7 +33,7 @@ __device__ __forceinline__ void probe_stream_only_consumer(Ss& ss, const TileRan
       if (!Tr::kRingHalves || wg == 1) release_stage(&ss.empty_v[stage_v], lane);
       // (the rope box lands with the second half; its owner frees it)
       if constexpr (Tr::kRopeRing)
-        if (wg == it % 2) release_stage(&ss.empty_rope[it & 1], lane);
+        if (wg == it % 2) release_stage(&ss.empty_rope[Tr::rope_stage(it)], lane);
     }
   }
   if (cluster_merge) {

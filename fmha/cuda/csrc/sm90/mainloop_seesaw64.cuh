@@ -110,7 +110,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
           ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr.r[kk - kSmemSteps],
                                                    db.at((kk / 4) * Tr::kKvBoxBytes + (kk % 4) * 32), 1);
         } else if constexpr (Tr::kRopeRing) {  // the rope box, in its own ring
-          const ptx::SmemDescSw128 dr(ptx::smem_addr(&ss.rope[(pos0 + it) & 1][0][0]), kLbo, kSbo);
+          const ptx::SmemDescSw128 dr(ptx::smem_addr(&ss.rope[(pos0 + it) & (Tr::kRopeStages - 1)][0][0]), kLbo, kSbo);
           ptx::wgmma_rs_kmajor<Tr::kBlockN, kBf16>(s, qr.r[kk - kSmemSteps], dr.at((kk % 4) * 32), 1);
         }
       }
@@ -118,7 +118,7 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
   };
   // Tr::kRopeRing: the owner's Q K^T of tile it completed, so its rope stage is free.
   auto free_rope = [&](int it) {
-    if constexpr (Tr::kRopeRing) release_stage(&ss.empty_rope[(pos0 + it) & 1], lane);
+    if constexpr (Tr::kRopeRing) release_stage(&ss.empty_rope[(pos0 + it) & (Tr::kRopeStages - 1)], lane);
   };
   using True = std::integral_constant<bool, true>;
   using False = std::integral_constant<bool, false>;

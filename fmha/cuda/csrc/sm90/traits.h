@@ -81,10 +81,16 @@ struct DecodeTraits {
   static constexpr int kHalfBoxes = kRingHalves ? kBoxesV / 2 : kBoxes;  // the first half of a stage (kRingHalves)
   // The rope ring (576-wide keys on three 48-key stages, where nine boxes a stage do not fit): a ring stage holds the
   // kBoxesV V boxes, and the rope box, which only the owner's Q K^T reads, lands in a ring of its own
-  // (SharedStorage::rope, ring position r in rope stage r % 2) with the stage's second half (full_v); the owner frees
-  // it on empty_rope once that Q K^T completed.
+  // (SharedStorage::rope, ring position r in rope stage rope_stage(r)) with the stage's second half (full_v); the
+  // owner frees it on empty_rope once that Q K^T completed.
   static constexpr bool kRopeRing = kSeesaw64 && kCfg.stages_k == 3 && kBoxes > kBoxesV;
-  static constexpr int kRopeStages = 2;
+  static constexpr int kRopeStageBits = 1;
+  static constexpr int kRopeStages = 1 << kRopeStageBits;
+  // Ring position r's rope stage, and the phase of its barriers there (bit fields of r).
+  __host__ __device__ static constexpr int rope_stage(int r) { return r & (kRopeStages - 1); }
+  __host__ __device__ static constexpr uint32_t rope_phase(int r) {
+    return static_cast<uint32_t>(r >> kRopeStageBits) & 1u;
+  }
   static constexpr int kStageBoxes = kRopeRing ? kBoxesV : kBoxes;  // boxes of a ring stage
   // The seesaw's row states in 3 KB instead of 8 (what the rope ring needs): m_i and alpha once a row, l_i a thread.
   static constexpr bool kCompactState = kRopeRing;
@@ -222,7 +228,7 @@ struct BalancedVisit {
 template <class Tr>
 struct SharedStorage {
   alignas(1024) uint16_t q[Tr::kQSmemBoxes + Tr::kPBoxes][Tr::kBlockM * Tr::kBoxCols];  // (see Tr::q_smem_box, kPBoxes)
-  // Tr::kRopeRing: the rope box of ring position r in rope[r % 2] (no storage in other kernels).
+  // Tr::kRopeRing: the rope box of ring position r in rope[Tr::rope_stage(r)] (no storage in other kernels).
   alignas(1024) uint16_t rope[Tr::kRopeRing ? Tr::kRopeStages : 0][1][Tr::kBlockN * Tr::kBoxCols];
   alignas(1024) uint16_t k[Tr::kStages][Tr::kStageBoxes][Tr::kBlockN * Tr::kBoxCols];
   alignas(1024) uint16_t v[Tr::kSharedKv ? 1 : Tr::kStagesV][Tr::kSharedKv ? 1 : Tr::kBoxes]
