@@ -116,7 +116,8 @@ __device__ __forceinline__ void consumer_loop_seesaw64(SharedStorage<Tr>& ss, co
       }
     }
   };
-  // Tr::kRopeRing: the owner's Q K^T of tile it completed, so its rope stage is free.
+  // Tr::kRopeRing: the owner's Q K^T of tile it completed, so its rope stage is free. (Its stage is
+  // Tr::rope_stage(pos0 + it), written out here and above: the call changes this loop's SASS.)
   auto free_rope = [&](int it) {
     if constexpr (Tr::kRopeRing) release_stage(&ss.empty_rope[(pos0 + it) & (Tr::kRopeStages - 1)], lane);
   };
