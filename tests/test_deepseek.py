@@ -616,6 +616,50 @@ def test_cuda_combine_rows_past_the_last_cta(monkeypatch, Dqk, use_sinks):
     check_cuda_case(Dqk, 512, v_mode, 1, (7, 1), 260, None, use_sinks, seed=Dqk + 1, seqlens=seqlens)
 
 
+@sm90_kernel
+@pytest.mark.gpu
+@pytest.mark.parametrize("config,Dqk", [("latent_seesaw48", 576), ("latent_seesaw64", 512)])
+def test_cuda_fp16_partials_keep_every_magnitude(monkeypatch, config, Dqk):
+    """Four splits merged by the combine kernel (160 clusters of four, more than the GPU holds) write fp16 partials
+    where the output is bf16, each row scaled by a power of two: latents of magnitude 1e8 (past fp16's range), 1e-8
+    (below its normal numbers) and 64-column blocks alternating 1e4 and 1e-4 within a row come back within the bf16
+    bound of each block (2u of the block's max|v|, plus u / 8 for the fp16 rounding), NaN past the lengths, a
+    zero-length sequence among them; an fp16 output keeps fp32 partials."""
+    force_launch_plan(monkeypatch, config, 4)
+    B, Hq, S = 160, 64, 300
+    seqlens = [(37 * i) % S + 1 for i in range(B)]
+    seqlens[4] = 0
+    v_mode = "slice" if Dqk == 576 else "self"
+    q, k, _, sl = latent_inputs(B, 1, Hq, 1, S, Dqk, 512, v_mode, seqlens, seed=11, device="cuda")
+    f = torch.ones(3, Dqk, device="cuda")
+    f[0, :512], f[1, :512] = 1e8, 1e-8
+    f[2, :512] = torch.tensor([1e4, 1e-4], device="cuda").repeat(4).repeat_interleave(64)
+    f = f[torch.arange(B, device="cuda") % 3]  # sequence b takes pattern b % 3
+    # the latent's columns scaled by f and q's by 1 / f: the scores stay those of unit-scale inputs
+    k = (k.float() * f[:, None, None, :]).to(bf16)
+    q = (q.float() / f[:, None, None, :]).to(bf16)
+    v = k if v_mode == "self" else k[..., :512]
+    assert "+ combine kernel (fp16 partials" in str(fmha.explain(q, k, v, sl, backend="cuda"))
+    kh = k.half()
+    explained = str(fmha.explain(q.half(), kh, kh if v_mode == "self" else kh[..., :512], sl, backend="cuda"))
+    assert "+ combine kernel" in explained and "fp16 partials" not in explained
+    ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True)
+    k_in, v_in = with_nan_past_lengths(k, v, sl, v_mode)
+    out, lse = run_poisoned("cuda", q, k_in, v_in, sl)
+    assert not torch.isnan(out).any() and (out[4] == 0).all()
+    # max |v| of each sequence's visible keys by 64-column block, against the error of each (sequence, block)
+    keys = torch.arange(S, device="cuda")[None, :] < sl[:, None]
+    vmax = torch.where(keys[..., None, None], v.float().abs(), 0.0).amax(dim=(1, 2)).view(B, 8, 64).amax(-1)
+    err = (out.float() - ref.float()).abs().amax(dim=(1, 2)).view(B, 8, 64).amax(-1)
+    ratio = err / torch.where(vmax > 0, vmax, 1.0)
+    worst = divmod(int(ratio.argmax()), 8)
+    assert ratio.max().item() <= 2.125 * 2.0 ** -8, \
+        f"{config}: max abs error {ratio.max().item():.3e} of max|v| at (sequence, block) {worst}"
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isneginf(lse), torch.isneginf(ref_lse))
+    assert (lse[finite] - ref_lse[finite]).abs().max().item() <= 1e-3
+
+
 def climbing_scores(B, T, Hq, S, dtype, device, D=576):
     """q and a [B, S, 1, D] latent whose scores climb along the sequence, by about 0.2 x 15 (log2 units) a
     64-key tile in sequence 0 and 1.5 x 15 in sequence 1, so that the rows' max moves on every tile."""

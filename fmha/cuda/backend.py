@@ -532,6 +532,8 @@ class CudaBackend(Backend):
             merge = {1: f", merged inside clusters of {num_splits} CTAs (distributed shared memory)",
                      2: ", merged inside clusters of 2 CTAs as each finishes (distributed shared memory)"}.get(
                          mode, " + combine kernel")
+            if mode == 0 and config in SEESAW64_LOOP and p.dtype == torch.bfloat16 and self._arch == 90:
+                merge += " (fp16 partials, a power-of-two scale a row: DecodeParams::partials_f16)"
             occupancy = self._occupancy_splits(p, index) if config == self._split_config(p) else num_splits
             if (mode == 1 and occupancy > num_splits  # say so where clustered_splits chose this count
                     and clustered_splits(p, _grid_ctas(p), occupancy, merge_mode) == num_splits):

@@ -139,6 +139,68 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   if (col == 0) p.lse[lse_row] = merge[0].lse();
 }
 
+// combine_splits_kernel for fp16 partials (DecodeParams::partials_f16; D = 512, the half-precision workspace layout
+// of common/params.h): half the bytes of fp32 partials to read. 32 threads a row, four rows a CTA; position group c of
+// a thread, 4 (lane + 32 c), holds columns half_partial_col(pos) + 0, 1, 8, 9, scaled by the split's scale of the
+// warpgroup half (c / 2) that wrote them.
+template <bool kBf16>
+__global__ void __launch_bounds__(kCombineThreads) combine_half_splits_kernel(const DecodeParams p) {
+  constexpr int D = 512, kLanes = 32, kChunk = 4, kCols = D / (4 * kLanes), kRows = kCombineThreads / kLanes;
+  ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its partials)
+  ptx::griddep_launch_dependents();
+  const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kLanes;
+  if (row >= total_rows) return;
+  const int lane = static_cast<int>(threadIdx.x % kLanes);
+  const int hq = static_cast<int>(row % p.Hq);
+  const int t = static_cast<int>((row / p.Hq) % p.T);
+  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
+  const int64_t lse_row = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;  // [B][Hq][T]
+  const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
+  const uint16_t* o_half = reinterpret_cast<const uint16_t*>(p.o_partial);
+  const float* scales = p.o_partial + half_partial_scales_offset(total_rows, p.num_splits);
+
+  SplitMerge merge[kCols];
+  for (int s0 = 0; s0 < p.num_splits; s0 += kChunk) {
+    float split_lse[kChunk];
+    float2 scale[kChunk];
+    uint2 raw[kCols][kChunk];
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) {
+      const int s = s0 + j;
+      const int64_t split_row = s * total_rows + row;
+      split_lse[j] = s < p.num_splits ? p.lse_partial[s * lse_split_stride + lse_row] : -INFINITY;
+      scale[j] = s < p.num_splits ? *reinterpret_cast<const float2*>(scales + 2 * split_row) : make_float2(0.f, 0.f);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c)
+        raw[c][j] = s < p.num_splits ? *reinterpret_cast<const uint2*>(o_half + split_row * D + 4 * (lane + kLanes * c))
+                                     : make_uint2(0u, 0u);
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      float4 o[kChunk];
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) {
+        const float sc = c < kCols / 2 ? scale[j].x : scale[j].y;
+        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw[c][j].x));
+        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw[c][j].y));
+        o[j] = make_float4(lo.x * sc, lo.y * sc, hi.x * sc, hi.y * sc);
+      }
+      merge[c].add(split_lse, o);
+    }
+  }
+  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    merge_sink(p, merge[c], hq);
+    const int col = half_partial_col(4 * (lane + kLanes * c));
+    const uint2 packed = merge[c].template packed_out<kBf16>();
+    *reinterpret_cast<uint32_t*>(out + col) = packed.x;  // columns col, col + 1
+    *reinterpret_cast<uint32_t*>(out + col + 8) = packed.y;  // col + 8, col + 9
+  }
+  if (lane == 0) p.lse[lse_row] = merge[0].lse();
+}
+
 // The balanced schedule's merge (DecodeParams::balanced, sm90/schedule_balanced.cuh). Grid (units, blocks of
 // kCombineThreads / kLanes packed rows of a unit): a CTA reads its unit's descriptor and leaves where the unit is one
 // piece, written out by the decode kernel; else kLanes threads merge each of its rows from the pieces in piece order

@@ -36,6 +36,12 @@ int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
                                    : cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16, kLanes>, p);
       return check_cuda(e, "combine kernel launch");
     }
+    if constexpr (kBf16) {
+      if (p.partials_f16) {  // (four rows a CTA)
+        cfg.gridDim = dim3(static_cast<unsigned>((rows + 3) / 4));
+        return check_cuda(cudaLaunchKernelEx(&cfg, combine_half_splits_kernel<kBf16>, p), "combine kernel launch");
+      }
+    }
   }
   const cudaError_t e = few_splits ? cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 4>, p)
                                     : cudaLaunchKernelEx(&cfg, combine_splits_kernel<D, kBf16, 16>, p);

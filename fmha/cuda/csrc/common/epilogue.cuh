@@ -52,6 +52,51 @@ __device__ __forceinline__ void put_row_partial_by_fragment(float* dst, const fl
   if (ql == 0 && wg == 0) *lse_at() = lse;
 }
 
+// This warpgroup's 256 columns of its rows as fp16 split partials (DecodeParams::partials_f16), for the combine
+// kernel: o / l of each row times a power of two that puts its largest magnitude in [2^14, 2^15), so that every
+// value keeps fp16's 11 significant bits (3 more than the bf16 output's) whatever its range, and that scale's
+// inverse beside it (o = value x scale; the half-precision workspace layout of common/params.h). A thread's two
+// 8-column blocks 2 j and 2 j + 1 of a row go out as one 8-byte store (half_partial_col's order).
+template <class Tr>
+__device__ __forceinline__ void store_partials_f16(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
+                                                   const float (&inv_l)[2], const float (&lse)[2], int b, int kvh,
+                                                   int row0, int split, int wg, int tid_wg) {
+  const int w = tid_wg / 32, g = (tid_wg % 32) / 4, ql = tid_wg % 4;
+  const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float amax = 0.f;  // (over the quad's four lanes, which hold the row: padding rows too, whose lanes agree)
+#pragma unroll
+    for (int c = 0; c < Tr::kOutCols / 8; ++c)
+      amax = fmaxf(amax, fmaxf(fabsf(acc[4 * c + 2 * h]), fabsf(acc[4 * c + 2 * h + 1])));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const int row = row0 + 16 * w + g + 8 * h;
+    if (row >= p.rows) continue;  // padding row
+    // max |o| in [2^e, 2^(e + 1)); the shift is clamped so that both powers of two stay normal fp32 numbers (an
+    // empty row, all 0, takes the largest; a NaN or infinite one the smallest, which keeps it NaN or infinite).
+    const int e = static_cast<int>((__float_as_uint(amax * inv_l[h]) >> 23) & 0xffu) - 127;
+    const int shift = min(126, max(-114, 14 - e));
+    const float f = inv_l[h] * __uint_as_float(static_cast<uint32_t>(127 + shift) << 23);  // (exact: a power of 2)
+    const OutRow r(p, b, kvh, row);
+    const int64_t split_row = r.split_row(p, b, split);
+    uint16_t* dst = reinterpret_cast<uint16_t*>(p.o_partial) + split_row * Tr::kHeadDimV + wg * Tr::kOutCols + 4 * ql;
+#pragma unroll
+    for (int j = 0; j < Tr::kOutCols / 16; ++j) {
+      const int i0 = 8 * j + 2 * h, i1 = i0 + 4;  // blocks 2 j and 2 j + 1 (acc[4 c + 2 h + e])
+      uint2 v;
+      v.x = pack2<false>(acc[i0] * f, acc[i0 + 1] * f);
+      v.y = pack2<false>(acc[i1] * f, acc[i1 + 1] * f);
+      *reinterpret_cast<uint2*>(dst + 16 * j) = v;
+    }
+    if (ql == 0) {
+      p.o_partial[half_partial_scales_offset(total_rows, p.num_splits) + 2 * split_row + wg] =
+          __uint_as_float(static_cast<uint32_t>(127 - shift) << 23);
+      if (wg == 0) *r.partial_lse(p, split) = lse[h];
+    }
+  }
+}
+
 // Write this warpgroup's output columns (or the split partials) and the LSE.
 template <class Tr, bool kBf16, class Ss>
 __device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,
@@ -61,6 +106,12 @@ __device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,
   if constexpr (Tr::kPairMerge) {
     if (uses_pair_merge<Tr>(p)) {
       store_output_pair<Tr, kBf16>(ss, p, acc, inv_l, lse, b, kvh, row0, split, tid_wg);
+      return;
+    }
+  }
+  if constexpr (kBf16 && Tr::kHalfPartials) {
+    if (p.num_splits > 1 && p.partials_f16) {  // (the combine kernel merges: no cluster push)
+      store_partials_f16<Tr>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
       return;
     }
   }

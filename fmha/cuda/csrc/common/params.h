@@ -84,8 +84,12 @@ struct DecodeParams {
   int balanced;
   int* balanced_desc;  // [B * Hkv][4]: pieces, first CTA, whether the unit starts inside that CTA's share, 0
   // 1: the balanced pieces' rows are in fragment order by 8-row groups (balanced_piece_elem), set by the host for
-  // the 64-key seesaw where rows % 8 == 0; 0: row-major. (Last, so that no other field moves.)
+  // the 64-key seesaw where rows % 8 == 0; 0: row-major.
   int pieces_by_fragment;
+  // 1: the split partials are fp16 with a power-of-two scale (half-precision workspace layout below), set by the
+  // host for the bf16 launches of the shared latent's 64-key seesaw that the combine kernel merges; 0: fp32.
+  // (Last, so that no other field moves.)
+  int partials_f16;
 };
 
 enum ClusterMergeMode : int {
@@ -103,6 +107,19 @@ inline int64_t workspace_o_elems(int B, int T, int Hq, int D, int num_splits) {
 }
 inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
   return static_cast<int64_t>(num_splits) * B * Hq * T;
+}
+
+// The same workspace with fp16 partials (DecodeParams::partials_f16, head_dim_v = 512), in the fp32 layout's bytes:
+// o_partial holds [num_splits][B][T][Hq][512] fp16, each row's columns in half_partial_col's order, then from
+// float offset half_partial_scales_offset the scales [num_splits][B][T][Hq][2] fp32, one for each warpgroup's 256
+// columns (o = the fp16 value x its scale); lse_partial as above.
+inline __host__ __device__ int64_t half_partial_scales_offset(int64_t total_rows, int num_splits) {
+  return static_cast<int64_t>(num_splits) * total_rows * 256;  // (fp32 elements: 512 fp16 a row)
+}
+// Columns of the fp16 values at row positions pos .. pos + 3 (pos % 4 == 0): c, c + 1, c + 8, c + 9, so that one
+// 8-byte store of a fragment's two 8-column blocks writes each 16-column block's quad lane q at positions 4 q.
+__host__ __device__ __forceinline__ int half_partial_col(int pos) {
+  return (pos & ~15) + ((pos & 15) >> 1);
 }
 
 // The balanced schedule's workspace: two slots of pieces a CTA (C <= num_splits * B * Hkv CTAs), o_partial

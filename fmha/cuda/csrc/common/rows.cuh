@@ -50,6 +50,10 @@ struct OutRow {
   __device__ __forceinline__ float* partial(const DecodeParams& p, int b, int split, int head_dim) const {
     return p.o_partial + (((static_cast<int64_t>(split) * p.B + b) * p.T + t) * p.Hq + hq) * head_dim;
   }
+  // The row's index in the workspace's [split][B][T][Hq] rows.
+  __device__ __forceinline__ int64_t split_row(const DecodeParams& p, int b, int split) const {
+    return ((static_cast<int64_t>(split) * p.B + b) * p.T + t) * p.Hq + hq;
+  }
   __device__ __forceinline__ float* partial_lse(const DecodeParams& p, int split) const {
     return p.lse_partial + static_cast<int64_t>(split) * p.B * p.Hq * p.T + lse_idx;
   }

@@ -69,6 +69,7 @@ struct DecodeTraits {
   static constexpr int kNarrowRows = 16;
   static constexpr bool kSeesaw = false;
   static constexpr bool kClusterMerge = false;  // split partials merge through the combine kernel
+  static constexpr bool kHalfPartials = false;  // fp32 split partials (DecodeParams::partials_f16)
   static constexpr bool kPairMerge = false;
   static constexpr int kBoxCols = 64;            // 64 x 16-bit = 128 B = one swizzle row
   static constexpr int kBoxes = D / kBoxCols;    // boxes per tile row

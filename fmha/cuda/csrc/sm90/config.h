@@ -161,6 +161,10 @@ constexpr bool kPairRowBlocksEnabled = !FMHA_DISABLE_ROW_BLOCK_PAIRS;
 #define FMHA_DISABLE_Q_TMA 0
 #endif
 constexpr bool kQTmaEnabled = !FMHA_DISABLE_Q_TMA;
+#ifndef FMHA_DISABLE_HALF_PARTIALS  // 1: the 64-key seesaw's split partials stay fp32 (DecodeParams::partials_f16)
+#define FMHA_DISABLE_HALF_PARTIALS 0
+#endif
+constexpr bool kHalfPartialsEnabled = !FMHA_DISABLE_HALF_PARTIALS;
 
 }  // namespace sm90
 }  // namespace fmha

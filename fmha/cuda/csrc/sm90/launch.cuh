@@ -185,6 +185,10 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   if (kv_gather(lp) && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
   // The pair merge has no sinks (the dealt-rows merge and the combine kernel join them).
   if (lp.sinks != nullptr && lp.cluster_merge == kMergePair) lp.cluster_merge = kMergeByKernel;
+  // bf16 outputs of the 64-key seesaw merged by the combine kernel: fp16 partials (the pair and cluster merges
+  // keep fp32 in shared memory; fp16 outputs keep fp32 partials, whose rounding would rival their own).
+  lp.partials_f16 = kBf16 && Tr::kHalfPartials && kHalfPartialsEnabled && !lp.balanced && p.num_splits > 1 &&
+                    lp.cluster_merge == kMergeByKernel;
   if (check_workspace(lp, Tr::kHeadDimV, workspace_size)) return 1;
   // The splits of one (row block, KV head, sequence) form a cluster: blockIdx.x = row_block * num_splits + split.
   int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;

@@ -41,6 +41,9 @@ struct DecodeTraits {
   // The seesaw over 64-key tiles (consumer_loop_seesaw64): two ring stages, tile it in stage it % 2 (three stages
   // of 48-key tiles: stage it % 3).
   static constexpr bool kSeesaw64 = kCfg.loop == Mainloop::kSeesaw64;
+  // Split partials for the combine kernel in fp16 where the output is bf16 (DecodeParams::partials_f16): the 64-key
+  // seesaw's, whose 4-split launches at 64 and 128 heads spend their tail writing them and merging them.
+  static constexpr bool kHalfPartials = kSeesaw64 && kSharedKv;
   // A ring stage fills and frees in two halves (common/kv_ring.cuh): boxes [0, kHalfBoxes) land on full_k
   // and are freed on empty_k by warpgroup 0 (whose P V reads them), the rest on full_v / empty_v by
   // warpgroup 1, so that each half reloads as soon as its one reader is done.
