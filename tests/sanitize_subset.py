@@ -130,7 +130,7 @@ for (B, T, Hq, Hkv, S, D, sl) in (((2, 1, 8, 2, 300, 128, [300, 0]), (2, 3, 28, 
     print("ran sinks", B, T, Hq, Hkv, S, D, "nan" if torch.isnan(out).any() else "ok", flush=True)
 
 # The 64-key seesaw forced unsplit (its output staged in the ring), at two splits (merged from registers
-# inside a cluster pair) and at four on more clusters than the GPU holds (fp32 partials to the workspace for
+# inside a cluster pair) and at four on more clusters than the GPU holds (fp16 partials to the workspace for
 # the combine kernel): 21 packed rows of GQA 28/4 at T=3 with a 7-token sequence (its later splits empty), two
 # row blocks with an empty sequence, sinks, NaN past every length; on 48-key tiles also paged.
 if wanted("latent"):
@@ -145,6 +145,7 @@ if wanted("latent"):
         for num_splits in (1, 2, 4):
             b.launch_plan = lambda p, index, n=num_splits, c=config: (c, n)
             b._launches = {}
+            os.environ["FMHA_CUDA_SCHEDULE"] = "static"  # (these grids past one wave would deal their tiles)
             shapes = ((2, 3, 28, 4, 129, [129, 7]), (2, 1, 128, 1, 300, [300, 0]))
             if num_splits == 4:  # 40 x 4 clusters of four: the combine kernel merges
                 shapes = ((40, 3, 28, 4, 129, [129, 7] * 20), (80, 1, 128, 1, 300, [300, 0] * 40))

@@ -355,6 +355,7 @@ def test_probe_build(tmp_path):
     ("-DFMHA_DISABLE_CLUSTER_MERGE=1", None, "d128_bf16_deep"),
     ("-DFMHA_DISABLE_ROW_BLOCK_PAIRS=1", None, "d576_bf16_latent_seesaw64"),  # one of the two loops it changes
     ("-DFMHA_DISABLE_Q_TMA=1", None, "d576_bf16_latent_seesaw64"),  # one of the three loops it changes
+    ("-DFMHA_DISABLE_HALF_PARTIALS=1", None, "d576_bf16_latent_seesaw48"),
     ("-DFMHA_DISABLE_Q_TMA=1", None, "d576_bf16_latent_narrow"),
 ])
 def test_feature_flags_compile(flag, absent, unit, tmp_path):

@@ -351,6 +351,15 @@ def check_cuda_case(Dqk, Dv, v_mode, T, heads, S, page_size, use_sinks, seed, se
         assert (out[1] == 0).all() and torch.allclose(lse[1], empty, rtol=0, atol=1e-5), what
 
 
+def static_schedule(monkeypatch):
+    """FMHA_CUDA_SCHEDULE=static, with the cuda backend's planned launches forgotten (it reads the variable when it
+    first plans a shape)."""
+    from fmha.backends import registry
+
+    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", "static")
+    monkeypatch.setattr(registry()["cuda"], "_launches", {})
+
+
 # (config, num_splits) x (D_qk, v_mode, T, (Hq, Hkv), S, page_size, sinks): both latent loops, unsplit and split
 # through the combine kernel, at 576 and 512, GQA 28/4, awkward lengths, paged by TMA (64, 32) and gathered
 # (16, 5, 1); the 64-key seesaw's splits also inside clusters (contiguous and TMA-paged: two splits merged from
@@ -588,8 +597,10 @@ def test_cuda_seesaw64_out_views(monkeypatch, config, Dqk, layout, T, heads, use
 ])
 def test_cuda_seesaw64_partials_for_the_combine_kernel(monkeypatch, config, Dqk, T, heads, page_size, use_sinks):
     """Four splits of the 64-key seesaw (64- and 48-key tiles) on 160 clusters, more than the GPU holds at once, so
-    that each CTA writes its fp32 partials to the workspace and the combine kernel merges them: splits with one, two
-    and no tiles, padding rows, a zero-length sequence; results and LSE as the reference."""
+    that each CTA writes its partials (fp16 ones: the output is bf16) to the workspace and the combine kernel merges
+    them: splits with one, two and no tiles, padding rows, a zero-length sequence; results and LSE as the reference.
+    (The static schedule: by default a grid this far past one wave deals its tiles instead.)"""
+    static_schedule(monkeypatch)
     force_launch_plan(monkeypatch, config, 4)
     Hq, Hkv = heads
     B = 160 // (Hkv * -(-T * Hq // Hkv // 64))
@@ -603,17 +614,19 @@ def test_cuda_seesaw64_partials_for_the_combine_kernel(monkeypatch, config, Dqk,
 
 @sm90_kernel
 @pytest.mark.gpu
-@pytest.mark.parametrize("Dqk,use_sinks", [(576, True), (512, False)])
-def test_cuda_combine_rows_past_the_last_cta(monkeypatch, Dqk, use_sinks):
-    """The combine kernel at D_v = 512 merges four rows a CTA (32 threads a row): 165 sequences of 7 query heads are
-    1155 rows, so its last CTA has three, beside a zero-length sequence and splits of no tiles."""
+@pytest.mark.parametrize("Dqk,use_sinks,dtype", [(576, True, bf16), (512, False, bf16), (576, True, torch.float16)])
+def test_cuda_combine_rows_past_the_last_cta(monkeypatch, Dqk, use_sinks, dtype):
+    """The combine kernel at D_v = 512 merges four rows a CTA (32 threads a row; fp16 partials for a bf16 output,
+    fp32 for an fp16 one): 165 sequences of 7 query heads are 1155 rows, so its last CTA has three, beside a
+    zero-length sequence and splits of no tiles (the static schedule, as above)."""
+    static_schedule(monkeypatch)
     force_launch_plan(monkeypatch, "latent_seesaw64", 4)
     seqlens = [(53 * i) % 260 + 1 for i in range(165)]
     seqlens[1] = 0
     v_mode = "slice" if Dqk == 576 else "self"
     q, k, v, sl = latent_inputs(165, 1, 7, 1, 260, Dqk, 512, v_mode, seqlens, device="cuda")
     assert "+ combine kernel" in str(fmha.explain(q, k, v, sl, backend="cuda"))
-    check_cuda_case(Dqk, 512, v_mode, 1, (7, 1), 260, None, use_sinks, seed=Dqk + 1, seqlens=seqlens)
+    check_cuda_case(Dqk, 512, v_mode, 1, (7, 1), 260, None, use_sinks, seed=Dqk + 1, seqlens=seqlens, dtype=dtype)
 
 
 @sm90_kernel
@@ -624,7 +637,8 @@ def test_cuda_fp16_partials_keep_every_magnitude(monkeypatch, config, Dqk):
     where the output is bf16, each row scaled by a power of two: latents of magnitude 1e8 (past fp16's range), 1e-8
     (below its normal numbers) and 64-column blocks alternating 1e4 and 1e-4 within a row come back within the bf16
     bound of each block (2u of the block's max|v|, plus u / 8 for the fp16 rounding), NaN past the lengths, a
-    zero-length sequence among them; an fp16 output keeps fp32 partials."""
+    zero-length sequence among them; an fp16 output keeps fp32 partials. (The static schedule, as above.)"""
+    static_schedule(monkeypatch)
     force_launch_plan(monkeypatch, config, 4)
     B, Hq, S = 160, 64, 300
     seqlens = [(37 * i) % S + 1 for i in range(B)]

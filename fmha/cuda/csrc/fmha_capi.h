@@ -96,8 +96,8 @@ int fmha_max_active_clusters(int D, int config, int cluster_size);
 // or a count below 1. `ctas` decides the shared memory the launch asks for, and with it the cluster occupancy.
 int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks, long long ctas);
 
-// Bytes of workspace (fp32 partial outputs and LSEs) that num_splits > 1 needs where the splits merge
-// through the combine kernel (fmha_cluster_merge() == 0); a launch merged in clusters needs none.
+// Bytes of workspace (partial outputs, fp32 or fp16 with scales, and LSEs) that num_splits > 1 needs where the splits
+// merge through the combine kernel (fmha_cluster_merge() == 0); a launch merged in clusters needs none.
 size_t fmha_workspace_bytes(int B, int T, int Hq, int D, int num_splits);  // D: V's head dim; 0 for a count below 1
 // 1 where a launch with balanced = 1 (below) and cache_seqlens, of B sequences of capacity S (paged: max_blocks_per_seq
 // x page_size tokens; page_size 0: a contiguous cache) in `ctas` CTAs (splits included) on the current device,
