@@ -79,6 +79,17 @@ struct SplitMerge {
   __device__ __forceinline__ float lse() const { return wsum > 0.f ? m + logf(wsum) : -INFINITY; }
 };
 
+// Output row `row` of the split merges, (b, t, hq) with row = (b T + t) Hq + hq, and its LSE index ([B][Hq][T]).
+struct CombineRow {
+  int hq, t, b;
+  int64_t lse_row;
+  __device__ __forceinline__ CombineRow(const DecodeParams& p, int64_t row)
+      : hq(static_cast<int>(row % p.Hq)),
+        t(static_cast<int>((row / p.Hq) % p.T)),
+        b(static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T))),
+        lse_row((static_cast<int64_t>(b) * p.Hq + hq) * p.T + t) {}
+};
+
 // A row's sink, where there are sinks: one more partial of LSE sinks[hq] and no output.
 __device__ __forceinline__ void merge_sink(const DecodeParams& p, SplitMerge& merge, int hq) {
   if (p.sinks != nullptr) {
@@ -103,11 +114,9 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kLanes;
   if (row >= total_rows) return;
   const int col = (threadIdx.x % kLanes) * 4;  // the thread's first group; group c at col + 4 kLanes c
-  const int hq = static_cast<int>(row % p.Hq);
-  const int t = static_cast<int>((row / p.Hq) % p.T);
-  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
-
-  const int64_t lse_row = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;   // [B][Hq][T]
+  const CombineRow cr(p, row);
+  const int hq = cr.hq, t = cr.t, b = cr.b;
+  const int64_t lse_row = cr.lse_row;
   const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
   const int64_t o_split_stride = total_rows * D;
 
@@ -152,10 +161,9 @@ __global__ void __launch_bounds__(kCombineThreads) combine_half_splits_kernel(co
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / kLanes;
   if (row >= total_rows) return;
   const int lane = static_cast<int>(threadIdx.x % kLanes);
-  const int hq = static_cast<int>(row % p.Hq);
-  const int t = static_cast<int>((row / p.Hq) % p.T);
-  const int b = static_cast<int>(row / (static_cast<int64_t>(p.Hq) * p.T));
-  const int64_t lse_row = (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;  // [B][Hq][T]
+  const CombineRow cr(p, row);
+  const int hq = cr.hq, t = cr.t, b = cr.b;
+  const int64_t lse_row = cr.lse_row;
   const int64_t lse_split_stride = static_cast<int64_t>(p.B) * p.Hq * p.T;
   const uint16_t* o_half = reinterpret_cast<const uint16_t*>(p.o_partial);
   const float* scales = p.o_partial + half_partial_scales_offset(total_rows, p.num_splits);
