@@ -256,6 +256,7 @@ class CudaBackend(Backend):
         self._ws_bytes = None
         self._balanced_ws_bytes = None
         self._balanced_deals = None
+        self._half_partials_query = None
         self._last_error = None
         self._arch = None  # fmha_arch() of the loaded library
         self._launches = {}  # id(Problem) -> run's per-problem constants (see _launch_constants)
@@ -356,6 +357,7 @@ class CudaBackend(Backend):
         self._ws_bytes = lib.fmha_workspace_bytes
         self._balanced_ws_bytes = getattr(lib, "fmha_balanced_workspace_bytes", None)
         self._balanced_deals = getattr(lib, "fmha_balanced_deals", None)
+        self._half_partials_query = getattr(lib, "fmha_half_partials", None)
         self._last_error = lib.fmha_last_error
         self._arch = lib.fmha_arch()
         self._fn = lib.fmha_decode
@@ -498,6 +500,13 @@ class CudaBackend(Backend):
             return self._balanced_deals(p.head_dim, int(config), p.batch, p.heads_q, p.heads_kv, p.seqlen_k,
                                         p.page_size if p.has_block_table else 0, _grid_ctas(p) * num_splits) == 1
 
+    def _half_partials(self, p: Problem, config: Config, balanced: bool) -> bool:
+        """Whether a launch merged by the combine kernel leaves fp16 partials in the workspace, as the loaded library
+        builds them (FMHA_DISABLE_HALF_PARTIALS); a library without the query (tools/ A/B) answers by its default."""
+        if self._half_partials_query is None:
+            return not balanced and config in SEESAW64_LOOP and p.dtype == torch.bfloat16 and self._arch == 90
+        return self._half_partials_query(p.head_dim, int(p.dtype == torch.bfloat16), int(config), int(balanced)) == 1
+
     def _split_config(self, p: Problem) -> Config:
         return split_config(p.head_dim, latent_ring(p, self._arch))
 
@@ -532,7 +541,7 @@ class CudaBackend(Backend):
             merge = {1: f", merged inside clusters of {num_splits} CTAs (distributed shared memory)",
                      2: ", merged inside clusters of 2 CTAs as each finishes (distributed shared memory)"}.get(
                          mode, " + combine kernel")
-            if mode == 0 and config in SEESAW64_LOOP and p.dtype == torch.bfloat16 and self._arch == 90:
+            if mode == 0 and self._half_partials(p, config, balanced=False):
                 merge += " (fp16 partials, a power-of-two scale a row: DecodeParams::partials_f16)"
             occupancy = self._occupancy_splits(p, index) if config == self._split_config(p) else num_splits
             if (mode == 1 and occupancy > num_splits  # say so where clustered_splits chose this count

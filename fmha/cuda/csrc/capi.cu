@@ -228,6 +228,16 @@ int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks
   });
 }
 
+int fmha_half_partials(int D, int dtype, int config, int balanced) {
+  if ((dtype != 0 && dtype != 1) || (balanced != 0 && balanced != 1)) return -1;
+  return with_instance(D, config, -1, [&](auto d, auto c) {
+    constexpr int kD = decltype(d)::value, kC = decltype(c)::value;
+    const bool half = dtype == 1 ? Instance<kD, true, kC>::half_partials(balanced == 1)
+                                 : Instance<kD, false, kC>::half_partials(balanced == 1);
+    return half ? 1 : 0;
+  });
+}
+
 int fmha_balanced_deals(int D, int config, int B, int Hq, int Hkv, int S, long long page_size, long long ctas) {
   if (B < 1 || Hq < 1 || Hkv < 1 || Hq % Hkv != 0 || S < 1 || S > INT32_MAX - 1024 || page_size < 0 ||
       page_size > INT32_MAX || ctas < 1 || !balanced_config(config))
