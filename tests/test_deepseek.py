@@ -631,14 +631,17 @@ def test_cuda_combine_rows_past_the_last_cta(monkeypatch, Dqk, use_sinks, dtype)
 
 @sm90_kernel
 @pytest.mark.gpu
+@pytest.mark.parametrize("schedule", ["static", "balanced"])
 @pytest.mark.parametrize("config,Dqk", [("latent_seesaw48", 576), ("latent_seesaw64", 512)])
-def test_cuda_fp16_partials_keep_every_magnitude(monkeypatch, config, Dqk):
-    """Four splits merged by the combine kernel (160 clusters of four, more than the GPU holds) write fp16 partials
+def test_cuda_fp16_partials_keep_every_magnitude(monkeypatch, config, Dqk, schedule):
+    """Four splits merged by the combine kernel (160 clusters of four, more than the GPU holds; static schedule), or
+    the same plan's tiles dealt by length (balanced: pieces of the sequences several CTAs share), write fp16 partials
     where the output is bf16, each row scaled by a power of two: latents of magnitude 1e8 (past fp16's range), 1e-8
     (below its normal numbers) and 64-column blocks alternating 1e4 and 1e-4 within a row come back within the bf16
     bound of each block (2u of the block's max|v|, plus u / 8 for the fp16 rounding), NaN past the lengths, a
-    zero-length sequence among them; an fp16 output keeps fp32 partials. (The static schedule, as above.)"""
+    zero-length sequence among them; an fp16 output keeps fp32 partials."""
     static_schedule(monkeypatch)
+    monkeypatch.setenv("FMHA_CUDA_SCHEDULE", schedule)
     force_launch_plan(monkeypatch, config, 4)
     B, Hq, S = 160, 64, 300
     seqlens = [(37 * i) % S + 1 for i in range(B)]
@@ -653,10 +656,11 @@ def test_cuda_fp16_partials_keep_every_magnitude(monkeypatch, config, Dqk):
     k = (k.float() * f[:, None, None, :]).to(bf16)
     q = (q.float() / f[:, None, None, :]).to(bf16)
     v = k if v_mode == "self" else k[..., :512]
-    assert "+ combine kernel (fp16 partials" in str(fmha.explain(q, k, v, sl, backend="cuda"))
+    what = "+ combine kernel (fp16 partials" if schedule == "static" else "kernel) (fp16 pieces"
+    assert what in str(fmha.explain(q, k, v, sl, backend="cuda"))
     kh = k.half()
     explained = str(fmha.explain(q.half(), kh, kh if v_mode == "self" else kh[..., :512], sl, backend="cuda"))
-    assert "+ combine kernel" in explained and "fp16 partials" not in explained
+    assert "combine kernel" in explained and "fp16 p" not in explained
     ref, ref_lse = attention_reference(q, k, v, sl, Dqk ** -0.5, True)
     k_in, v_in = with_nan_past_lengths(k, v, sl, v_mode)
     out, lse = run_poisoned("cuda", q, k_in, v_in, sl)

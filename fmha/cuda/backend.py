@@ -560,6 +560,8 @@ class CudaBackend(Backend):
             merge = (f", the tiles dealt over {self._balanced_ctas(p, config, num_splits, sms)} CTAs in equal shares "
                      "by cache length (balanced schedule; the pieces of a sequence shared by several CTAs + combine "
                      "kernel)")
+            if self._half_partials(p, config, balanced=True):
+                merge += " (fp16 pieces, a power-of-two scale a row)"
         arch = ""
         if self._arch == 100:
             arch = ("; sm_100a kernel (tcgen05, Tensor Memory): compiled for sm_100a, never run on hardware before "

@@ -257,4 +257,63 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const
   if (lane == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge[0].lse();
 }
 
+// combine_balanced_kernel for fp16 pieces (DecodeParams::partials_f16 with balanced; D = 512, the half-precision
+// layouts of common/params.h): position group c of a thread, 4 (lane + kLanes c), holds columns half_partial_col(pos)
+// + 0, 1, 8, 9 of the row, scaled by its piece's scale for the warpgroup half (pos / 256) that wrote them.
+template <bool kBf16, int kLanes>
+__global__ void __launch_bounds__(kCombineThreads) combine_balanced_half_kernel(const DecodeParams p) {
+  constexpr int D = 512, kCols = D / (4 * kLanes), kRows = kCombineThreads / kLanes, kChunk = 4;
+  static_assert(kCols * 4 * kLanes == D && kRows * kLanes == kCombineThreads, "combine_balanced_half: lanes and rows");
+  ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its pieces)
+  ptx::griddep_launch_dependents();
+  const int unit = static_cast<int>(blockIdx.x);
+  const int4 desc = __ldg(reinterpret_cast<const int4*>(p.balanced_desc) + unit);
+  const int pieces = desc.x;
+  const int n = static_cast<int>(blockIdx.y) * kRows + static_cast<int>(threadIdx.x) / kLanes;
+  if (pieces <= 1 || n >= p.rows) return;
+  const int lane = static_cast<int>(threadIdx.x) % kLanes;
+  const int b = unit / p.Hkv, kvh = unit % p.Hkv, t = n / p.G, hq = kvh * p.G + n % p.G;  // (n = t G + hq % G)
+  const uint16_t* o_half = reinterpret_cast<const uint16_t*>(p.o_partial);
+  const float* scales = p.o_partial + half_pieces_scales_offset(static_cast<int64_t>(p.B) * p.T * p.Hq, p.num_splits);
+  SplitMerge merge[kCols];
+  for (int k0 = 0; k0 < pieces; k0 += kChunk) {
+    float split_lse[kChunk];
+    float sc[kCols][kChunk];
+    uint2 raw[kCols][kChunk];
+#pragma unroll
+    for (int j = 0; j < kChunk; ++j) {
+      const int slot = balanced_slot(desc.y, desc.z, min(k0 + j, pieces - 1));
+      const int64_t slot_row = static_cast<int64_t>(slot) * p.rows + n;
+      split_lse[j] = k0 + j < pieces ? p.lse_partial[slot_row] : -INFINITY;
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const int pos = 4 * (lane + kLanes * c);
+        sc[c][j] = scales[2 * slot_row + pos / 256];
+        raw[c][j] = *reinterpret_cast<const uint2*>(o_half + slot_row * D + pos);
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      float4 o[kChunk];
+#pragma unroll
+      for (int j = 0; j < kChunk; ++j) {
+        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw[c][j].x));
+        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw[c][j].y));
+        o[j] = make_float4(lo.x * sc[c][j], lo.y * sc[c][j], hi.x * sc[c][j], hi.y * sc[c][j]);
+      }
+      merge[c].add(split_lse, o);
+    }
+  }
+  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    merge_sink(p, merge[c], hq);
+    const int col = half_partial_col(4 * (lane + kLanes * c));
+    const uint2 packed = merge[c].template packed_out<kBf16>();
+    *reinterpret_cast<uint32_t*>(out + col) = packed.x;      // columns col, col + 1
+    *reinterpret_cast<uint32_t*>(out + col + 8) = packed.y;  // col + 8, col + 9
+  }
+  if (lane == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge[0].lse();
+}
+
 }  // namespace fmha

@@ -32,6 +32,13 @@ int launch_combine(const DecodeParams& p, cudaStream_t stream, bool pdl) {
       const bool by_row = p.num_splits > 1;  // units split by the plan: many pieces, a row a CTA
       cfg.gridDim = dim3(static_cast<unsigned>(p.B * p.Hkv),
                          static_cast<unsigned>(by_row ? p.rows : (p.rows + kRowsPerCta - 1) / kRowsPerCta));
+      if constexpr (kBf16) {
+        if (p.partials_f16) {  // fp16 pieces
+          const cudaError_t e = by_row ? cudaLaunchKernelEx(&cfg, combine_balanced_half_kernel<kBf16, D / 4>, p)
+                                       : cudaLaunchKernelEx(&cfg, combine_balanced_half_kernel<kBf16, kLanes>, p);
+          return check_cuda(e, "combine kernel launch");
+        }
+      }
       const cudaError_t e = by_row ? cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16, D / 4>, p)
                                    : cudaLaunchKernelEx(&cfg, combine_balanced_kernel<D, kBf16, kLanes>, p);
       return check_cuda(e, "combine kernel launch");

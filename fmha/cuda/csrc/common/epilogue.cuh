@@ -52,48 +52,59 @@ __device__ __forceinline__ void put_row_partial_by_fragment(float* dst, const fl
   if (ql == 0 && wg == 0) *lse_at() = lse;
 }
 
-// This warpgroup's 256 columns of its rows as fp16 split partials (DecodeParams::partials_f16), for the combine
-// kernel: o / l of each row times a power of two that puts its largest magnitude in [2^14, 2^15), so that every
-// value keeps fp16's 11 significant bits (3 more than the bf16 output's) whatever its range, and that scale's
-// inverse beside it (o = value x scale; the half-precision workspace layout of common/params.h). A thread's two
-// 8-column blocks 2 j and 2 j + 1 of a row go out as one 8-byte store (half_partial_col's order).
+// Row h of this thread's fragment as fp16 partials (DecodeParams::partials_f16): o / l times a power of two that puts
+// the largest magnitude of this warpgroup's 256 columns of the row (amax, of acc, over the row's quad) in
+// [2^14, 2^15), so that every value keeps fp16's 11 significant bits (3 more than the bf16 output's) whatever its
+// range, and that scale's inverse at scales[2 ws_row + wg] (o = value x scale; the half-precision workspace layouts
+// of common/params.h). ws_row: the row's index in the workspace's rows of 512 fp16 values; a thread's two 8-column
+// blocks 2 j and 2 j + 1 of the row go out as one 8-byte store (half_partial_col's order).
+template <class Tr>
+__device__ __forceinline__ void put_row_f16(const DecodeParams& p, float* scales, int64_t ws_row,
+                                            const float (&acc)[Tr::kOutCols / 2], int h, float amax, float inv_l,
+                                            int wg, int ql) {
+  // max |o| in [2^e, 2^(e + 1)); the shift is clamped so that both powers of two stay normal fp32 numbers (an
+  // empty row, all 0, takes the largest; a NaN or infinite one the smallest, which keeps it NaN or infinite).
+  const int e = static_cast<int>((__float_as_uint(amax * inv_l) >> 23) & 0xffu) - 127;
+  const int shift = min(126, max(-114, 14 - e));
+  const float f = inv_l * __uint_as_float(static_cast<uint32_t>(127 + shift) << 23);  // (exact: a power of 2)
+  uint16_t* dst = reinterpret_cast<uint16_t*>(p.o_partial) + ws_row * Tr::kHeadDimV + wg * Tr::kOutCols + 4 * ql;
+#pragma unroll
+  for (int j = 0; j < Tr::kOutCols / 16; ++j) {
+    const int i0 = 8 * j + 2 * h, i1 = i0 + 4;  // blocks 2 j and 2 j + 1 (acc[4 c + 2 h + e])
+    uint2 v;
+    v.x = pack2<false>(acc[i0] * f, acc[i0 + 1] * f);
+    v.y = pack2<false>(acc[i1] * f, acc[i1 + 1] * f);
+    *reinterpret_cast<uint2*>(dst + 16 * j) = v;
+  }
+  if (ql == 0) scales[2 * ws_row + wg] = __uint_as_float(static_cast<uint32_t>(127 - shift) << 23);
+}
+
+// max |acc| of row h of this thread's fragment over its quad's four lanes (every lane of the warp takes part).
+template <class Tr>
+__device__ __forceinline__ float row_abs_max(const float (&acc)[Tr::kOutCols / 2], int h) {
+  float amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < Tr::kOutCols / 8; ++c)
+    amax = fmaxf(amax, fmaxf(fabsf(acc[4 * c + 2 * h]), fabsf(acc[4 * c + 2 * h + 1])));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  return fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+}
+
+// This warpgroup's 256 columns of its rows as fp16 split partials for the combine kernel (put_row_f16).
 template <class Tr>
 __device__ __forceinline__ void store_partials_f16(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
                                                    const float (&inv_l)[2], const float (&lse)[2], int b, int kvh,
                                                    int row0, int split, int wg, int tid_wg) {
   const int w = tid_wg / 32, g = (tid_wg % 32) / 4, ql = tid_wg % 4;
-  const int64_t total_rows = static_cast<int64_t>(p.B) * p.T * p.Hq;
+  float* scales = p.o_partial + half_partial_scales_offset(static_cast<int64_t>(p.B) * p.T * p.Hq, p.num_splits);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float amax = 0.f;  // (over the quad's four lanes, which hold the row: padding rows too, whose lanes agree)
-#pragma unroll
-    for (int c = 0; c < Tr::kOutCols / 8; ++c)
-      amax = fmaxf(amax, fmaxf(fabsf(acc[4 * c + 2 * h]), fabsf(acc[4 * c + 2 * h + 1])));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    const float amax = row_abs_max<Tr>(acc, h);  // (padding rows too: their quads agree)
     const int row = row0 + 16 * w + g + 8 * h;
     if (row >= p.rows) continue;  // padding row
-    // max |o| in [2^e, 2^(e + 1)); the shift is clamped so that both powers of two stay normal fp32 numbers (an
-    // empty row, all 0, takes the largest; a NaN or infinite one the smallest, which keeps it NaN or infinite).
-    const int e = static_cast<int>((__float_as_uint(amax * inv_l[h]) >> 23) & 0xffu) - 127;
-    const int shift = min(126, max(-114, 14 - e));
-    const float f = inv_l[h] * __uint_as_float(static_cast<uint32_t>(127 + shift) << 23);  // (exact: a power of 2)
     const OutRow r(p, b, kvh, row);
-    const int64_t split_row = r.split_row(p, b, split);
-    uint16_t* dst = reinterpret_cast<uint16_t*>(p.o_partial) + split_row * Tr::kHeadDimV + wg * Tr::kOutCols + 4 * ql;
-#pragma unroll
-    for (int j = 0; j < Tr::kOutCols / 16; ++j) {
-      const int i0 = 8 * j + 2 * h, i1 = i0 + 4;  // blocks 2 j and 2 j + 1 (acc[4 c + 2 h + e])
-      uint2 v;
-      v.x = pack2<false>(acc[i0] * f, acc[i0 + 1] * f);
-      v.y = pack2<false>(acc[i1] * f, acc[i1 + 1] * f);
-      *reinterpret_cast<uint2*>(dst + 16 * j) = v;
-    }
-    if (ql == 0) {
-      p.o_partial[half_partial_scales_offset(total_rows, p.num_splits) + 2 * split_row + wg] =
-          __uint_as_float(static_cast<uint32_t>(127 - shift) << 23);
-      if (wg == 0) *r.partial_lse(p, split) = lse[h];
-    }
+    put_row_f16<Tr>(p, scales, r.split_row(p, b, split), acc, h, amax, inv_l[h], wg, ql);
+    if (ql == 0 && wg == 0) *r.partial_lse(p, split) = lse[h];
   }
 }
 

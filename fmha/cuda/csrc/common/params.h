@@ -86,8 +86,9 @@ struct DecodeParams {
   // 1: the balanced pieces' rows are in fragment order by 8-row groups (balanced_piece_elem), set by the host for
   // the 64-key seesaw where rows % 8 == 0; 0: row-major.
   int pieces_by_fragment;
-  // 1: the split partials are fp16 with a power-of-two scale (half-precision workspace layout below), set by the
-  // host for the bf16 launches of the shared latent's 64-key seesaw that the combine kernel merges; 0: fp32.
+  // 1: the split partials (or the balanced schedule's pieces) are fp16 with a power-of-two scale (half-precision
+  // workspace layouts below), set by the host for the bf16 launches of the shared latent's 64-key seesaw that the
+  // combine kernel merges; 0: fp32.
   // (Last, so that no other field moves.)
   int partials_f16;
 };
@@ -115,6 +116,12 @@ inline int64_t workspace_lse_elems(int B, int T, int Hq, int num_splits) {
 // columns (o = the fp16 value x its scale); lse_partial as above.
 inline __host__ __device__ int64_t half_partial_scales_offset(int64_t total_rows, int num_splits) {
   return static_cast<int64_t>(num_splits) * total_rows * 256;  // (fp32 elements: 512 fp16 a row)
+}
+// The balanced schedule's pieces as fp16 (DecodeParams::partials_f16 with balanced): the values of slot row r at
+// r x 512 fp16 from o_partial (as above), the scales [slots][rows][2] from this float offset, the second half of the
+// pieces' fp32 region (balanced_desc_offset_bytes; 2 C rows-of-slots hold at most 2 num_splits B T Hq rows).
+inline __host__ __device__ int64_t half_pieces_scales_offset(int64_t total_rows, int num_splits) {
+  return static_cast<int64_t>(num_splits) * total_rows * 512;
 }
 // Columns of the fp16 values at row positions pos .. pos + 3 (pos % 4 == 0): c, c + 1, c + 8, c + 9, so that one
 // 8-byte store of a fragment's two 8-column blocks writes each 16-column block's quad lane q at positions 4 q.

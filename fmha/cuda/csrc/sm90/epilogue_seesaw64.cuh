@@ -88,8 +88,9 @@ __device__ __forceinline__ void store_output_staged(SharedStorage<Tr>& ss, const
 }
 
 // One visit's epilogue (the balanced schedule): this warpgroup's 256 columns of the row block's rows, whole (out,
-// with the sink) where the unit is one piece, else as fp32 O / l and the LSE in the piece's workspace slot
-// (common/params.h balanced_slot; fragment order where pieces_by_fragment), which combine_balanced_kernel merges.
+// with the sink) where the unit is one piece, else as O / l and the LSE in the piece's workspace slot (common/params.h
+// balanced_slot: fp32, in fragment order where pieces_by_fragment, or fp16 with a scale a row where partials_f16),
+// which combine_balanced_kernel (combine_balanced_half_kernel) merges.
 // From the fragments: pieces staged and written by bulk copies measured no faster (docs/deepseek.md).
 template <class Tr, bool kBf16>
 __device__ __forceinline__ void store_output_visit(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
@@ -99,6 +100,21 @@ __device__ __forceinline__ void store_output_visit(const DecodeParams& p, const 
   float inv_l[2], lse[2];
   finalize_rows(st, inv_l, lse);
   const int64_t slot = balanced_slot(vis.first_cta, vis.first_mid, vis.piece);
+  if constexpr (kBf16 && Tr::kHalfPartials) {
+    if (vis.pieces > 1 && p.partials_f16) {  // fp16 pieces (put_row_f16; common/params.h half_pieces_scales_offset)
+      float* scales = p.o_partial + half_pieces_scales_offset(static_cast<int64_t>(p.B) * p.T * p.Hq, p.num_splits);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float amax = row_abs_max<Tr>(acc, h);  // (padding rows too: their quads agree)
+        const int row = row0 + 16 * w + g + 8 * h;
+        if (row >= p.rows) continue;  // padding row
+        const int64_t slot_row = slot * p.rows + row;
+        put_row_f16<Tr>(p, scales, slot_row, acc, h, amax, inv_l[h], wg, ql);
+        if (ql == 0 && wg == 0) p.lse_partial[slot_row] = lse[h];
+      }
+      return;
+    }
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = row0 + 16 * w + g + 8 * h;
