@@ -142,7 +142,8 @@ size_t fmha_balanced_workspace_bytes(int B, int T, int Hq, int Hkv, int Dv, int 
 // many as the SMs hold at once) in equal shares by cache_seqlens, each (sequence, KV head) weighing one tile more
 // than it holds (LATENT_SEESAW64: four) and an empty one nothing (CTAs write those in turn), so that a batch of mixed
 // lengths is not as slow as its longest sequence. A (sequence, KV head)
-// shared by several CTAs leaves fp32 pieces in the workspace (fmha_balanced_workspace_bytes, nothing to initialise)
+// shared by several CTAs leaves pieces in the workspace (fp32, or fp16 with a scale a row for a bf16 output of
+// LATENT_SEESAW64; fmha_balanced_workspace_bytes, nothing to initialise)
 // that a combine kernel, launched after it on the stream, merges in a fixed order: the result is the same on every
 // run on a given device (the shares depend on its SM count). Where the launch cannot deal the tiles (no
 // cache_seqlens, where fmha_balanced_deals answers 0, or past 65535 packed rows) it runs as with balanced = 0, its

@@ -79,8 +79,8 @@ struct DecodeParams {
   int q_tma;
   // 1: the balanced schedule (the shared latent's narrow loop or 64-key seesaw, split or not;
   // sm90/schedule_balanced.cuh): the cache's tiles are dealt over the CTAs in equal contiguous shares by sequence
-  // length; a (sequence, KV head) shared by several CTAs leaves fp32 pieces in the workspace (balanced workspace
-  // layout below) that combine_balanced_kernel merges. Set by the host.
+  // length; a (sequence, KV head) shared by several CTAs leaves pieces in the workspace (balanced workspace
+  // layout below; fp16 where partials_f16) that a combine kernel merges. Set by the host.
   int balanced;
   int* balanced_desc;  // [B * Hkv][4]: pieces, first CTA, whether the unit starts inside that CTA's share, 0
   // 1: the balanced pieces' rows are in fragment order by 8-row groups (balanced_piece_elem), set by the host for
@@ -129,13 +129,13 @@ __host__ __device__ __forceinline__ int half_partial_col(int pos) {
   return (pos & ~15) + ((pos & 15) >> 1);
 }
 
-// The balanced schedule's workspace: two slots of pieces a CTA (C <= num_splits * B * Hkv CTAs), o_partial
-// [2 C][rows][D_v] (each 8-row group in balanced_piece_elem's order where pieces_by_fragment) and lse_partial
-// [2 C][rows] (the sizes of 2 num_splits splits' workspace), then from the next
+// The balanced schedule's workspace (fp32 pieces; the fp16 ones: half_pieces_scales_offset): two slots of pieces a CTA
+// (C <= num_splits * B * Hkv CTAs), o_partial [2 C][rows][D_v] (each 8-row group in balanced_piece_elem's order where
+// pieces_by_fragment) and lse_partial [2 C][rows] (the sizes of 2 num_splits splits' workspace), then from the next
 // 16-byte boundary the units' descriptors, int32 [B * Hkv][4]. Slot of piece k of a unit whose pieces start at CTA
-// first_cta (first_mid: the unit starts inside that CTA's share): 2c for the visit that starts CTA c's share,
-// 2c + 1 for one that starts inside it. The descriptors come from the running sums of the clamped lengths and the
-// host never launches more than C CTAs (launch.cuh), so every slot a descriptor names lies below 2 C.
+// first_cta (first_mid: the unit starts inside that CTA's share): 2c for the visit that starts CTA c's share, 2c + 1
+// for one that starts inside it. The descriptors come from the running sums of the clamped lengths and the host never
+// launches more than C CTAs (launch.cuh), so every slot a descriptor names lies below 2 C.
 inline int64_t balanced_desc_offset_bytes(int B, int T, int Hq, int Dv, int num_splits) {
   const int64_t slots = 2 * static_cast<int64_t>(num_splits);
   const int64_t bytes = 4 * (workspace_o_elems(B, T, Hq, Dv, 1) + workspace_lse_elems(B, T, Hq, 1)) * slots;

@@ -8,13 +8,14 @@
 //   (N positions in all), in contiguous shares of chunk = ceil(N / C) positions: CTA c takes positions
 //   [c chunk, (c + 1) chunk), which cover the end of one unit, whole units and the start of another. Each unit
 //   whose tiles it holds is a visit: Q of the unit, its tiles of the share, and an epilogue. A unit inside one
-//   share is written out directly; a unit whose tiles span the shares of CTAs first..last is pieces = last - first
-//   + 1 pieces, each written as fp32 O / l and its LSE to a workspace slot (common/params.h balanced_slot); the
-//   CTA of piece 0 writes the unit's descriptor, and combine_balanced_kernel (common/combine.cuh, launched as a
-//   programmatic dependent) merges the pieces in piece order, so the result is the same on every run. A unit
-//   without tiles (an empty sequence) weighs nothing: CTA u % C writes its zeros, the LSE of no keys (or the sink's)
-//   and its descriptor (balanced_empty_units) while its producer loads its first tiles, so the empty sequences
-//   that pad a batch at its end spread over every CTA (weighing a position each, they would all fall to the last
+//   share is written out directly; a unit whose tiles span the shares of CTAs first..last is pieces = last - first + 1
+//   pieces, each written as O / l and its LSE to a workspace slot (common/params.h balanced_slot; fp32, or fp16 with a
+//   scale a row where DecodeParams::partials_f16); the CTA of piece 0 writes the unit's descriptor, and
+//   combine_balanced_kernel (common/combine.cuh, launched as a programmatic dependent) merges the pieces in piece
+//   order, so the result is the same on every run. A unit without tiles (an empty sequence) weighs nothing: CTA u % C
+//   writes its zeros, the LSE of no keys (or the sink's) and its descriptor (balanced_empty_units) while its producer
+//   loads its first tiles, so the empty sequences that pad a batch at its end spread over every CTA (weighing a
+//   position each, they would all fall to the last
 //   few shares, each a visit whose epilogue of scattered stores costs about two tiles).
 //
 //   The 64-key seesaw (more than 32 packed rows: 64 or 128 heads, or 16 at T >= 2) deals the same way within each
