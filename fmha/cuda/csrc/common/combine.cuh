@@ -148,6 +148,21 @@ __global__ void __launch_bounds__(kCombineThreads) combine_splits_kernel(const D
   if (col == 0) p.lse[lse_row] = merge[0].lse();
 }
 
+// Four fp16 partial values at positions pos .. pos + 3 of a row (columns half_partial_col(pos) + 0, 1, 8, 9) times
+// the scale of the warpgroup half that wrote them.
+__device__ __forceinline__ float4 half4_scaled(uint2 raw, float scale) {
+  const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+  const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+  return make_float4(lo.x * scale, lo.y * scale, hi.x * scale, hi.y * scale);
+}
+
+// The merged values of positions pos .. pos + 3 of a row to their columns of out (half_partial_col's order).
+__device__ __forceinline__ void store_half_order(uint16_t* out, int pos, uint2 packed) {
+  const int col = half_partial_col(pos);
+  *reinterpret_cast<uint32_t*>(out + col) = packed.x;      // columns col, col + 1
+  *reinterpret_cast<uint32_t*>(out + col + 8) = packed.y;  // col + 8, col + 9
+}
+
 // combine_splits_kernel for fp16 partials (DecodeParams::partials_f16; D = 512, the half-precision workspace layout
 // of common/params.h): half the bytes of fp32 partials to read. 32 threads a row, four rows a CTA; position group c of
 // a thread, 4 (lane + 32 c), holds columns half_partial_col(pos) + 0, 1, 8, 9, scaled by the split's scale of the
@@ -188,12 +203,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_half_splits_kernel(co
     for (int c = 0; c < kCols; ++c) {
       float4 o[kChunk];
 #pragma unroll
-      for (int j = 0; j < kChunk; ++j) {
-        const float sc = c < kCols / 2 ? scale[j].x : scale[j].y;
-        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw[c][j].x));
-        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw[c][j].y));
-        o[j] = make_float4(lo.x * sc, lo.y * sc, hi.x * sc, hi.y * sc);
-      }
+      for (int j = 0; j < kChunk; ++j) o[j] = half4_scaled(raw[c][j], c < kCols / 2 ? scale[j].x : scale[j].y);
       merge[c].add(split_lse, o);
     }
   }
@@ -201,10 +211,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_half_splits_kernel(co
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
     merge_sink(p, merge[c], hq);
-    const int col = half_partial_col(4 * (lane + kLanes * c));
-    const uint2 packed = merge[c].template packed_out<kBf16>();
-    *reinterpret_cast<uint32_t*>(out + col) = packed.x;  // columns col, col + 1
-    *reinterpret_cast<uint32_t*>(out + col + 8) = packed.y;  // col + 8, col + 9
+    store_half_order(out, 4 * (lane + kLanes * c), merge[c].template packed_out<kBf16>());
   }
   if (lane == 0) p.lse[lse_row] = merge[0].lse();
 }
@@ -296,11 +303,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_half_kernel(
     for (int c = 0; c < kCols; ++c) {
       float4 o[kChunk];
 #pragma unroll
-      for (int j = 0; j < kChunk; ++j) {
-        const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw[c][j].x));
-        const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw[c][j].y));
-        o[j] = make_float4(lo.x * sc[c][j], lo.y * sc[c][j], hi.x * sc[c][j], hi.y * sc[c][j]);
-      }
+      for (int j = 0; j < kChunk; ++j) o[j] = half4_scaled(raw[c][j], sc[c][j]);
       merge[c].add(split_lse, o);
     }
   }
@@ -308,10 +311,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_half_kernel(
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
     merge_sink(p, merge[c], hq);
-    const int col = half_partial_col(4 * (lane + kLanes * c));
-    const uint2 packed = merge[c].template packed_out<kBf16>();
-    *reinterpret_cast<uint32_t*>(out + col) = packed.x;      // columns col, col + 1
-    *reinterpret_cast<uint32_t*>(out + col + 8) = packed.y;  // col + 8, col + 9
+    store_half_order(out, 4 * (lane + kLanes * c), merge[c].template packed_out<kBf16>());
   }
   if (lane == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge[0].lse();
 }

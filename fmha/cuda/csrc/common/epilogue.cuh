@@ -90,21 +90,27 @@ __device__ __forceinline__ float row_abs_max(const float (&acc)[Tr::kOutCols / 2
   return fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
 }
 
-// This warpgroup's 256 columns of its rows as fp16 split partials for the combine kernel (put_row_f16).
-template <class Tr>
-__device__ __forceinline__ void store_partials_f16(const DecodeParams& p, const float (&acc)[Tr::kOutCols / 2],
-                                                   const float (&inv_l)[2], const float (&lse)[2], int b, int kvh,
-                                                   int row0, int split, int wg, int tid_wg) {
+// Where store_rows_f16 puts a row: its index in the workspace's rows of 512 fp16 values, and its LSE.
+struct HalfRowDst {
+  int64_t ws_row;
+  float* lse;
+};
+
+// This warpgroup's 256 columns of its fragment's rows row0 + ... as fp16 partials for a combine kernel
+// (put_row_f16, scales as there); dst(row) says where each row below p.rows goes (split partials or balanced pieces).
+template <class Tr, class Dst>
+__device__ __forceinline__ void store_rows_f16(const DecodeParams& p, float* scales,
+                                               const float (&acc)[Tr::kOutCols / 2], const float (&inv_l)[2],
+                                               const float (&lse)[2], int row0, int wg, int tid_wg, Dst dst) {
   const int w = tid_wg / 32, g = (tid_wg % 32) / 4, ql = tid_wg % 4;
-  float* scales = p.o_partial + half_partial_scales_offset(static_cast<int64_t>(p.B) * p.T * p.Hq, p.num_splits);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float amax = row_abs_max<Tr>(acc, h);  // (padding rows too: their quads agree)
     const int row = row0 + 16 * w + g + 8 * h;
     if (row >= p.rows) continue;  // padding row
-    const OutRow r(p, b, kvh, row);
-    put_row_f16<Tr>(p, scales, r.split_row(p, b, split), acc, h, amax, inv_l[h], wg, ql);
-    if (ql == 0 && wg == 0) *r.partial_lse(p, split) = lse[h];
+    const HalfRowDst d = dst(row);
+    put_row_f16<Tr>(p, scales, d.ws_row, acc, h, amax, inv_l[h], wg, ql);
+    if (ql == 0 && wg == 0) *d.lse = lse[h];
   }
 }
 
@@ -122,7 +128,11 @@ __device__ __forceinline__ void store_output(Ss& ss, const DecodeParams& p,
   }
   if constexpr (kBf16 && Tr::kHalfPartials) {
     if (p.num_splits > 1 && p.partials_f16) {  // (the combine kernel merges: no cluster push)
-      store_partials_f16<Tr>(p, acc, inv_l, lse, b, kvh, row0, split, wg, tid_wg);
+      float* scales = p.o_partial + half_partial_scales_offset(static_cast<int64_t>(p.B) * p.T * p.Hq, p.num_splits);
+      store_rows_f16<Tr>(p, scales, acc, inv_l, lse, row0, wg, tid_wg, [&](int row) {
+        const OutRow r(p, b, kvh, row);
+        return HalfRowDst{r.split_row(p, b, split), r.partial_lse(p, split)};
+      });
       return;
     }
   }

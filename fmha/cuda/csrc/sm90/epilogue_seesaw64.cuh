@@ -103,15 +103,10 @@ __device__ __forceinline__ void store_output_visit(const DecodeParams& p, const 
   if constexpr (kBf16 && Tr::kHalfPartials) {
     if (vis.pieces > 1 && p.partials_f16) {  // fp16 pieces (put_row_f16; common/params.h half_pieces_scales_offset)
       float* scales = p.o_partial + half_pieces_scales_offset(static_cast<int64_t>(p.B) * p.T * p.Hq, p.num_splits);
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float amax = row_abs_max<Tr>(acc, h);  // (padding rows too: their quads agree)
-        const int row = row0 + 16 * w + g + 8 * h;
-        if (row >= p.rows) continue;  // padding row
+      store_rows_f16<Tr>(p, scales, acc, inv_l, lse, row0, wg, tid_wg, [&](int row) {
         const int64_t slot_row = slot * p.rows + row;
-        put_row_f16<Tr>(p, scales, slot_row, acc, h, amax, inv_l[h], wg, ql);
-        if (ql == 0 && wg == 0) p.lse_partial[slot_row] = lse[h];
-      }
+        return HalfRowDst{slot_row, p.lse_partial + slot_row};
+      });
       return;
     }
   }
