@@ -287,14 +287,14 @@ def test_merge_query_rejects_bad_arguments(build):
 
 
 def test_half_partials_query(build):
-    """fmha_half_partials: fp16 split partials for bf16 outputs of the 64-key seesaws (LATENT_SEESAW64 = 9,
-    LATENT_SEESAW48 = 11) on the static schedule; fp32 for fp16 outputs, the balanced schedule's pieces and every
-    other loop; -1 for a dtype, flag or configuration it has no kernel for (no GPU needed)."""
+    """fmha_half_partials: fp16 split partials and balanced pieces for bf16 outputs of the 64-key seesaws
+    (LATENT_SEESAW64 = 9, LATENT_SEESAW48 = 11); fp32 for fp16 outputs and every other loop; -1 for a dtype, flag or
+    configuration it has no kernel for (no GPU needed)."""
     lib = loader._declare(ctypes.CDLL(str(build[0])))
     for D in (512, 576):
         for config in (9, 11):
-            assert lib.fmha_half_partials(D, 1, config, 0) == 1
-            assert lib.fmha_half_partials(D, 0, config, 0) == 0 == lib.fmha_half_partials(D, 1, config, 1)
+            assert lib.fmha_half_partials(D, 1, config, 0) == 1 == lib.fmha_half_partials(D, 1, config, 1)
+            assert lib.fmha_half_partials(D, 0, config, 0) == 0 == lib.fmha_half_partials(D, 0, config, 1)
         for config in (6, 7, 8):
             assert lib.fmha_half_partials(D, 1, config, 0) == 0
     assert lib.fmha_half_partials(128, 1, 1, 0) == 0
