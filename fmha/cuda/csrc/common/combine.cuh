@@ -90,6 +90,16 @@ struct CombineRow {
         lse_row((static_cast<int64_t>(b) * p.Hq + hq) * p.T + t) {}
 };
 
+// Packed row n (= t G + hq % G) of unit `unit` (= b Hkv + kvh) of the balanced schedule, for its combine kernels.
+struct BalancedCombineRow {
+  int b, kvh, t, hq;
+  __device__ __forceinline__ BalancedCombineRow(const DecodeParams& p, int unit, int n)
+      : b(unit / p.Hkv), kvh(unit % p.Hkv), t(n / p.G), hq(kvh * p.G + n % p.G) {}
+  __device__ __forceinline__ int64_t lse_row(const DecodeParams& p) const {
+    return (static_cast<int64_t>(b) * p.Hq + hq) * p.T + t;
+  }
+};
+
 // A row's sink, where there are sinks: one more partial of LSE sinks[hq] and no output.
 __device__ __forceinline__ void merge_sink(const DecodeParams& p, SplitMerge& merge, int hq) {
   if (p.sinks != nullptr) {
@@ -237,7 +247,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const
   const int n = static_cast<int>(blockIdx.y) * kRows + static_cast<int>(threadIdx.x) / kLanes;
   if (pieces <= 1 || n >= p.rows) return;
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
-  const int b = unit / p.Hkv, kvh = unit % p.Hkv, t = n / p.G, hq = kvh * p.G + n % p.G;  // (n = t G + hq % G)
+  const BalancedCombineRow r(p, unit, n);
   SplitMerge merge[kCols];
   for (int k0 = 0; k0 < pieces; k0 += kChunk) {
     float split_lse[kChunk];
@@ -255,13 +265,13 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const
 #pragma unroll
     for (int c = 0; c < kCols; ++c) merge[c].add(split_lse, o[c]);
   }
-  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
+  uint16_t* out = static_cast<uint16_t*>(p.out) + r.b * p.o_b + r.t * p.o_t + r.hq * p.o_h;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    merge_sink(p, merge[c], hq);
+    merge_sink(p, merge[c], r.hq);
     *reinterpret_cast<uint2*>(out + 4 * (lane + kLanes * c)) = merge[c].template packed_out<kBf16>();
   }
-  if (lane == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge[0].lse();
+  if (lane == 0) p.lse[r.lse_row(p)] = merge[0].lse();
 }
 
 // combine_balanced_kernel for fp16 pieces (DecodeParams::partials_f16 with balanced; D = 512, the half-precision
@@ -279,7 +289,7 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_half_kernel(
   const int n = static_cast<int>(blockIdx.y) * kRows + static_cast<int>(threadIdx.x) / kLanes;
   if (pieces <= 1 || n >= p.rows) return;
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
-  const int b = unit / p.Hkv, kvh = unit % p.Hkv, t = n / p.G, hq = kvh * p.G + n % p.G;  // (n = t G + hq % G)
+  const BalancedCombineRow r(p, unit, n);
   const uint16_t* o_half = reinterpret_cast<const uint16_t*>(p.o_partial);
   const float* scales = p.o_partial + half_pieces_scales_offset(static_cast<int64_t>(p.B) * p.T * p.Hq, p.num_splits);
   SplitMerge merge[kCols];
@@ -307,13 +317,13 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_half_kernel(
       merge[c].add(split_lse, o);
     }
   }
-  uint16_t* out = static_cast<uint16_t*>(p.out) + b * p.o_b + t * p.o_t + hq * p.o_h;
+  uint16_t* out = static_cast<uint16_t*>(p.out) + r.b * p.o_b + r.t * p.o_t + r.hq * p.o_h;
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
-    merge_sink(p, merge[c], hq);
+    merge_sink(p, merge[c], r.hq);
     store_half_order(out, 4 * (lane + kLanes * c), merge[c].template packed_out<kBf16>());
   }
-  if (lane == 0) p.lse[(static_cast<int64_t>(b) * p.Hq + hq) * p.T + t] = merge[0].lse();
+  if (lane == 0) p.lse[r.lse_row(p)] = merge[0].lse();
 }
 
 }  // namespace fmha
