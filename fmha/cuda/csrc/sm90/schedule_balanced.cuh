@@ -11,12 +11,12 @@
 //   share is written out directly; a unit whose tiles span the shares of CTAs first..last is pieces = last - first + 1
 //   pieces, each written as O / l and its LSE to a workspace slot (common/params.h balanced_slot; fp32, or fp16 with a
 //   scale a row where DecodeParams::partials_f16); the CTA of piece 0 writes the unit's descriptor, and
-//   combine_balanced_kernel (common/combine.cuh, launched as a programmatic dependent) merges the pieces in piece
-//   order, so the result is the same on every run. A unit without tiles (an empty sequence) weighs nothing: CTA u % C
-//   writes its zeros, the LSE of no keys (or the sink's) and its descriptor (balanced_empty_units) while its producer
-//   loads its first tiles, so the empty sequences that pad a batch at its end spread over every CTA (weighing a
-//   position each, they would all fall to the last
-//   few shares, each a visit whose epilogue of scattered stores costs about two tiles).
+//   combine_balanced_kernel or combine_balanced_half_kernel (common/combine.cuh, launched as a programmatic
+//   dependent) merges the pieces in piece order, so the result is the same on every run. A unit without tiles (an
+//   empty sequence) weighs nothing: CTA u % C writes its zeros, the LSE of no keys (or the sink's) and its descriptor
+//   (balanced_empty_units) while its producer loads its first tiles, so the empty sequences that pad a batch at its
+//   end spread over every CTA (weighing a position each, they would all fall to the last few shares, each a visit
+//   whose epilogue of scattered stores costs about two tiles).
 //
 //   The 64-key seesaw (more than 32 packed rows: 64 or 128 heads, or 16 at T >= 2) deals the same way within each
 //   64-row block: its grid is (C, row blocks), each row block's C CTAs take the same shares of the units, so the row
