@@ -90,6 +90,22 @@ struct CombineRow {
         lse_row((static_cast<int64_t>(b) * p.Hq + hq) * p.T + t) {}
 };
 
+// A balanced combine kernel's unit (blockIdx.x), its descriptor (pieces first) and the packed row n (a thread's
+// kLanes-lane group of blockIdx.y's rows) it merges, once the decode grid it depends on has written its pieces.
+struct BalancedUnitRow {
+  int unit;
+  int4 desc;
+  int n;
+};
+template <int kLanes>
+__device__ __forceinline__ BalancedUnitRow balanced_combine_start(const DecodeParams& p) {
+  ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its pieces)
+  ptx::griddep_launch_dependents();
+  const int unit = static_cast<int>(blockIdx.x);
+  return {unit, __ldg(reinterpret_cast<const int4*>(p.balanced_desc) + unit),
+          static_cast<int>(blockIdx.y) * (kCombineThreads / kLanes) + static_cast<int>(threadIdx.x) / kLanes};
+}
+
 // Packed row n (= t G + hq % G) of unit `unit` (= b Hkv + kvh) of the balanced schedule, for its combine kernels.
 struct BalancedCombineRow {
   int b, kvh, t, hq;
@@ -239,15 +255,12 @@ __global__ void __launch_bounds__(kCombineThreads) combine_balanced_kernel(const
   constexpr int kCols = D / (4 * kLanes), kRows = kCombineThreads / kLanes;
   constexpr int kChunk = kCols > 2 ? 2 : 4;  // (4 x 4 float4 in flight held 122 registers)
   static_assert(kCols * 4 * kLanes == D && kRows * kLanes == kCombineThreads, "combine_balanced: lanes and rows");
-  ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its pieces)
-  ptx::griddep_launch_dependents();
-  const int unit = static_cast<int>(blockIdx.x);
-  const int4 desc = __ldg(reinterpret_cast<const int4*>(p.balanced_desc) + unit);
-  const int pieces = desc.x;
-  const int n = static_cast<int>(blockIdx.y) * kRows + static_cast<int>(threadIdx.x) / kLanes;
-  if (pieces <= 1 || n >= p.rows) return;
+  const BalancedUnitRow u = balanced_combine_start<kLanes>(p);
+  const int4 desc = u.desc;
+  const int pieces = desc.x, n = u.n;
+  if (pieces <= 1 || n >= p.rows) return;  // (one piece: the decode kernel wrote the unit out)
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
-  const BalancedCombineRow r(p, unit, n);
+  const BalancedCombineRow r(p, u.unit, n);
   SplitMerge merge[kCols];
   for (int k0 = 0; k0 < pieces; k0 += kChunk) {
     float split_lse[kChunk];
@@ -281,15 +294,12 @@ template <bool kBf16, int kLanes>
 __global__ void __launch_bounds__(kCombineThreads) combine_balanced_half_kernel(const DecodeParams p) {
   constexpr int D = 512, kCols = D / (4 * kLanes), kRows = kCombineThreads / kLanes, kChunk = 4;
   static_assert(kCols * 4 * kLanes == D && kRows * kLanes == kCombineThreads, "combine_balanced_half: lanes and rows");
-  ptx::griddep_wait();  // (launched as a programmatic dependent of the decode grid: its pieces)
-  ptx::griddep_launch_dependents();
-  const int unit = static_cast<int>(blockIdx.x);
-  const int4 desc = __ldg(reinterpret_cast<const int4*>(p.balanced_desc) + unit);
-  const int pieces = desc.x;
-  const int n = static_cast<int>(blockIdx.y) * kRows + static_cast<int>(threadIdx.x) / kLanes;
-  if (pieces <= 1 || n >= p.rows) return;
+  const BalancedUnitRow u = balanced_combine_start<kLanes>(p);
+  const int4 desc = u.desc;
+  const int pieces = desc.x, n = u.n;
+  if (pieces <= 1 || n >= p.rows) return;  // (one piece: the decode kernel wrote the unit out)
   const int lane = static_cast<int>(threadIdx.x) % kLanes;
-  const BalancedCombineRow r(p, unit, n);
+  const BalancedCombineRow r(p, u.unit, n);
   const uint16_t* o_half = reinterpret_cast<const uint16_t*>(p.o_partial);
   const float* scales = p.o_partial + half_pieces_scales_offset(static_cast<int64_t>(p.B) * p.T * p.Hq, p.num_splits);
   SplitMerge merge[kCols];
