@@ -502,10 +502,11 @@ class CudaBackend(Backend):
 
     def _half_partials(self, p: Problem, config: Config, balanced: bool) -> bool:
         """Whether a launch merged by the combine kernel leaves fp16 partials in the workspace, as the loaded library
-        builds them (FMHA_DISABLE_HALF_PARTIALS); a library without the query (tools/ A/B) answers by its default."""
+        builds them (FMHA_DISABLE_HALF_PARTIALS); a library without the query (tools/ A/B, fp32 pieces) answers by
+        its default."""
         if self._half_partials_query is None:
             return not balanced and config in SEESAW64_LOOP and p.dtype == torch.bfloat16 and self._arch == 90
-        return self._half_partials_query(p.head_dim, int(p.dtype == torch.bfloat16), int(config), int(balanced)) == 1
+        return self._half_partials_query(p.head_dim, int(p.dtype == torch.bfloat16), int(config)) == 1
 
     def _split_config(self, p: Problem) -> Config:
         return split_config(p.head_dim, latent_ring(p, self._arch))

@@ -549,7 +549,7 @@ def _declare(lib: ctypes.CDLL) -> ctypes.CDLL:
         lib.fmha_balanced_deals.argtypes = [i32, i32, i32, i32, i32, i32, ctypes.c_longlong, ctypes.c_longlong]
         lib.fmha_balanced_deals.restype = i32
     if hasattr(lib, "fmha_half_partials"):  # (a library older than the query: tools/ A/B)
-        lib.fmha_half_partials.argtypes = [i32, i32, i32, i32]
+        lib.fmha_half_partials.argtypes = [i32, i32, i32]
         lib.fmha_half_partials.restype = i32
     for name in ("fmha_config_tile_n", "fmha_config_ctas_per_sm", "fmha_config_narrow_rows"):
         getattr(lib, name).argtypes = [i32, i32]

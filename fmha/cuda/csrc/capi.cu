@@ -228,12 +228,11 @@ int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks
   });
 }
 
-int fmha_half_partials(int D, int dtype, int config, int balanced) {
-  if ((dtype != 0 && dtype != 1) || (balanced != 0 && balanced != 1)) return -1;
+int fmha_half_partials(int D, int dtype, int config) {
+  if (dtype != 0 && dtype != 1) return -1;
   return with_instance(D, config, -1, [&](auto d, auto c) {
     constexpr int kD = decltype(d)::value, kC = decltype(c)::value;
-    const bool half = dtype == 1 ? Instance<kD, true, kC>::half_partials(balanced == 1)
-                                 : Instance<kD, false, kC>::half_partials(balanced == 1);
+    const bool half = dtype == 1 ? Instance<kD, true, kC>::half_partials() : Instance<kD, false, kC>::half_partials();
     return half ? 1 : 0;
   });
 }

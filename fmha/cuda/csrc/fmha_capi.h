@@ -95,10 +95,10 @@ int fmha_max_active_clusters(int D, int config, int cluster_size);
 // both readers of a sequence's latent start together), 0 where it does not; -1: D or configuration invalid,
 // or a count below 1. `ctas` decides the shared memory the launch asks for, and with it the cluster occupancy.
 int fmha_row_block_pairs(int D, int config, int num_splits, long long row_blocks, long long ctas);
-// 1 where a launch of this head dim, dtype and configuration whose splits merge through the combine kernel
-// (fmha_cluster_merge() == 0) leaves fp16 partials, each row scaled by a power of two, in the workspace; 0 where it
-// leaves fp32; `balanced`: the launch deals its tiles (fmha_balanced_deals). -1: an argument it has no kernel for.
-int fmha_half_partials(int D, int dtype, int config, int balanced);
+// 1 where a launch of this head dim, dtype and configuration leaves the partials a combine kernel merges (its splits'
+// where fmha_cluster_merge() == 0, or a balanced launch's pieces) in the workspace as fp16, each row scaled by a
+// power of two; 0 where it leaves fp32. -1: an argument it has no kernel for.
+int fmha_half_partials(int D, int dtype, int config);
 
 // Bytes of workspace (partial outputs, fp32 or fp16 with scales, and LSEs) that num_splits > 1 needs where the splits
 // merge through the combine kernel (fmha_cluster_merge() == 0); a launch merged in clusters needs none.

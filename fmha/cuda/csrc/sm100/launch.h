@@ -28,7 +28,7 @@ struct Instance {
   // Whether row blocks 2i and 2i + 1 launch as a cluster of two (sm90/launch.h): never on sm_100a.
   static bool pairs_row_blocks(int, long long, bool) { return false; }
   // Whether split partials are fp16 (sm90/launch.h): fp32 on sm_100a (traits.h).
-  static bool half_partials(bool) { return false; }
+  static bool half_partials() { return false; }
 };
 
 }  // namespace sm100

@@ -123,7 +123,7 @@ bool Instance<D, kBf16, kConfig>::pairs_row_blocks(int num_splits, long long row
 // bf16 outputs of the 64-key seesaw, split or dealt: fp16 partials (the pair and cluster merges keep fp32 in shared
 // memory; fp16 outputs keep fp32 partials, whose rounding would rival their own).
 template <int D, bool kBf16, int kConfig>
-bool Instance<D, kBf16, kConfig>::half_partials(bool /*balanced: both schedules alike*/) {
+bool Instance<D, kBf16, kConfig>::half_partials() {
   return kBf16 && DecodeTraits<D, kConfig>::kHalfPartials && kHalfPartialsEnabled;
 }
 
@@ -192,8 +192,7 @@ int Instance<D, kBf16, kConfig>::launch(const DecodeParams& p, const KvCaches& k
   if (kv_gather(lp) && lp.cluster_merge == kMergeDealtRows) lp.cluster_merge = kMergeByKernel;
   // The pair merge has no sinks (the dealt-rows merge and the combine kernel join them).
   if (lp.sinks != nullptr && lp.cluster_merge == kMergePair) lp.cluster_merge = kMergeByKernel;
-  lp.partials_f16 = half_partials(lp.balanced) &&
-                    (lp.balanced || (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel));
+  lp.partials_f16 = half_partials() && (lp.balanced || (p.num_splits > 1 && lp.cluster_merge == kMergeByKernel));
   if (check_workspace(lp, Tr::kHeadDimV, workspace_size)) return 1;
   // The splits of one (row block, KV head, sequence) form a cluster: blockIdx.x = row_block * num_splits + split.
   int cluster_x = lp.cluster_merge != kMergeByKernel ? p.num_splits : 0;

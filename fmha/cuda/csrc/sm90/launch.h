@@ -28,9 +28,9 @@ struct Instance {
   // Whether a launch of `row_blocks` row blocks a (KV head, sequence) in num_splits splits runs row blocks
   // 2i and 2i + 1 as a cluster of two, launched exclusive (exclusive_sms) or not.
   static bool pairs_row_blocks(int num_splits, long long row_blocks, bool exclusive);
-  // Whether a launch whose splits merge through the combine kernel leaves fp16 partials in the workspace
-  // (DecodeParams::partials_f16) rather than fp32, on the balanced schedule or the static one.
-  static bool half_partials(bool balanced);
+  // Whether a launch whose partials a combine kernel merges (split partials or balanced pieces) leaves them in the
+  // workspace as fp16 (DecodeParams::partials_f16) rather than fp32.
+  static bool half_partials();
   // Whether a launch of `ctas` CTAs that asks for the balanced schedule (DecodeParams::balanced) deals its tiles
   // by cache length, given whether it has the lengths, reads Q by TMA and gathers its pages; where it does not,
   // it runs the static schedule. q_tma: as the launch sets DecodeParams::q_tma; q_box_tma(G) answers
